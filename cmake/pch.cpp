@@ -1,0 +1,1 @@
+// The translation unit that carries the shared precompiled header (see cmake/twist.cmake).

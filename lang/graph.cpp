@@ -1,0 +1,143 @@
+#include "lang/graph.h"
+
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "lang/error.h"
+#include "lang/registry.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+
+std::vector<Expr> expressions(const Definition &d) {
+  if (!d.reduction) return d.values;
+  std::vector<Expr> all = d.reduction->elements;
+  for (const Expr &p : d.reduction->domain.predicates()) all.push_back(p);
+  for (int k = 0; k < d.reduction->domain.dimensions(); ++k) {
+    all.push_back(d.reduction->domain[k].min());
+    all.push_back(d.reduction->domain[k].extent());
+  }
+  return all;
+}
+
+namespace {
+
+struct Uses : IRVisitor {
+  std::vector<std::string> calls;
+  std::vector<ParamInfo> params;
+  using IRVisitor::visit;
+  void visit(const Call *c) override {
+    if ((c->call_type == Call::Halide || c->call_type == Call::Image) &&
+        std::find(calls.begin(), calls.end(), c->name) == calls.end())
+      calls.push_back(c->name);
+    IRVisitor::visit(c);
+  }
+  void visit(const Variable *v) override {
+    if (is_param(v) && std::none_of(params.begin(), params.end(), [&](auto &p) { return p.name == v->name; }))
+      params.push_back({v->name, v->type});
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> callees(const Definition &d) {
+  Uses uses;
+  for (const Expr &e : expressions(d)) e.accept(&uses);
+  return uses.calls;
+}
+
+const Func &FuncGraph::func(const std::string &name) const {
+  for (const Func &f : funcs)
+    if (f.name() == name) return f;
+  fail("the program has no func named '{}'", name);
+}
+
+bool FuncGraph::has_func(const std::string &name) const {
+  return std::any_of(funcs.begin(), funcs.end(), [&](const Func &f) { return f.name() == name; });
+}
+
+FuncGraph walk(const std::vector<Func> &outputs) {
+  FuncGraph g;
+  g.outputs = outputs;
+  std::set<std::string> done, visiting, inputs_seen;
+  Uses param_uses;
+  auto add_params = [&](const Expr &e) { e.accept(&param_uses); };
+  std::function<void(const Func &)> visit = [&](const Func &f) {
+    if (done.count(f.name())) return;
+    if (!visiting.insert(f.name()).second) fail("func '{}' depends on itself", f.name());
+    const Definition &d = f.definition();
+    for (const std::string &callee : callees(d)) {
+      if (auto fc = find_func(callee)) {
+        visit(Func(fc));
+      } else if (auto in = find_input(callee)) {
+        if (inputs_seen.insert(callee).second) {
+          g.inputs.push_back(Input(in));
+          for (const Expr &extent : in->shape) add_params(extent);
+        }
+      } else {
+        fail("func '{}' calls '{}', which is neither a live func nor an input", f.name(), callee);
+      }
+    }
+    for (const Expr &e : expressions(d)) add_params(e);
+    for (const Expr &e : f.shape()) add_params(e);
+    visiting.erase(f.name());
+    done.insert(f.name());
+    g.funcs.push_back(f);
+  };
+  for (const Func &out : outputs) visit(out);
+  g.params = param_uses.params;
+  return g;
+}
+
+namespace {
+
+std::string join_vars(const std::vector<Var> &vars) {
+  std::string s;
+  for (const Var &v : vars) s += (s.empty() ? "" : ", ") + v.name();
+  return s;
+}
+
+std::string show(const Halide::Expr &e) {
+  std::ostringstream os;
+  os << e;
+  return os.str();
+}
+
+}  // namespace
+
+std::string to_string(const Func &f) {
+  const Definition &d = f.definition();
+  std::string lhs = fmt::format("{}({})", f.name(), join_vars(d.args));
+  if (!d.reduction) {
+    std::string rhs;
+    for (const Expr &v : d.values) rhs += (rhs.empty() ? "" : ", ") + show(v);
+    return fmt::format("{} = {}", lhs, d.values.size() == 1 ? rhs : "{" + rhs + "}");
+  }
+  const Reduction &r = *d.reduction;
+  std::string domain;
+  for (int k = 0; k < r.domain.dimensions(); ++k) {
+    RVar v = r.domain[k];
+    domain += fmt::format("{}{} in [{}, {} + {})", k ? ", " : "", v.name(), show(v.min()), show(v.min()),
+                          show(v.extent()));
+  }
+  for (const Expr &p : r.domain.predicates()) domain += fmt::format(" where {}", show(p));
+  std::string elements;
+  for (const Expr &e : r.elements) elements += (elements.empty() ? "" : ", ") + show(e);
+  return fmt::format("{} = reduce({}, {}, {})", lhs, r.monoid->name, domain, elements);
+}
+
+std::string to_string(const FuncGraph &g) {
+  std::string s;
+  for (const Input &in : g.inputs) {
+    std::string shape;
+    for (const Expr &e : in.shape()) shape += (shape.empty() ? "" : ", ") + show(e);
+    s += fmt::format("input {}: {}[{}]\n", in.name(), type_name(in.type()), shape);
+  }
+  for (const ParamInfo &p : g.params) s += fmt::format("param {}: {}\n", p.name, type_name(p.type));
+  for (const Func &f : g.funcs) s += to_string(f) + "\n";
+  return s;
+}
+
+}  // namespace twist

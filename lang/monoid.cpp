@@ -1,0 +1,166 @@
+#include "lang/monoid.h"
+
+#include <set>
+
+#include "lang/error.h"
+#include "lang/param.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+
+State::State(std::string prefix, std::vector<Component> components) : components_(std::move(components)) {
+  for (const Component &c : components_) vars_.push_back(Expr(Variable::make(c.type, prefix + c.name)));
+}
+
+Expr State::operator[](int k) const {
+  if (k < 0 || k >= size()) fail("a state of {} component(s) has no component {}", size(), k);
+  return vars_[k];
+}
+
+Expr State::operator[](const std::string &name) const {
+  for (size_t k = 0; k < components_.size(); ++k)
+    if (components_[k].name == name) return vars_[k];
+  std::string names;
+  for (const Component &c : components_) names += (names.empty() ? "" : ", ") + c.name;
+  fail("no component named '{}' (the components are {})", name, names);
+}
+
+int Monoid::state_index(const std::string &component) const {
+  for (size_t k = 0; k < state.size(); ++k)
+    if (state[k].name == component) return static_cast<int>(k);
+  fail("monoid '{}' has no state component '{}'", name, component);
+}
+
+namespace {
+
+// The names of the free (non-parameter) variables of e.
+std::set<std::string> free_variables(const Halide::Expr &e) {
+  struct Collect : IRVisitor {
+    std::set<std::string> names;
+    using IRVisitor::visit;
+    void visit(const Variable *v) override {
+      if (!is_param(v)) names.insert(v->name);
+    }
+  } collect;
+  e.accept(&collect);
+  return collect.names;
+}
+
+void check_part(const Monoid &m, const char *part, const std::vector<Expr> &exprs,
+                const std::vector<Component> &targets, const std::vector<State> &scopes) {
+  if (exprs.size() != targets.size())
+    fail("monoid '{}': {} gives {} value(s) but {} are needed (one per component: {})", m.name, part,
+         exprs.size(), targets.size(), [&] {
+           std::string s;
+           for (const Component &c : targets) s += (s.empty() ? "" : ", ") + c.name;
+           return s;
+         }());
+  std::set<std::string> allowed;
+  for (const State &s : scopes)
+    for (const Expr &v : s.vars()) allowed.insert(v.as<Variable>()->name);
+  for (size_t k = 0; k < exprs.size(); ++k) {
+    const Expr &e = exprs[k];
+    if (!e.defined()) fail("monoid '{}': {} of component '{}' is undefined", m.name, part, targets[k].name);
+    if (auto err = first_type_error(e))
+      fail("monoid '{}': {} of component '{}': {}", m.name, part, targets[k].name, *err);
+    if (e.type() != targets[k].type)
+      fail("monoid '{}': {} of component '{}' has type {} but the component is {}", m.name, part,
+           targets[k].name, type_name(e.type()), type_name(targets[k].type));
+    for (const std::string &v : free_variables(e))
+      if (!allowed.count(v))
+        fail("monoid '{}': {} of component '{}' uses '{}', which is not one of its operands", m.name, part,
+             targets[k].name, v);
+  }
+}
+
+std::vector<Expr> adapt(const std::vector<Expr> &values, const std::vector<Component> &to) {
+  std::vector<Expr> out = values;
+  for (size_t k = 0; k < out.size() && k < to.size(); ++k) {
+    const Expr &v = out[k];
+    if (v.defined() && v.type() != to[k].type &&
+        (v.as<IntImm>() || v.as<FloatImm>()))
+      out[k] = constant(to[k].type, v.as<IntImm>() ? double(v.as<IntImm>()->value) : v.as<FloatImm>()->value,
+                        "monoid constant");
+  }
+  return out;
+}
+
+}  // namespace
+
+void Monoid::validate() const {
+  if (name.empty()) fail("a monoid needs a name");
+  if (state.empty()) fail("monoid '{}' needs at least one state component", name);
+  for (const auto *components : {&state, &elements, &outputs}) {
+    std::set<std::string> seen;
+    for (const Component &c : *components) {
+      if (c.name.empty()) fail("monoid '{}' has a component without a name", name);
+      if (!seen.insert(c.name).second) fail("monoid '{}' has two components named '{}'", name, c.name);
+      if (!is_element_type(c.type) && !c.type.is_bool())
+        fail("monoid '{}': component '{}' has type {}, which twist cannot hold", name, c.name,
+             type_name(c.type));
+    }
+  }
+  check_part(*this, "identity", identity, state, {});
+  for (size_t k = 0; k < identity.size(); ++k)
+    if (!is_const(identity[k]))
+      fail("monoid '{}': the identity of component '{}' must be a constant", name, state[k].name);
+  check_part(*this, "combine", combine, state, {lhs(), rhs()});
+  check_part(*this, "lift", lift, state, {element()});
+  check_part(*this, "finalize", finalize, outputs, {one()});
+}
+
+MonoidBuilder::MonoidBuilder(std::string name) { m_.name = std::move(name); }
+
+MonoidBuilder &MonoidBuilder::state(std::vector<Component> components) {
+  m_.state = std::move(components);
+  return *this;
+}
+
+MonoidBuilder &MonoidBuilder::elements(std::vector<Component> components) {
+  m_.elements = std::move(components);
+  has_elements_ = true;
+  return *this;
+}
+
+MonoidBuilder &MonoidBuilder::identity(std::vector<Expr> values) {
+  m_.identity = std::move(values);
+  return *this;
+}
+
+MonoidBuilder &MonoidBuilder::combine(const Fn2 &fn) {
+  combine_ = fn;
+  return *this;
+}
+
+MonoidBuilder &MonoidBuilder::lift(const Fn1 &fn) {
+  lift_ = fn;
+  return *this;
+}
+
+MonoidBuilder &MonoidBuilder::finalize(std::vector<Component> outputs, const Fn1 &fn) {
+  m_.outputs = std::move(outputs);
+  finalize_ = fn;
+  has_outputs_ = true;
+  return *this;
+}
+
+MonoidBuilder &MonoidBuilder::origin(Monoid::Origin origin) {
+  m_.origin = origin;
+  return *this;
+}
+
+Monoid MonoidBuilder::build() const {
+  Monoid m = m_;
+  if (!combine_) fail("monoid '{}' needs a combine", m.name);
+  if (!has_elements_) m.elements = m.state;
+  if (!has_outputs_) m.outputs = m.state;
+  m.identity = adapt(m.identity, m.state);
+  m.combine = adapt(combine_(m.lhs(), m.rhs()), m.state);
+  m.lift = lift_ ? adapt(lift_(m.element()), m.state) : m.element().vars();
+  m.finalize = finalize_ ? adapt(finalize_(m.one()), m.outputs) : m.one().vars();
+  m.validate();
+  return m;
+}
+
+}  // namespace twist

@@ -1,0 +1,107 @@
+#pragma once
+// The definition of a monoid, as a program states it.
+//
+// A monoid is written as Halide expressions over symbolic states: `combine` over the two operands' components
+// (variables "a.<name>" and "b.<name>"), `lift` over the element values ("x.<name>"), `finalize` over one
+// state ("s.<name>"). This file is only the language: everything known *about* a monoid (the built-ins,
+// twists, products, whether it is associative and why) lives in algebra/.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lang/expr.h"
+
+namespace twist {
+
+struct Component {
+  std::string name;
+  Type type;
+};
+
+// The symbolic values of one state (or one element) that a monoid's expressions are written over.
+class State {
+ public:
+  State(std::string prefix, std::vector<Component> components);
+  Expr operator[](int k) const;
+  Expr operator[](const std::string &name) const;
+  int size() const { return static_cast<int>(vars_.size()); }
+  const std::vector<Expr> &vars() const { return vars_; }
+
+ private:
+  std::vector<Component> components_;
+  std::vector<Expr> vars_;
+};
+
+class Monoid {
+ public:
+  // How the monoid came to be, which is what the associativity checker starts from.
+  enum class Origin {
+    builtin,  // from algebra/'s library, associative by construction
+    product,  // a componentwise product of `factors`
+    twisted,  // transported from `twist->base` through a bijection
+    derived,  // combine derived from a leftward and a rightward fold
+    user,     // written by hand: the checker tests it, it does not trust it
+  };
+  struct Twist {
+    std::shared_ptr<const Monoid> base;
+    std::vector<Expr> to_base;    // psi, over this monoid's state ("s.<name>"), one per base component
+    std::vector<Expr> from_base;  // psi^-1, over the base's state ("s.<base name>"), one per component
+  };
+
+  std::string name;
+  std::vector<Component> state;     // the carrier
+  std::vector<Component> elements;  // what lift takes
+  std::vector<Component> outputs;   // what finalize gives
+  std::vector<Expr> identity;       // constants, one per state component
+  std::vector<Expr> combine;        // one per state component
+  std::vector<Expr> lift;           // one per state component
+  std::vector<Expr> finalize;       // one per output
+  Origin origin = Origin::user;
+  std::vector<std::shared_ptr<const Monoid>> factors;  // for a product
+  std::optional<Twist> twist;
+
+  State lhs() const { return State("a.", state); }
+  State rhs() const { return State("b.", state); }
+  State one() const { return State("s.", state); }
+  State element() const { return State("x.", elements); }
+  int state_index(const std::string &component) const;  // throws if absent
+
+  // Checks counts, types and free variables; throws twist::Error naming the monoid and the component.
+  void validate() const;
+};
+
+// Builds a user-defined monoid in a few lines:
+//   Monoid m = MonoidBuilder("mean")
+//                .state({{"n", f64}, {"sum", f64}})
+//                .elements({{"x", f64}})
+//                .identity({0.0, 0.0})
+//                .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0], a[1] + b[1]}; })
+//                .lift([](const State &x) { return std::vector<Expr>{Expr(1.0), x[0]}; })
+//                .finalize({{"mean", f64}}, [](const State &s) { return std::vector<Expr>{s[1] / s[0]}; })
+//                .build();
+// Without lift, elements are states; without finalize, the outputs are the state.
+class MonoidBuilder {
+ public:
+  using Fn1 = std::function<std::vector<Expr>(const State &)>;
+  using Fn2 = std::function<std::vector<Expr>(const State &, const State &)>;
+
+  explicit MonoidBuilder(std::string name);
+  MonoidBuilder &state(std::vector<Component> components);
+  MonoidBuilder &elements(std::vector<Component> components);
+  MonoidBuilder &identity(std::vector<Expr> values);
+  MonoidBuilder &combine(const Fn2 &fn);
+  MonoidBuilder &lift(const Fn1 &fn);
+  MonoidBuilder &finalize(std::vector<Component> outputs, const Fn1 &fn);
+  MonoidBuilder &origin(Monoid::Origin origin);
+  Monoid build() const;
+
+ private:
+  Monoid m_;
+  Fn2 combine_;
+  Fn1 lift_, finalize_;
+  bool has_elements_ = false, has_outputs_ = false;
+};
+
+}  // namespace twist
