@@ -1,0 +1,77 @@
+#pragma once
+// The meaning of scalar expressions: a compiler from Halide expressions to closures that evaluate them on
+// the CPU, in one of three arithmetics. The algebra's checker, the reference backend's func evaluator and its
+// loop-nest interpreter all evaluate expressions through this one mechanism.
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lang/expr.h"
+
+namespace twist {
+
+// How floating-point operations are carried out.
+enum class Arithmetic {
+  exact,     // every floating-point operation in double, whatever the declared type; float-to-float casts
+             // are ignored (the oracle: "what the algorithm means")
+  extended,  // every floating-point operation in long double (x87, 64-bit significand); used to bound the
+             // rounding error of `exact`
+  typed,     // each operation rounded to its declared type: f16 and bf16 emulated bit-exactly (round to
+             // nearest even), f32 as float, f64 as double; casts round
+};
+
+// Values are carried as long double: it holds every i32 and every double exactly. Integer operations follow
+// Halide: division rounds towards negative infinity, the remainder is never negative, and x / 0 == 0.
+using Real = long double;
+
+// Variable values, indexed by the slots an ExprCompiler gave out.
+using Slots = std::vector<Real>;
+
+class CompiledExpr {
+ public:
+  CompiledExpr() = default;
+  explicit CompiledExpr(std::function<Real(Slots &)> fn) : fn_(std::move(fn)) {}
+  Real operator()(Slots &slots) const { return fn_(slots); }
+  bool defined() const { return static_cast<bool>(fn_); }
+
+ private:
+  std::function<Real(Slots &)> fn_;
+};
+
+class ExprCompiler {
+ public:
+  explicit ExprCompiler(Arithmetic arithmetic);
+
+  // The slot that variable `name` is read from (allocated on first request).
+  int slot(const std::string &name);
+  int num_slots() const { return static_cast<int>(slot_names_.size()); }
+  Arithmetic arithmetic() const { return arithmetic_; }
+
+  // Calls to funcs and inputs (Call::Halide and Call::Image nodes) are resolved at compile time by this
+  // hook, which returns what to do at evaluation time with the evaluated arguments.
+  using CallFn = std::function<Real(std::span<const Real> args)>;
+  void on_call(std::function<CallFn(const Halide::Internal::Call *)> resolver) { resolve_call_ = std::move(resolver); }
+
+  // Loads (Load nodes, in loop nests) likewise, with the evaluated index.
+  using LoadFn = std::function<Real(Real index)>;
+  void on_load(std::function<LoadFn(const Halide::Internal::Load *)> resolver) { resolve_load_ = std::move(resolver); }
+
+  // Throws twist::Error naming the node for variables without a slot that are not Let-bound, unresolved
+  // calls and loads, vector types, and nodes the evaluator does not know.
+  CompiledExpr compile(const Halide::Expr &e);
+
+  // Rounds x to type t under this compiler's arithmetic (identity for exact and extended, except that
+  // integer types truncate towards zero).
+  Real round(const Type &t, Real x) const;
+
+ private:
+  Arithmetic arithmetic_;
+  std::vector<std::string> slot_names_;
+  std::function<CallFn(const Halide::Internal::Call *)> resolve_call_;
+  std::function<LoadFn(const Halide::Internal::Load *)> resolve_load_;
+  friend struct ExprCompilerImpl;
+};
+
+}  // namespace twist
