@@ -1,0 +1,54 @@
+#include "scheduler/loop_nest.h"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace twist {
+
+namespace {
+
+std::string show(const Halide::Expr &e) {
+  std::ostringstream os;
+  os << e;
+  return os.str();
+}
+
+const char *role_name(BufferArg::Role r) {
+  switch (r) {
+    case BufferArg::Role::input: return "input";
+    case BufferArg::Role::output: return "output";
+    case BufferArg::Role::workspace: return "workspace";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string to_string(const Kernel &k) {
+  std::string s = fmt::format("kernel {} grid=({}, {}, {}) threads={} shared={}B\n", k.name, show(k.grid[0]),
+                              show(k.grid[1]), show(k.grid[2]), k.threads, k.shared_bytes);
+  for (const BufferArg &b : k.buffers) {
+    std::string shape;
+    for (const auto &e : b.shape) shape += (shape.empty() ? "" : ", ") + show(e);
+    s += fmt::format("  {} {}: {}[{}]\n", role_name(b.role), b.name, type_name(b.type), shape);
+  }
+  for (const ScalarArg &a : k.scalars) s += fmt::format("  scalar {}: {}\n", a.name, type_name(a.type));
+  if (!k.schedule_summary.empty()) s += k.schedule_summary;
+  std::ostringstream body;
+  body << k.body;
+  return s + body.str();
+}
+
+std::string to_string(const LoweredProgram &p) {
+  std::string s;
+  for (const Workspace &w : p.workspaces) {
+    std::string shape;
+    for (const auto &e : w.shape) shape += (shape.empty() ? "" : ", ") + show(e);
+    s += fmt::format("workspace {}: {}[{}]\n", w.name, type_name(w.type), shape);
+  }
+  for (const Kernel &k : p.kernels) s += to_string(k) + "\n";
+  return s;
+}
+
+}  // namespace twist

@@ -1,0 +1,77 @@
+#pragma once
+// The loop-nest IR: what the scheduler lowers a program to, and what every backend consumes.
+//
+// A kernel body is a Halide statement written from the point of view of one GPU thread:
+//   - `blockIdx.x/y/z` and `threadIdx.x` are i32 Variables (blocks are 1-D in threads; warps are
+//     threadIdx.x / 32);
+//   - global tensors are the kernel's buffers, read with Load and written with Store at a flat row-major
+//     element index;
+//   - shared memory and registers are Allocate nodes with MemoryType::GPUShared and MemoryType::Register
+//     (register arrays are only indexed with values known after unrolling);
+//   - For loops are Serial or Unrolled (fully unrolled: their extent is a constant);
+//   - barriers, asynchronous copies, matrix fragments loads and matrix-multiply atoms are the twist
+//     intrinsics of scheduler/intrinsics.h, each an Evaluate of an Extern Call.
+// The CUDA backend prints this IR; the reference backend interprets it thread by thread in lockstep, so the
+// lowering is tested on machines without a GPU.
+#include <Halide.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "lang/types.h"
+
+namespace twist {
+
+using Halide::Internal::Stmt;
+
+struct BufferArg {
+  enum class Role { input, output, workspace };
+  std::string name;
+  Type type;
+  std::vector<Halide::Expr> shape;  // extents over the kernel's scalar arguments, dimension 0 outermost
+  Role role = Role::input;
+};
+
+struct ScalarArg {
+  std::string name;
+  Type type;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<BufferArg> buffers;
+  std::vector<ScalarArg> scalars;
+  std::array<Halide::Expr, 3> grid;  // blocks in x, y and z, over the scalar arguments
+  int threads = 0;                   // threads per block
+  int min_blocks_per_sm = 1;         // for __launch_bounds__
+  int shared_bytes = 0;              // dynamic shared memory, every GPUShared allocation of the body
+  Stmt body;
+  // The instructions the schedule asked for ("mma.sync.aligned.m16n8k16", "cp.async.cg.shared.global",
+  // "ldmatrix.sync.aligned"): tests check that the generated source contains them.
+  std::vector<std::string> required_instructions;
+  std::string schedule_summary;  // one line per decision, for dumps
+};
+
+// Scratch tensors a program needs between its kernels (split-K partial states).
+struct Workspace {
+  std::string name;
+  Type type;
+  std::vector<Halide::Expr> shape;
+};
+
+// Everything one schedule of a program lowers to: kernels to launch in order.
+struct LoweredProgram {
+  std::string name;
+  std::vector<Kernel> kernels;
+  std::vector<BufferArg> inputs;   // the program's input tensors
+  std::vector<BufferArg> outputs;  // the output func's values, one tensor each
+  std::vector<Workspace> workspaces;
+  std::vector<ScalarArg> scalars;  // every scalar and size parameter the kernels read
+};
+
+// The printed loop nest of every kernel, for dumps and for FileCheck-style tests.
+std::string to_string(const Kernel &k);
+std::string to_string(const LoweredProgram &p);
+
+}  // namespace twist
