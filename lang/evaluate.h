@@ -24,6 +24,9 @@ enum class Arithmetic {
 
 // Values are carried as long double: it holds every i32 and every double exactly. Integer operations follow
 // Halide: division rounds towards negative infinity, the remainder is never negative, and x / 0 == 0.
+// Integer arithmetic and casts between integer types wrap to the type's width; a cast from floating point
+// to an integer type truncates towards zero and throws twist::Error if the value is NaN or does not fit.
+// Booleans are 0 and 1. min and max of a NaN are NaN. Select, && and || evaluate only what they need.
 using Real = long double;
 
 // Variable values, indexed by the slots an ExprCompiler gave out.
@@ -32,12 +35,12 @@ using Slots = std::vector<Real>;
 class CompiledExpr {
  public:
   CompiledExpr() = default;
-  explicit CompiledExpr(std::function<Real(Slots &)> fn) : fn_(std::move(fn)) {}
-  Real operator()(Slots &slots) const { return fn_(slots); }
+  explicit CompiledExpr(std::function<Real(Slots&)> fn) : fn_(std::move(fn)) {}
+  Real operator()(Slots& slots) const { return fn_(slots); }
   bool defined() const { return static_cast<bool>(fn_); }
 
  private:
-  std::function<Real(Slots &)> fn_;
+  std::function<Real(Slots&)> fn_;
 };
 
 class ExprCompiler {
@@ -45,32 +48,37 @@ class ExprCompiler {
   explicit ExprCompiler(Arithmetic arithmetic);
 
   // The slot that variable `name` is read from (allocated on first request).
-  int slot(const std::string &name);
+  int slot(const std::string& name);
   int num_slots() const { return static_cast<int>(slot_names_.size()); }
   Arithmetic arithmetic() const { return arithmetic_; }
 
   // Calls to funcs and inputs (Call::Halide and Call::Image nodes) are resolved at compile time by this
   // hook, which returns what to do at evaluation time with the evaluated arguments.
   using CallFn = std::function<Real(std::span<const Real> args)>;
-  void on_call(std::function<CallFn(const Halide::Internal::Call *)> resolver) { resolve_call_ = std::move(resolver); }
+  void on_call(std::function<CallFn(const Halide::Internal::Call*)> resolver) {
+    resolve_call_ = std::move(resolver);
+  }
 
   // Loads (Load nodes, in loop nests) likewise, with the evaluated index.
   using LoadFn = std::function<Real(Real index)>;
-  void on_load(std::function<LoadFn(const Halide::Internal::Load *)> resolver) { resolve_load_ = std::move(resolver); }
+  void on_load(std::function<LoadFn(const Halide::Internal::Load*)> resolver) {
+    resolve_load_ = std::move(resolver);
+  }
 
   // Throws twist::Error naming the node for variables without a slot that are not Let-bound, unresolved
   // calls and loads, vector types, and nodes the evaluator does not know.
-  CompiledExpr compile(const Halide::Expr &e);
+  CompiledExpr compile(const Halide::Expr& e);
 
-  // Rounds x to type t under this compiler's arithmetic (identity for exact and extended, except that
-  // integer types truncate towards zero).
-  Real round(const Type &t, Real x) const;
+  // Rounds x to type t under this compiler's arithmetic, as a cast to t does: a floating-point type to
+  // double (exact, where it is the identity on the values exact arithmetic carries), unchanged (extended) or
+  // to t itself (typed); an integer type truncates towards zero and must hold the value; bool is x != 0.
+  Real round(const Type& t, Real x) const;
 
  private:
   Arithmetic arithmetic_;
   std::vector<std::string> slot_names_;
-  std::function<CallFn(const Halide::Internal::Call *)> resolve_call_;
-  std::function<LoadFn(const Halide::Internal::Load *)> resolve_load_;
+  std::function<CallFn(const Halide::Internal::Call*)> resolve_call_;
+  std::function<LoadFn(const Halide::Internal::Load*)> resolve_load_;
   friend struct ExprCompilerImpl;
 };
 
