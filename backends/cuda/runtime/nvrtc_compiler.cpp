@@ -149,6 +149,10 @@ std::vector<std::string> nvrtc_options(const CompileOptions& options) {
       "-std=c++17",
       "--include-path=" + cuda_include_directory().string(),
       "--ptxas-options=-v",
+      // Where a driver is installed, NVRTC (12.9 and later) keeps its own cache in the driver's compute
+      // cache, and a hit there returns the cubin without ptxas' report. The kernel cache stores the report
+      // with the cubin, so NVRTC's cache is turned off and every real compile reports its resources.
+      "--no-cache",
   };
   if (options.line_info) list.push_back("-lineinfo");
   list.insert(list.end(), options.extra.begin(), options.extra.end());
