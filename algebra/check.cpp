@@ -1,0 +1,199 @@
+#include "algebra/check.h"
+
+#include <map>
+#include <mutex>
+
+#include "algebra/builtins.h"
+#include "algebra/halide_proof.h"
+#include "algebra/laws.h"
+#include "algebra/provenance.h"
+#include "algebra/structural_key.h"
+#include "algebra/twist.h"
+#include "lang/error.h"
+
+namespace twist::algebra {
+
+namespace {
+
+bool proved(const Verdict& v) {
+  return v.accepted && v.level <= Level::halide;
+}
+
+Verdict accept(const Monoid& m, Level level, std::string reason, std::vector<std::string> notes) {
+  return Verdict{true, level, m.name, std::move(reason), std::move(notes), std::nullopt};
+}
+
+// The first failed law of a set, if any; every law's summary is noted.
+const LawResult* first_failure(const std::vector<LawResult>& results, int trials,
+                               std::vector<std::string>& notes) {
+  const LawResult* failed = nullptr;
+  for (const LawResult& r : results) {
+    notes.push_back(r.summary());
+    if (!failed && !r.passed(trials)) failed = &r;
+  }
+  return failed;
+}
+
+// Level 1. Returns a verdict when the construction proves the monoid associative; otherwise notes why not.
+std::optional<Verdict> by_construction(const Monoid& m, const CheckOptions& options,
+                                       std::vector<std::string>& notes) {
+  switch (m.origin) {
+    case Monoid::Origin::builtin:
+      if (is_library_monoid(m))
+        return accept(m, Level::construction, "the library's monoid, associative by construction", notes);
+      notes.push_back(
+          "says it is built in, but it is not one of the library's monoids (its expressions differ), "
+          "so it is checked like a user's");
+      return std::nullopt;
+    case Monoid::Origin::product: {
+      std::vector<Monoid> factors;
+      for (const auto& f : m.factors) factors.push_back(*f);
+      std::vector<std::string> names;
+      for (const Component& c : m.state) names.push_back(c.name);
+      if (factors.empty() || structural_key(product(factors, names)) != structural_key(m)) {
+        notes.push_back("says it is a product, but it is not the componentwise product of its factors");
+        return std::nullopt;
+      }
+      std::string reason = "the componentwise product of proved factors:";
+      for (const Monoid& f : factors) {
+        const Verdict v = check_associativity(f, options);
+        if (!proved(v)) {
+          notes.push_back(fmt::format("factor '{}' is not proved ({}), so the product is checked as a whole",
+                                      f.name, v.accepted ? level_name(v.level) : "not accepted"));
+          return std::nullopt;
+        }
+        reason += fmt::format(" '{}' ({})", f.name, level_name(v.level));
+      }
+      return accept(m, Level::construction, reason, notes);
+    }
+    case Monoid::Origin::twisted:
+    case Monoid::Origin::derived:
+    case Monoid::Origin::user:
+      break;
+  }
+  if (!m.twist) {
+    if (m.origin == Monoid::Origin::twisted) notes.push_back("says it is twisted, but records no twist");
+    return std::nullopt;
+  }
+  const Monoid& base = *m.twist->base;
+  const Verdict base_verdict = check_associativity(base, options);
+  if (!proved(base_verdict)) {
+    notes.push_back(fmt::format("its twist's base '{}' is not proved ({})", base.name,
+                                base_verdict.accepted ? level_name(base_verdict.level) : "not accepted"));
+    return std::nullopt;
+  }
+  LawTester tester(m, options);
+  const bool has_reference = reference_type(*m.twist).has_value();
+  std::vector<std::string> twist_notes;
+  if (const LawResult* failed = first_failure(tester.twist_premises(), options.trials, twist_notes)) {
+    notes.push_back(fmt::format(
+        "its twist over '{}' does not prove it: {}{}", base.name, failed->summary(),
+        failed->law == Law::transport && has_reference ? " (the combine depends on the reference r)" : ""));
+    if (failed->counterexample) notes.push_back(failed->counterexample->to_string());
+    return std::nullopt;
+  }
+  notes.insert(notes.end(), twist_notes.begin(), twist_notes.end());
+  return accept(m, Level::construction,
+                fmt::format("transported from the proved base '{}' through a bijection psi{}", base.name,
+                            has_reference ? ", independent of the reference r (tested at random r)" : ""),
+                notes);
+}
+
+// Level 2.
+std::optional<Verdict> by_halide(const Monoid& m, const CheckOptions& options,
+                                 std::vector<std::string>& notes, std::optional<Verdict>& refuted) {
+  const std::optional<HalideProof> proof = prove_with_halide(m);
+  if (!proof) {
+    notes.push_back("Halide's prove_associativity does not match it");
+    return std::nullopt;
+  }
+  if (proof->identity_matches)
+    return accept(m, Level::halide,
+                  fmt::format("Halide matched the associative operator ({})", proof->pattern), notes);
+  // Halide proves associativity only; the identity is the monoid's own claim, so it is tested.
+  LawTester tester(m, options);
+  std::vector<std::string> identity_notes;
+  const std::vector<LawResult> laws{tester.identity_law(Law::left_identity),
+                                    tester.identity_law(Law::right_identity)};
+  if (const LawResult* failed = first_failure(laws, options.trials, identity_notes)) {
+    notes.insert(notes.end(), identity_notes.begin(), identity_notes.end());
+    refuted = Verdict{
+        false,
+        Level::tested,
+        m.name,
+        fmt::format("Halide proves the operator ({}) associative, but the identity is wrong", proof->pattern),
+        notes,
+        failed->counterexample};
+    return std::nullopt;
+  }
+  notes.insert(notes.end(), identity_notes.begin(), identity_notes.end());
+  return accept(
+      m, Level::halide,
+      fmt::format("Halide matched the associative operator ({}); the identity differs from Halide's "
+                  "and passed the identity laws",
+                  proof->pattern),
+      notes);
+}
+
+// Level 3.
+Verdict by_testing(const Monoid& m, const CheckOptions& options, std::vector<std::string> notes) {
+  LawTester tester(m, options);
+  const std::vector<LawResult> laws = tester.monoid_laws();
+  const LawResult* failed = first_failure(laws, options.trials, notes);
+  if (!failed)
+    return accept(m, Level::tested,
+                  fmt::format("every law held on {} random instance(s) each", options.trials), notes);
+  if (failed->counterexample)
+    return Verdict{false, Level::tested,         m.name, fmt::format("{} fails", law_statement(failed->law)),
+                   notes, failed->counterexample};
+  return Verdict{false,
+                 Level::tested,
+                 m.name,
+                 fmt::format("undecided: too few instances of {} could be compared (NaN or rounding-decided)",
+                             law_statement(failed->law)),
+                 notes,
+                 std::nullopt};
+}
+
+Verdict decide(const Monoid& m, const CheckOptions& options) {
+  m.validate();
+  std::vector<std::string> notes;
+  try {
+    if (options.first_level <= Level::construction)
+      if (auto v = by_construction(m, options, notes)) return *v;
+    if (options.first_level <= Level::halide) {
+      std::optional<Verdict> refuted;
+      if (auto v = by_halide(m, options, notes, refuted)) return *v;
+      if (refuted) return *refuted;
+    }
+    return by_testing(m, options, notes);
+  } catch (const Error& e) {
+    notes.push_back(e.what());
+    return Verdict{false, Level::tested, m.name, "undecided: its expressions cannot be evaluated",
+                   notes, std::nullopt};
+  }
+}
+
+}  // namespace
+
+Verdict check_associativity(const Monoid& m, const CheckOptions& options) {
+  static std::mutex mutex;
+  static std::map<std::string, Verdict> cache;
+  const std::string key = fmt::format("{}|{}|{}|{}|{}", options.seed, options.trials, options.max_list_length,
+                                      static_cast<int>(options.first_level), structural_key(m));
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) {
+      Verdict v = it->second;
+      v.monoid = m.name;
+      return v;
+    }
+  }
+  // Not under the lock: deciding a product or a twist checks its factors or base first.
+  Verdict v = decide(m, options);
+  std::lock_guard lock(mutex);
+  cache.emplace(key, v);
+  return v;
+}
+
+}  // namespace twist::algebra

@@ -1,0 +1,297 @@
+#include "algebra/laws.h"
+
+#include <cmath>
+
+#include "algebra/provenance.h"
+#include "algebra/substitution.h"
+#include "algebra/twist.h"
+#include "lang/error.h"
+
+namespace twist::algebra {
+
+namespace {
+
+std::vector<std::string> names_of(const std::vector<Component>& components) {
+  std::vector<std::string> out;
+  for (const Component& c : components) out.push_back(c.name);
+  return out;
+}
+
+std::vector<Type> types_of(const std::vector<Component>& components) {
+  std::vector<Type> out;
+  for (const Component& c : components) out.push_back(c.type);
+  return out;
+}
+
+bool has_nan(const Values& v) {
+  for (Real x : v)
+    if (std::isnan(x)) return true;
+  return false;
+}
+
+bool all_finite(const Counterexample& c) {
+  auto finite = [](const Values& v) {
+    for (Real x : v)
+      if (!std::isfinite(x)) return false;
+    return true;
+  };
+  for (const Values& v : c.states)
+    if (!finite(v)) return false;
+  for (const Values& v : c.elements)
+    if (!finite(v)) return false;
+  return finite(c.lhs) && finite(c.rhs);
+}
+
+int uniform(Rng& rng, int lo, int hi) {
+  return std::uniform_int_distribution<int>(lo, hi)(rng);
+}
+
+Values concat(Values a, const Values& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+std::string LawResult::summary() const {
+  return fmt::format("{}: {} instance(s) agree{}, {} inconclusive", law_statement(law), conclusive,
+                     counterexample ? " until a counterexample" : "", inconclusive);
+}
+
+LawTester::LawTester(const Monoid& m, const CheckOptions& options)
+    : monoid_(m),
+      options_(options),
+      extended_(m, Arithmetic::extended),
+      exact_(m, Arithmetic::exact),
+      sampler_(m.elements),
+      rng_(options.seed) {
+  // The identity and single elements are reachable too, and the edge cases live there.
+  states_.push_back(exact_.identity());
+  for (int attempt = 0; static_cast<int>(states_.size()) < options.trials && attempt < 4 * options.trials;
+       ++attempt) {
+    const int length = attempt < options.trials / 8 ? 1 : uniform(rng_, 1, options.max_list_length);
+    Values s = exact_.fold(sampler_.list(rng_, length, sampler_.any_regime(rng_)));
+    if (!has_nan(s)) states_.push_back(std::move(s));
+  }
+}
+
+Values LawTester::random_state(Rng& rng) const {
+  return states_[uniform(rng, 0, static_cast<int>(states_.size()) - 1)];
+}
+
+std::vector<Values> LawTester::random_list(Rng& rng, int max_length) const {
+  return sampler_.list(rng, uniform(rng, 0, max_length), sampler_.any_regime(rng));
+}
+
+LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
+                         const std::vector<Type>& side_types,
+                         const std::function<std::tuple<Instance, Side, Side>(Rng&)>& draw) {
+  LawResult result{.law = law};
+  for (int trial = 0; trial < options_.trials; ++trial) {
+    Instance instance;
+    Evaluated l, r;
+    try {
+      auto [drawn, lhs, rhs] = draw(rng_);
+      instance = std::move(drawn);
+      l = {lhs(extended_), lhs(exact_)};
+      r = {rhs(extended_), rhs(exact_)};
+    } catch (const Error&) {
+      // An evaluation that fails on this instance (a NaN cast to an integer, say) decides nothing.
+      ++result.inconclusive;
+      continue;
+    }
+    const Comparison c = compare(side_types, l, r);
+    if (c.agreement == Agreement::agree) ++result.conclusive;
+    if (c.agreement == Agreement::inconclusive) ++result.inconclusive;
+    if (c.agreement != Agreement::disagree) continue;
+    Counterexample ce{law,
+                      monoid_.name,
+                      names_of(monoid_.state),
+                      names_of(monoid_.elements),
+                      instance.states,
+                      instance.elements,
+                      instance.split,
+                      instance.reference,
+                      side_names,
+                      l.extended,
+                      r.extended,
+                      c.component,
+                      c.difference,
+                      c.tolerance};
+    // A counterexample of finite numbers explains more than one through infinities, so the search goes
+    // on for one while the trials last.
+    const bool finite = all_finite(ce);
+    if (!result.counterexample || finite) result.counterexample = std::move(ce);
+    if (finite) break;
+  }
+  return result;
+}
+
+LawResult LawTester::identity_law(Law which) {
+  const auto names = names_of(monoid_.state);
+  const auto types = types_of(monoid_.state);
+  return run(which, names, types, [&](Rng& rng) {
+    Values a = random_state(rng);
+    Side combined = [a, which](const MonoidEvaluator& m) {
+      return which == Law::left_identity ? m.combine(m.identity(), a) : m.combine(a, m.identity());
+    };
+    Side itself = [a](const MonoidEvaluator&) { return a; };
+    return std::tuple{Instance{.states = {a}}, combined, itself};
+  });
+}
+
+std::vector<LawResult> LawTester::monoid_laws() {
+  const auto names = names_of(monoid_.state);
+  const auto types = types_of(monoid_.state);
+  std::vector<LawResult> results;
+  results.push_back(run(Law::associativity, names, types, [&](Rng& rng) {
+    Values a = random_state(rng), b = random_state(rng), c = random_state(rng);
+    Side left = [=](const MonoidEvaluator& m) { return m.combine(m.combine(a, b), c); };
+    Side right = [=](const MonoidEvaluator& m) { return m.combine(a, m.combine(b, c)); };
+    return std::tuple{Instance{.states = {a, b, c}}, left, right};
+  }));
+  results.push_back(identity_law(Law::left_identity));
+  results.push_back(identity_law(Law::right_identity));
+  results.push_back(run(Law::homomorphism, names, types, [&](Rng& rng) {
+    std::vector<Values> x = random_list(rng, 2 * options_.max_list_length);
+    const int k = uniform(rng, 0, static_cast<int>(x.size()));
+    Side whole = [x](const MonoidEvaluator& m) { return m.fold(x); };
+    Side halves = [x, k](const MonoidEvaluator& m) {
+      std::span<const Values> all(x);
+      return m.combine(m.fold(all.first(k)), m.fold(all.subspan(k)));
+    };
+    return std::tuple{Instance{.elements = x, .split = k}, whole, halves};
+  }));
+  results.push_back(run(Law::fold_directions, names, types, [&](Rng& rng) {
+    std::vector<Values> x = random_list(rng, 2 * options_.max_list_length);
+    Side leftward = [x](const MonoidEvaluator& m) { return m.fold(x); };
+    Side rightward = [x](const MonoidEvaluator& m) {
+      Values s = m.identity();
+      for (auto it = x.rbegin(); it != x.rend(); ++it) s = m.combine(m.lift(*it), s);
+      return s;
+    };
+    return std::tuple{Instance{.elements = x}, leftward, rightward};
+  }));
+  return results;
+}
+
+namespace {
+
+// A twist's maps, compiled for one arithmetic.
+struct TwistMaps {
+  VectorFunction psi, psi_inverse, transported;
+  MonoidEvaluator base;
+
+  TwistMaps(const Monoid& m, const Monoid::Twist& twist, const Type& ref_type, Arithmetic arithmetic)
+      : psi(arithmetic, concat_names(variable_names(m.one()), {kReferenceName}), twist.to_base),
+        psi_inverse(arithmetic, concat_names(variable_names(twist.base->one()), {kReferenceName}),
+                    twist.from_base),
+        transported(
+            arithmetic,
+            concat_names(concat_names(variable_names(m.lhs()), variable_names(m.rhs())), {kReferenceName}),
+            transported_combine(m, twist, reference_variable(ref_type))),
+        base(*twist.base, arithmetic) {}
+
+  static std::vector<std::string> concat_names(std::vector<std::string> a,
+                                               const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+};
+
+}  // namespace
+
+std::vector<LawResult> LawTester::twist_premises() {
+  TWIST_CHECK(monoid_.twist.has_value(), "monoid '{}' has no twist", monoid_.name);
+  const Monoid::Twist& twist = *monoid_.twist;
+  const std::optional<Type> ref_type = reference_type(twist);
+  // Without a reference the maps do not read "ref"; any value will do.
+  const Type rtype = ref_type.value_or(f64);
+  const TwistMaps ext(monoid_, twist, rtype, Arithmetic::extended),
+      dbl(monoid_, twist, rtype, Arithmetic::exact);
+  auto maps = [&](const MonoidEvaluator& m) -> const TwistMaps& {
+    return m.arithmetic() == Arithmetic::extended ? ext : dbl;
+  };
+
+  // References are drawn where a combine would take them: the rule applied to reachable states where the
+  // rule is known, and otherwise the values that components of the reference's type take.
+  std::optional<VectorFunction> rule;
+  if (ref_type)
+    if (auto r = reference_rule(twist, monoid_.state))
+      rule.emplace(Arithmetic::exact,
+                   TwistMaps::concat_names(variable_names(monoid_.lhs()), variable_names(monoid_.rhs())),
+                   std::vector<Expr>{r->rule});
+  auto draw_reference = [&](Rng& rng, const Values& a, const Values& b) -> std::optional<Real> {
+    if (!ref_type) return Real(0);
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      Real r;
+      const int kind = uniform(rng, 0, rule ? 2 : 0);
+      if (kind == 1)
+        r = (*rule)(concat(a, b))[0];
+      else if (kind == 2)
+        r = (*rule)(concat(random_state(rng), random_state(rng)))[0];
+      else {
+        const Values s = random_state(rng);
+        std::vector<int> candidates;
+        for (size_t k = 0; k < s.size(); ++k)
+          if (monoid_.state[k].type == *ref_type) candidates.push_back(static_cast<int>(k));
+        if (candidates.empty()) return std::nullopt;
+        r = s[candidates[uniform(rng, 0, static_cast<int>(candidates.size()) - 1)]];
+      }
+      if (std::isfinite(r)) return r;
+    }
+    return std::nullopt;
+  };
+
+  const auto names = names_of(monoid_.state), base_names = names_of(twist.base->state);
+  const auto types = types_of(monoid_.state), base_types = types_of(twist.base->state);
+  Side nothing = [](const MonoidEvaluator&) -> Values { throw Error("no reference could be drawn"); };
+  std::vector<LawResult> results;
+
+  results.push_back(run(Law::transport, names, types, [&](Rng& rng) {
+    Values a = random_state(rng), b = random_state(rng);
+    auto r = draw_reference(rng, a, b);
+    if (!r) return std::tuple{Instance{.states = {a, b}}, nothing, nothing};
+    Side combined = [=](const MonoidEvaluator& m) { return m.combine(a, b); };
+    Side transported = [=, &maps](const MonoidEvaluator& m) {
+      return maps(m).transported(concat(concat(a, b), {*r}));
+    };
+    return std::tuple{Instance{.states = {a, b}, .reference = ref_type ? r : std::nullopt}, combined,
+                      transported};
+  }));
+  results.push_back(run(Law::state_round_trip, names, types, [&](Rng& rng) {
+    Values s = random_state(rng);
+    auto r = draw_reference(rng, s, random_state(rng));
+    if (!r) return std::tuple{Instance{.states = {s}}, nothing, nothing};
+    Side round_trip = [=, &maps](const MonoidEvaluator& m) {
+      const TwistMaps& t = maps(m);
+      return t.psi_inverse(concat(t.psi(concat(s, {*r})), {*r}));
+    };
+    Side itself = [s](const MonoidEvaluator&) { return s; };
+    return std::tuple{Instance{.states = {s}, .reference = ref_type ? r : std::nullopt}, round_trip, itself};
+  }));
+  results.push_back(run(Law::base_round_trip, base_names, base_types, [&](Rng& rng) {
+    Values a = random_state(rng), b = random_state(rng);
+    auto r = draw_reference(rng, a, b);
+    if (!r) return std::tuple{Instance{.states = {a, b}}, nothing, nothing};
+    // B is a base state the combine passes through: psi(a; r) (+) psi(b; r), computed once in double.
+    const Values B = dbl.base.combine(dbl.psi(concat(a, {*r})), dbl.psi(concat(b, {*r})));
+    Side round_trip = [=, &maps](const MonoidEvaluator& m) {
+      const TwistMaps& t = maps(m);
+      return t.psi(concat(t.psi_inverse(concat(B, {*r})), {*r}));
+    };
+    Side itself = [B](const MonoidEvaluator&) { return B; };
+    return std::tuple{Instance{.states = {a, b}, .reference = ref_type ? r : std::nullopt}, round_trip,
+                      itself};
+  }));
+  results.push_back(run(Law::base_identity, base_names, base_types, [&](Rng& rng) {
+    auto r = draw_reference(rng, random_state(rng), random_state(rng));
+    if (!r) return std::tuple{Instance{}, nothing, nothing};
+    Side mapped = [=, &maps](const MonoidEvaluator& m) { return maps(m).psi(concat(m.identity(), {*r})); };
+    Side base_identity = [&maps](const MonoidEvaluator& m) { return maps(m).base.identity(); };
+    return std::tuple{Instance{.reference = ref_type ? r : std::nullopt}, mapped, base_identity};
+  }));
+  return results;
+}
+
+}  // namespace twist::algebra

@@ -1,0 +1,65 @@
+#pragma once
+// The randomized tests of the checker (levels 1 and 3): the monoid laws on random reachable states, and
+// the premises of a twist's construction. Used by algebra/check.cpp and algebra/derive.cpp.
+#include <functional>
+#include <optional>
+#include <random>
+
+#include "algebra/check.h"
+#include "algebra/random_elements.h"
+#include "algebra/tolerance.h"
+
+namespace twist::algebra {
+
+struct LawResult {
+  Law law;
+  int conclusive = 0, inconclusive = 0;
+  std::optional<Counterexample> counterexample = {};
+  // Passed: no counterexample, and enough instances were conclusive to mean something.
+  bool passed(int trials) const { return !counterexample && conclusive >= std::max(1, trials / 4); }
+  std::string summary() const;  // "associativity: 250 instances agree, 6 inconclusive"
+};
+
+// One law instance: the inputs (for the counterexample) and its two sides, each a computation that is
+// run once per arithmetic.
+struct Instance {
+  std::vector<Values> states = {};
+  std::vector<Values> elements = {};
+  int split = -1;
+  std::optional<Real> reference = {};
+};
+using Side = std::function<Values(const MonoidEvaluator&)>;
+
+class LawTester {
+ public:
+  // Compiles the monoid for extended and exact arithmetic and draws the reachable states: folds of random
+  // lists of random lifted elements (including ties, signed zeros and -inf where the element type
+  // allows). Throws twist::Error if the monoid's expressions cannot be evaluated.
+  LawTester(const Monoid& m, const CheckOptions& options);
+
+  // Level 3: associativity, left and right identity, the homomorphism law, leftward == rightward fold.
+  std::vector<LawResult> monoid_laws();
+  LawResult identity_law(Law which);
+  // Level 1, for a twist: the combine is the transport at random references (r-independence), psi is a
+  // bijection both ways on reachable states, and psi maps the identity to the base's.
+  std::vector<LawResult> twist_premises();
+
+  // Runs one law: `sides(rng)` draws an instance and its two sides, which are compared.
+  LawResult run(Law law, const std::vector<std::string>& side_names, const std::vector<Type>& side_types,
+                const std::function<std::tuple<Instance, Side, Side>(Rng&)>& draw);
+
+  const std::vector<Values>& reachable_states() const { return states_; }
+
+ private:
+  Values random_state(Rng& rng) const;
+  std::vector<Values> random_list(Rng& rng, int max_length) const;
+
+  Monoid monoid_;
+  CheckOptions options_;
+  MonoidEvaluator extended_, exact_;
+  ElementSampler sampler_;
+  std::vector<Values> states_;
+  Rng rng_;
+};
+
+}  // namespace twist::algebra

@@ -1,0 +1,62 @@
+#include "algebra/monoid_evaluator.h"
+
+#include "lang/error.h"
+
+namespace twist::algebra {
+
+std::vector<std::string> variable_names(const State& state) {
+  std::vector<std::string> names;
+  for (const Expr& v : state.vars()) names.push_back(v.as<Halide::Internal::Variable>()->name);
+  return names;
+}
+
+VectorFunction::VectorFunction(Arithmetic arithmetic, const std::vector<std::string>& parameters,
+                               const std::vector<Expr>& results)
+    : arity_(static_cast<int>(parameters.size())) {
+  ExprCompiler compiler(arithmetic);
+  for (const std::string& name : parameters) parameter_slots_.push_back(compiler.slot(name));
+  for (const Expr& e : results) results_.push_back(compiler.compile(e));
+  slots_.assign(compiler.num_slots(), 0);
+}
+
+Values VectorFunction::operator()(const Values& arguments) const {
+  TWIST_CHECK(static_cast<int>(arguments.size()) == arity_, "{} argument(s) passed to a function of {}",
+              arguments.size(), arity_);
+  for (size_t k = 0; k < arguments.size(); ++k) slots_[parameter_slots_[k]] = arguments[k];
+  Values out;
+  out.reserve(results_.size());
+  for (const CompiledExpr& r : results_) out.push_back(r(slots_));
+  return out;
+}
+
+namespace {
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+MonoidEvaluator::MonoidEvaluator(const Monoid& monoid, Arithmetic arithmetic)
+    : monoid_(monoid), arithmetic_(arithmetic) {
+  identity_ = VectorFunction(arithmetic, {}, monoid.identity)({});
+  lift_ = VectorFunction(arithmetic, variable_names(monoid.element()), monoid.lift);
+  combine_ = VectorFunction(arithmetic, concat(variable_names(monoid.lhs()), variable_names(monoid.rhs())),
+                            monoid.combine);
+  finalize_ = VectorFunction(arithmetic, variable_names(monoid.one()), monoid.finalize);
+}
+
+Values MonoidEvaluator::combine(const Values& a, const Values& b) const {
+  Values ab = a;
+  ab.insert(ab.end(), b.begin(), b.end());
+  return combine_(ab);
+}
+
+Values MonoidEvaluator::fold(std::span<const Values> elements) const {
+  Values state = identity_;
+  for (const Values& x : elements) state = combine(state, lift(x));
+  return state;
+}
+
+}  // namespace twist::algebra

@@ -1,0 +1,92 @@
+#include "algebra/tolerance.h"
+
+#include <cmath>
+
+#include "lang/error.h"
+
+namespace twist::algebra {
+
+// Why this tolerance, and why rounding cannot reach it while a real counterexample exceeds it.
+//
+// Let L and R be the real-number values of the two sides, L_e and R_e their extended evaluations (unit
+// roundoff u_e = 2^-64) and L_d and R_d their double evaluations (u_d = 2^-53): the same operations on the
+// same inputs. To first order the rounding error of an evaluation is a sum of the unit roundoff times
+// condition numbers that belong to the expression and the inputs, not to the arithmetic, so
+//     L_e - L  ~  (u_e / u_d) * (L_d - L) * rho = 2^-11 * (L_d - L) * rho,
+// with rho of order one (the ratio of two sums of rounding terms of the same weights). Because the extended
+// error is 2^-11 of the double error, |L_d - L_e| measures the double error |L_d - L|. Where the two sides
+// are equal (L = R) their extended values then differ by at most
+//     |L_e - R_e| <= 2^-11 * rho * (|L_d - L_e| + |R_d - R_e|),
+// and the tolerance allows rho up to 8:  2^-8 * (|L_d - L_e| + |R_d - R_e|).
+// Two safeguards cover the case where a double evaluation is exact or nearly so by luck: |L_d - R_d| is
+// also a measure of the double errors when L = R (so 2^-8 of it is allowed), and a floor of 2^-56 of the
+// values compared (at least 2^7 extended ulps) covers evaluations whose double and extended results
+// coincide. A side that overflows in double but not in extended is inconclusive.
+//
+// A real counterexample, L != R with D = |L - R|, shows in both arithmetics: |L_e - R_e| and |L_d - R_d|
+// are D up to rounding, while the tolerance is about 2^-8 of max(D, the double errors). So D exceeds the
+// tolerance unless it is itself within a small multiple of the rounding error, where no comparison could
+// tell it from rounding. A disagreement is reported only when both arithmetics exceed the tolerance, so a
+// difference that one arithmetic's rounding created (a comparison that flips in one of them) is
+// inconclusive rather than a counterexample.
+Real agreement_tolerance(Real lhs_extended, Real lhs_exact, Real rhs_extended, Real rhs_exact) {
+  const Real double_errors = std::fabs(lhs_exact - lhs_extended) + std::fabs(rhs_exact - rhs_extended);
+  const Real double_split = std::fabs(lhs_exact - rhs_exact);
+  const Real scale = std::fmax(std::fabs(lhs_extended), std::fabs(rhs_extended));
+  return std::ldexp(std::fmax(double_errors, double_split), -8) + std::ldexp(scale, -56);
+}
+
+namespace {
+
+bool is_nan(Real x) {
+  return std::isnan(x);
+}
+
+}  // namespace
+
+Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs) {
+  TWIST_CHECK(lhs.extended.size() == types.size() && rhs.extended.size() == types.size() &&
+                  lhs.exact.size() == types.size() && rhs.exact.size() == types.size(),
+              "comparing sides of {} component(s) with {} types", lhs.extended.size(), types.size());
+  Comparison result;
+  Real worst_ratio = 0;
+  bool inconclusive = false;
+  for (size_t k = 0; k < types.size(); ++k) {
+    const Real le = lhs.extended[k], re = rhs.extended[k], ld = lhs.exact[k], rd = rhs.exact[k];
+    if (is_nan(le) || is_nan(re) || is_nan(ld) || is_nan(rd)) {
+      inconclusive = true;
+      continue;
+    }
+    Real difference, tolerance;
+    bool confirmed;
+    if (!types[k].is_float() || !std::isfinite(le) || !std::isfinite(re)) {
+      // Exact comparison; a difference counts only where double arithmetic computes the same values.
+      if (le == re) continue;
+      difference =
+          std::isfinite(le) && std::isfinite(re) ? std::fabs(le - re) : std::numeric_limits<Real>::infinity();
+      tolerance = 0;
+      confirmed = ld == le && rd == re;
+    } else if (!std::isfinite(ld) || !std::isfinite(rd)) {
+      inconclusive = true;
+      continue;
+    } else {
+      tolerance = agreement_tolerance(le, ld, re, rd);
+      difference = std::fabs(le - re);
+      if (difference <= tolerance) continue;
+      confirmed = std::fabs(ld - rd) > tolerance;
+    }
+    if (!confirmed) {
+      inconclusive = true;
+      continue;
+    }
+    const Real ratio = tolerance > 0 ? difference / tolerance : std::numeric_limits<Real>::infinity();
+    if (result.agreement != Agreement::disagree || ratio > worst_ratio) {
+      result = Comparison{Agreement::disagree, static_cast<int>(k), difference, tolerance};
+      worst_ratio = ratio;
+    }
+  }
+  if (result.agreement != Agreement::disagree && inconclusive) result.agreement = Agreement::inconclusive;
+  return result;
+}
+
+}  // namespace twist::algebra
