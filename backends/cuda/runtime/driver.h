@@ -67,6 +67,8 @@ struct KernelAttributes {
   int max_dynamic_shared_bytes = 0;  // as currently configured
 };
 
+// A kernel of a loaded module. It remembers how much dynamic shared memory it has opted into, so launch it
+// from one thread at a time (as one would a stream).
 class Kernel {
  public:
   const std::string& name() const { return name_; }

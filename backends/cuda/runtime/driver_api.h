@@ -15,16 +15,16 @@ namespace twist::cuda {
 // The driver functions twist resolves, each named as cuda.h declares it. Where cuda.h maps a name to a
 // versioned entry point (cuMemAlloc is cuMemAlloc_v2, cuEventElapsedTime is cuEventElapsedTime_v2), the
 // macro is expanded in both the member's type and the symbol looked up, so that the two always agree.
-#define TWIST_CUDA_DRIVER_FUNCTIONS(X)                                                                      \
-  X(cuInit)                                                                                                 \
-  X(cuGetErrorName)                                                                                         \
-  X(cuGetErrorString)                                                                                       \
-  X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) \
-      X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData)               \
-          X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)              \
-              X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8)    \
-                  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)             \
-                      X(cuEventDestroy)
+// clang-format off
+#define TWIST_CUDA_DRIVER_FUNCTIONS(X)                                                                  \
+  X(cuInit) X(cuGetErrorName) X(cuGetErrorString)                                                       \
+  X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute)                         \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize)       \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)                                          \
+  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel)                                         \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8)                              \
+  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)
+// clang-format on
 
 // Call them as driver().cuMemAlloc(&ptr, bytes), exactly like the C API.
 struct DriverApi {

@@ -7,7 +7,8 @@
 // version. The entry stores that whole key next to the cubin and a checksum, and is used only when all of
 // it matches: a hash collision, a truncated write or a flipped byte makes it a miss that recompiles and
 // rewrites the entry, never a wrong kernel. Entries are written to a temporary file and renamed into
-// place, so concurrent processes see either no entry or a whole one.
+// place, so concurrent processes see either no entry or a whole one. A KernelCache may be used from several
+// threads at once.
 #include <atomic>
 #include <cstdint>
 #include <filesystem>

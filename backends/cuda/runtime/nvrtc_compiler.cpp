@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <memory>
