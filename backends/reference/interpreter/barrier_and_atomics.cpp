@@ -1,0 +1,68 @@
+// The block-wide barrier and atomic additions to global memory.
+#include <cstdint>
+
+#include "backends/reference/interpreter/intrinsic_statements.h"
+#include "lang/error.h"
+
+namespace twist::reference::interpreter {
+
+Exec compile_barrier(StatementCompiler& sc, Where where) {
+  Machine* m = &sc.machine();
+  return [=](const ActiveThreads& active) {
+    m->where = where;
+    if (static_cast<int>(active.size()) != m->threads) {
+      int missing = 0;
+      while (missing < static_cast<int>(active.size()) && active[missing] == missing) ++missing;
+      fail(
+          "barrier reached by {} of the block's {} threads (thread {} is not among them): a barrier under a "
+          "branch that threads of one block take differently hangs or corrupts on a GPU; move it out of the "
+          "branch",
+          active.size(), m->threads, missing);
+    }
+    // Accesses before the barrier are ordered before those after it: a new epoch of the race checks.
+    ++m->epoch;
+  };
+}
+
+Exec compile_atomic_add(StatementCompiler& sc, const intrinsic::AtomicAdd& op, Where where) {
+  Machine* m = &sc.machine();
+  Array* a = &sc.writable_buffer(op.buffer, "atomic_add to");
+  if (a->space != Space::global || (a->type != f32 && a->type != i32))
+    fail("atomic_add adds to f32 or i32 global buffers; {} is neither", a->describe());
+  if (op.value.type() != a->type)
+    fail("atomic_add adds a {} value to {}: the types must match", type_name(op.value.type()), a->describe());
+  CompiledExpr index = sc.expr(op.index), value = sc.expr(op.value);
+  struct Addition {
+    int thread;
+    Real index, value;
+  };
+  std::vector<Addition> additions;
+  return [=](const ActiveThreads& active) mutable {
+    m->where = where;
+    additions.resize(active.size());
+    for (size_t k = 0; k < active.size(); ++k) {
+      const int t = m->thread = active[k];
+      additions[k] = {t, index(m->slots[t]), value(m->slots[t])};
+    }
+    // The hardware serializes the additions in some order; thread order is one of them.
+    for (const Addition& add : additions) {
+      m->thread = add.thread;
+      const int64_t e = m->element(*a, add.index, "atomic_add to");
+      const Real old = m->read(*a, e);
+      // Outside extended arithmetic the sum of two f32 values is taken in double, which rounds correctly to
+      // f32 afterwards.
+      const Real sum = m->options.arithmetic == Arithmetic::extended
+                           ? old + add.value
+                           : static_cast<double>(old) + static_cast<double>(add.value);
+      if (a->type == i32) {  // integer atomics wrap around
+        const auto wrapped = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(sum)));
+        m->write(*a, e, wrapped);
+      } else {
+        m->write(*a, e, m->compiler.round(a->type, sum));
+      }
+    }
+    m->thread = -1;
+  };
+}
+
+}  // namespace twist::reference::interpreter

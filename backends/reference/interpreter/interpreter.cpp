@@ -1,0 +1,215 @@
+#include "backends/reference/interpreter/interpreter.h"
+
+#include <numeric>
+#include <sstream>
+
+#include "backends/reference/interpreter/machine.h"
+#include "backends/reference/interpreter/statement_compiler.h"
+#include "lang/error.h"
+#include "scheduler/intrinsics.h"
+
+namespace twist::reference {
+
+using namespace interpreter;
+
+namespace {
+
+std::string show(const Halide::Expr& e) {
+  std::ostringstream os;
+  os << e;
+  return os.str();
+}
+
+std::string declared_shape(const std::vector<Halide::Expr>& shape) {
+  std::string s;
+  for (const Halide::Expr& e : shape) s += (s.empty() ? "" : ", ") + show(e);
+  return "[" + s + "]";
+}
+
+// The extents of a shape over the scalar arguments, evaluated exactly.
+std::vector<int64_t> evaluate_shape(const std::vector<Halide::Expr>& shape,
+                                    const std::map<std::string, double>& scalars, const std::string& what) {
+  ExprCompiler compiler(Arithmetic::exact);
+  for (const auto& [name, value] : scalars) compiler.slot(name);
+  std::vector<int64_t> extents;
+  for (const Halide::Expr& e : shape) {
+    Real extent;
+    try {
+      const CompiledExpr compiled = compiler.compile(e);
+      Slots slots(compiler.num_slots());
+      for (const auto& [name, value] : scalars) slots[compiler.slot(name)] = value;
+      extent = compiled(slots);
+    } catch (const Error& error) {
+      fail("the shape {} of {} cannot be evaluated ({}); pass every size parameter it uses in `scalars`",
+           declared_shape(shape), what, error.what());
+    }
+    if (extent < 0 || extent != static_cast<int64_t>(extent))
+      fail("the shape {} of {} has the extent {}, which is not a non-negative integer", declared_shape(shape),
+           what, static_cast<double>(extent));
+    extents.push_back(static_cast<int64_t>(extent));
+  }
+  return extents;
+}
+
+const char* role_name(BufferArg::Role role) {
+  switch (role) {
+    case BufferArg::Role::input:
+      return "input";
+    case BufferArg::Role::output:
+      return "output";
+    case BufferArg::Role::workspace:
+      return "workspace";
+  }
+  return "?";
+}
+
+// A kernel's global buffers as interpreter arrays, read from their tensors before the kernel runs and
+// written back once it has completed.
+struct BoundBuffer {
+  Array* array;
+  HostTensor* tensor;
+};
+
+std::vector<BoundBuffer> bind_buffers(Machine& m, StatementCompiler& sc,
+                                      std::map<std::string, HostTensor>& buffers,
+                                      const std::map<std::string, double>& scalars) {
+  std::vector<BoundBuffer> bound;
+  for (const BufferArg& arg : m.kernel.buffers) {
+    const std::string what = fmt::format("{} buffer '{}'", role_name(arg.role), arg.name);
+    auto it = buffers.find(arg.name);
+    if (it == buffers.end())
+      fail("the kernel needs its {} ({}{}), and `buffers` holds no tensor of that name", what,
+           type_name(arg.type), declared_shape(arg.shape));
+    HostTensor& tensor = it->second;
+    const std::vector<int64_t> shape = evaluate_shape(arg.shape, scalars, what);
+    if (tensor.type() != arg.type || tensor.shape() != shape)
+      fail("the kernel's {} is {}{}, but the tensor passed for it is {}{}", what, type_name(arg.type),
+           shape_string(shape), type_name(tensor.type()), shape_string(tensor.shape()));
+    Array& array = m.add_array(
+        Array(arg.name, arg.type, Space::global, tensor.size(), arg.role != BufferArg::Role::input));
+    sc.add_buffer(array);
+    bound.push_back({&array, &tensor});
+  }
+  return bound;
+}
+
+// The slot and value of each scalar argument: floating-point values are rounded to the argument's type,
+// integers must be ones the type holds.
+std::vector<std::pair<int, Real>> bind_scalars(Machine& m, StatementCompiler& sc,
+                                               const std::map<std::string, double>& scalars) {
+  std::vector<std::pair<int, Real>> bound;
+  for (const ScalarArg& arg : m.kernel.scalars) {
+    auto it = scalars.find(arg.name);
+    if (it == scalars.end())
+      fail("the kernel needs the {} scalar '{}', and `scalars` holds no value of that name",
+           type_name(arg.type), arg.name);
+    const Real value = m.compiler.round(arg.type, it->second);
+    if (!arg.type.is_float() && value != it->second)
+      fail("the scalar '{}' is {}, which its type {} cannot hold", arg.name, it->second, type_name(arg.type));
+    sc.add_variable(arg.name);
+    bound.emplace_back(m.compiler.slot(arg.name), value);
+  }
+  return bound;
+}
+
+void execute(Machine& m, std::map<std::string, HostTensor>& buffers,
+             const std::map<std::string, double>& scalars) {
+  const Kernel& kernel = m.kernel;
+  if (kernel.threads < 1 || kernel.threads > 1024)
+    fail("the kernel has {} threads per block; a block has 1 to 1024", kernel.threads);
+  StatementCompiler sc(m);
+  sc.add_variable(intrinsic::kThreadIndex);
+  for (const char* name : intrinsic::kBlockIndex) sc.add_variable(name);
+  const std::vector<std::pair<int, Real>> scalar_slots = bind_scalars(m, sc, scalars);
+  const std::vector<BoundBuffer> bound = bind_buffers(m, sc, buffers, scalars);
+  const std::vector<int64_t> grid =
+      evaluate_shape({kernel.grid.begin(), kernel.grid.end()}, scalars, "the kernel's grid");
+  for (int64_t extent : grid)
+    if (extent < 1)
+      fail("the grid ({}, {}, {}) has no blocks; a launch needs at least one", grid[0], grid[1], grid[2]);
+  const Exec body = sc.compile(kernel.body);
+  m.where = nullptr;
+  if (sc.shared_bytes() > kernel.shared_bytes)
+    fail(
+        "the body's shared allocations take {} bytes, but the kernel declares only {} "
+        "(Kernel::shared_bytes): "
+        "on a GPU the excess would be out of bounds",
+        sc.shared_bytes(), kernel.shared_bytes);
+
+  // Slots are sized once every expression is compiled: compiling hands them out.
+  m.slots.assign(m.threads, Slots(m.compiler.num_slots(), 0));
+  const int thread_slot = m.compiler.slot(intrinsic::kThreadIndex);
+  std::array<int, 3> block_slots;
+  for (int d = 0; d < 3; ++d) block_slots[d] = m.compiler.slot(intrinsic::kBlockIndex[d]);
+  for (int t = 0; t < m.threads; ++t) {
+    m.slots[t][thread_slot] = t;
+    for (const auto& [slot, value] : scalar_slots) m.slots[t][slot] = value;
+  }
+  for (const BoundBuffer& b : bound) {
+    b.array->values.resize(b.array->size);
+    for (int64_t i = 0; i < b.array->size; ++i) b.array->values[i] = b.tensor->get_linear(i);
+  }
+
+  ActiveThreads all(m.threads);
+  std::iota(all.begin(), all.end(), 0);
+  m.running = true;
+  for (int64_t z = 0; z < grid[2]; ++z) {
+    for (int64_t y = 0; y < grid[1]; ++y) {
+      for (int64_t x = 0; x < grid[0]; ++x) {
+        m.block = {x, y, z};
+        for (int t = 0; t < m.threads; ++t)
+          for (int d = 0; d < 3; ++d) m.slots[t][block_slots[d]] = static_cast<Real>(m.block[d]);
+        m.epoch = 0;
+        // Copies a block never waits for die with it, as on the GPU: nothing can read what they write.
+        m.async.assign(m.threads, AsyncCopies{});
+        m.where = nullptr;
+        body(all);
+      }
+    }
+  }
+  m.running = false;
+  m.where = nullptr;
+  for (const BoundBuffer& b : bound) {
+    if (!b.array->writable) continue;
+    for (int64_t i = 0; i < b.array->size; ++i)
+      b.tensor->set_linear(i, static_cast<double>(b.array->values[i]));
+  }
+}
+
+}  // namespace
+
+void run_kernel(const Kernel& kernel, std::map<std::string, HostTensor>& buffers,
+                const std::map<std::string, double>& scalars, const InterpretOptions& options) {
+  Machine m(kernel, options);
+  try {
+    execute(m, buffers, scalars);
+  } catch (const Error& error) {
+    fail("{}: {}", m.location(), error.what());
+  }
+}
+
+std::map<std::string, HostTensor> run_program(const LoweredProgram& program,
+                                              const std::map<std::string, HostTensor>& inputs,
+                                              const std::map<std::string, double>& scalars,
+                                              const InterpretOptions& options) {
+  std::map<std::string, HostTensor> buffers = inputs;
+  auto allocate = [&](const std::string& name, const Type& type, const std::vector<Halide::Expr>& shape,
+                      const char* role) {
+    if (buffers.count(name))
+      fail("program '{}': its {} '{}' has the name of an input tensor; rename one of them", program.name,
+           role, name);
+    HostTensor tensor(type, evaluate_shape(shape, scalars, fmt::format("{} '{}'", role, name)));
+    tensor.fill(static_cast<double>(poison(type)));
+    buffers.emplace(name, std::move(tensor));
+  };
+  for (const BufferArg& output : program.outputs) allocate(output.name, output.type, output.shape, "output");
+  for (const Workspace& workspace : program.workspaces)
+    allocate(workspace.name, workspace.type, workspace.shape, "workspace");
+  for (const Kernel& kernel : program.kernels) run_kernel(kernel, buffers, scalars, options);
+  std::map<std::string, HostTensor> outputs;
+  for (const BufferArg& output : program.outputs)
+    outputs.emplace(output.name, std::move(buffers.at(output.name)));
+  return outputs;
+}
+
+}  // namespace twist::reference

@@ -1,0 +1,153 @@
+#include "backends/reference/interpreter/machine.h"
+
+#include "lang/error.h"
+
+namespace twist::reference::interpreter {
+
+namespace {
+
+// Statement texts in messages are cut here: a whole loop body would drown the message.
+constexpr size_t kMaxStatementText = 200;
+
+std::string quoted(Where where) {
+  return where ? fmt::format("`{}`", *where) : std::string("an unknown statement");
+}
+
+}  // namespace
+
+Machine::Machine(const Kernel& kernel, const InterpretOptions& options)
+    : kernel(kernel), options(options), compiler(options.arithmetic), threads(kernel.threads) {}
+
+Where Machine::describe(std::string text) {
+  if (text.size() > kMaxStatementText) {
+    text.resize(kMaxStatementText - 3);
+    text += "...";
+  }
+  return &texts_.emplace_back(std::move(text));
+}
+
+Array& Machine::add_array(Array array) {
+  return arrays_.emplace_back(std::move(array));
+}
+
+std::string Machine::location() const {
+  std::string s = fmt::format("kernel '{}'", kernel.name);
+  if (running) s += fmt::format(", block ({}, {}, {})", block[0], block[1], block[2]);
+  if (running && thread >= 0) s += fmt::format(", thread {}", thread);
+  if (where) s += fmt::format(", at `{}`", *where);
+  return s;
+}
+
+int64_t Machine::element(const Array& a, Real index, const char* access) const {
+  if (!(index >= 0 && index < static_cast<Real>(a.size)))
+    fail(
+        "the {} {}[{}] is out of bounds: {} has {} elements (indices 0 to {}); guard the access or size the "
+        "array to cover it",
+        access, a.name, static_cast<double>(index), a.describe(), a.size, a.size - 1);
+  return static_cast<int64_t>(index);
+}
+
+Real Machine::read(Array& a, int64_t e) {
+  switch (a.space) {
+    case Space::registers:
+      return a.values[thread * a.size + e];
+    case Space::shared:
+      if (!a.accesses.empty()) check_read(a, e);
+      return a.values[e];
+    case Space::global:
+      return a.values[e];
+  }
+  return 0;
+}
+
+void Machine::write(Array& a, int64_t e, Real value) {
+  switch (a.space) {
+    case Space::registers:
+      a.values[thread * a.size + e] = value;
+      return;
+    case Space::shared:
+      if (!a.accesses.empty()) {
+        check_write(a, e, "write");
+        SharedAccess& access = a.accesses[e];
+        access.write_epoch = epoch;
+        access.writer = thread;
+        access.written_at = where;
+      }
+      a.values[e] = value;
+      return;
+    case Space::global:
+      a.values[e] = value;
+      return;
+  }
+}
+
+void Machine::begin_copy_into(Array& a, int64_t e) {
+  if (a.accesses.empty()) return;
+  check_write(a, e, "cp.async into");
+  SharedAccess& access = a.accesses[e];
+  ++access.copies_in_flight;
+  access.copier = thread;
+  access.copied_at = where;
+}
+
+void Machine::land_copy(const PendingCopy& copy, int issuer) {
+  Array& a = *copy.dst;
+  for (int k = 0; k < copy.elements; ++k) {
+    const int64_t e = copy.dst_index + k;
+    a.values[e] = copy.values[k];
+    if (a.accesses.empty()) continue;
+    SharedAccess& access = a.accesses[e];
+    --access.copies_in_flight;
+    access.write_epoch = epoch;
+    access.writer = issuer;
+    access.written_at = copy.issued_at;
+  }
+}
+
+void Machine::in_flight(const Array& a, int64_t e, const char* access) const {
+  const SharedAccess& s = a.accesses[e];
+  fail(
+      "{} of {}[{}] by thread {} while a cp.async into it (issued by thread {} at {}) is in flight: missing "
+      "async_wait/barrier",
+      access, a.name, e, thread, s.copier, quoted(s.copied_at));
+}
+
+void Machine::check_read(Array& a, int64_t e) {
+  SharedAccess& s = a.accesses[e];
+  if (s.copies_in_flight > 0) in_flight(a, e, "read");
+  if (s.write_epoch == epoch && s.writer != thread)
+    fail(
+        "race on {}[{}]: thread {} reads it after thread {} wrote it at {} with no barrier in between; add a "
+        "barrier between the write and the read",
+        a.name, e, thread, s.writer, quoted(s.written_at));
+  if (s.read_epoch != epoch) {
+    s.read_epoch = epoch;
+    s.reader = thread;
+    s.read_at = where;
+    s.other_reader = -1;
+  } else if (s.reader != thread && s.other_reader < 0) {
+    s.other_reader = thread;
+    s.other_read_at = where;
+  }
+}
+
+void Machine::check_write(Array& a, int64_t e, const char* access) {
+  const SharedAccess& s = a.accesses[e];
+  if (s.copies_in_flight > 0) in_flight(a, e, access);
+  if (s.write_epoch == epoch && s.writer != thread)
+    fail(
+        "race on {}[{}]: thread {} writes it after thread {} wrote it at {} with no barrier in between; add "
+        "a "
+        "barrier between the two writes, or let one thread write it",
+        a.name, e, thread, s.writer, quoted(s.written_at));
+  if (s.read_epoch != epoch) return;
+  const bool first_is_other = s.reader != thread;
+  if (!first_is_other && s.other_reader < 0) return;
+  fail(
+      "race on {}[{}]: thread {} writes it after thread {} read it at {} with no barrier in between; add a "
+      "barrier between the read and the write",
+      a.name, e, thread, first_is_other ? s.reader : s.other_reader,
+      quoted(first_is_other ? s.read_at : s.other_read_at));
+}
+
+}  // namespace twist::reference::interpreter

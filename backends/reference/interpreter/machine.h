@@ -1,0 +1,86 @@
+#pragma once
+// The state of one kernel being interpreted: the threads of the block now running (their variables, the
+// asynchronous copies they have in flight), the arrays of every memory, and where execution is, so that an
+// error can say which kernel, block, thread and statement it comes from.
+#include <array>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/reference/interpreter/interpret_options.h"
+#include "backends/reference/interpreter/memory.h"
+#include "lang/evaluate.h"
+#include "scheduler/loop_nest.h"
+
+namespace twist::reference::interpreter {
+
+// The threads that execute a statement together, in ascending order: the block's active mask.
+using ActiveThreads = std::vector<int>;
+// A compiled statement: executes it for every active thread, in lockstep.
+using Exec = std::function<void(const ActiveThreads&)>;
+
+inline constexpr int kWarpSize = 32;
+
+// One cp.async that has been issued and not completed: its source was read when it was issued, and the
+// values land in `dst` when a wait completes its group.
+struct PendingCopy {
+  static constexpr int kMaxElements = 16;  // 16 bytes of 1-byte elements
+  Array* dst = nullptr;
+  int64_t dst_index = 0;
+  int elements = 0;
+  std::array<Real, kMaxElements> values{};
+  Where issued_at = nullptr;
+};
+
+// A thread's asynchronous copies: those issued since its last commit, and the committed groups, oldest first.
+struct AsyncCopies {
+  std::vector<PendingCopy> uncommitted;
+  std::deque<std::vector<PendingCopy>> committed;
+};
+
+class Machine {
+ public:
+  Machine(const Kernel& kernel, const InterpretOptions& options);
+
+  const Kernel& kernel;
+  const InterpretOptions options;
+  ExprCompiler compiler;
+  const int threads;
+
+  std::vector<Slots> slots;        // each thread's variables, by ExprCompiler slot
+  std::vector<AsyncCopies> async;  // each thread's copies in flight
+  std::array<int64_t, 3> block{};  // the block now running
+  int thread = -1;                 // the thread now executing; -1 for a step of the whole block or warp
+  Where where = nullptr;           // the statement now executing (or being compiled)
+  int64_t epoch = 0;               // barriers the block has passed: accesses in one epoch are unordered
+  bool running = false;            // false while the kernel is being compiled
+
+  // Keeps a description of a statement for messages; the pointer stays valid as long as the machine.
+  Where describe(std::string text);
+  Array& add_array(Array array);
+
+  // The element `index` of `a` as the current thread sees it, bounds-checked; `access` names the operation
+  // for the message ("load", "store", "copy into").
+  int64_t element(const Array& a, Real index, const char* access) const;
+  Real read(Array& a, int64_t element);
+  void write(Array& a, int64_t element, Real value);
+  // The write of a completed asynchronous copy, made by the thread that issued it.
+  void land_copy(const PendingCopy& copy, int issuer);
+  // The checks an asynchronous copy makes when it is issued into a shared element: the write may land at
+  // any moment until it is waited for.
+  void begin_copy_into(Array& a, int64_t element);
+
+  // "kernel 'k', block (1, 0, 0), thread 5, at `stmt`": where execution is.
+  std::string location() const;
+
+ private:
+  void check_read(Array& a, int64_t element);
+  void check_write(Array& a, int64_t element, const char* access);
+  [[noreturn]] void in_flight(const Array& a, int64_t element, const char* access) const;
+
+  std::deque<std::string> texts_;
+  std::deque<Array> arrays_;
+};
+
+}  // namespace twist::reference::interpreter
