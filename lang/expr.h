@@ -13,6 +13,7 @@
 #include <string>
 #include <concepts>
 #include <type_traits>
+#include <vector>
 
 #include "lang/types.h"
 
@@ -116,6 +117,9 @@ Expr ceil(const Expr &x);
 // Constants of a floating-point type.
 Expr infinity(const Type &t);
 Expr neg_infinity(const Type &t);
+
+// The same expressions as plain Halide ones (for Halide's utilities and the IR).
+inline std::vector<Halide::Expr> to_halide(const std::vector<Expr> &v) { return {v.begin(), v.end()}; }
 
 // The math functions above are calls named "<function>_<type>", e.g. "exp2_f32". These recover the parts.
 struct MathCall {

@@ -38,6 +38,13 @@ struct ScalarArg {
   Type type;
 };
 
+// A condition on the scalar arguments that a kernel was lowered under (e.g. that K is a multiple of 8, so
+// 16-byte copies of a row stay aligned); the runtime checks each before launching and reports `why`.
+struct Requirement {
+  Halide::Expr condition;
+  std::string why;
+};
+
 struct Kernel {
   std::string name;
   std::vector<BufferArg> buffers;
@@ -46,6 +53,7 @@ struct Kernel {
   int threads = 0;                   // threads per block
   int min_blocks_per_sm = 1;         // for __launch_bounds__
   int shared_bytes = 0;              // dynamic shared memory, every GPUShared allocation of the body
+  std::vector<Requirement> requirements;
   Stmt body;
   // The instructions the schedule asked for ("mma.sync.aligned.m16n8k16", "cp.async.cg.shared.global",
   // "ldmatrix.sync.aligned"): tests check that the generated source contains them.

@@ -1,0 +1,459 @@
+#include "backends/cuda/codegen/cuda_printer.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "lang/error.h"
+#include "lang/expr.h"
+#include "lang/float_formats.h"
+#include "scheduler/intrinsics.h"
+
+namespace twist::cuda {
+
+using namespace Halide::Internal;
+
+std::string c_name(const std::string &name) {
+  if (name == intrinsic::kThreadIndex) return name;
+  for (const char *b : intrinsic::kBlockIndex)
+    if (name == b) return name;
+  std::string out;
+  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
+  static const std::set<std::string> reserved = {"int", "float", "double", "char", "bool", "if", "for", "do",
+                                                 "while", "return", "const", "auto", "case", "default", "half"};
+  if (reserved.count(out)) out += "_";
+  return out;
+}
+
+std::string c_type(const Type &t) {
+  if (t.lanes() != 1) fail("the CUDA printer handles scalar types only, not {}", type_name(t));
+  if (t.is_bfloat() && t.bits() == 16) return "__nv_bfloat16";
+  if (t.is_float() && t.bits() == 16) return "__half";
+  if (t.is_float() && t.bits() == 32) return "float";
+  if (t.is_float() && t.bits() == 64) return "double";
+  if (t.is_bool()) return "bool";
+  if (t.is_int() && t.bits() == 32) return "int";
+  if (t.is_int() && t.bits() == 64) return "long long";
+  if (t.is_uint() && t.bits() == 32) return "unsigned";
+  fail("the CUDA printer has no C type for {}", type_name(t));
+}
+
+namespace {
+
+bool is_16bit_float(const Type &t) { return t.is_float() && t.bits() == 16; }
+
+std::optional<int> power_of_two(const Halide::Expr &e) {
+  const auto *c = as_const_int(e);
+  if (!c || *c <= 0 || (*c & (*c - 1)) != 0) return std::nullopt;
+  int s = 0;
+  while ((int64_t(1) << s) < *c) ++s;
+  return s;
+}
+
+// The device functions a kernel's intrinsics print as. Each kernel's unit defines only the ones it uses.
+const std::map<std::string, std::string> &helper_definitions() {
+  static const std::map<std::string, std::string> defs = {
+      {"div",
+       "__device__ __forceinline__ int twist_div(int a, int b) {\n"
+       "  // Halide's integer division: rounds towards negative infinity; x / 0 == 0.\n"
+       "  if (b == 0) return 0;\n"
+       "  int q = a / b, r = a % b;\n"
+       "  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n"
+       "}\n"
+       "__device__ __forceinline__ int twist_mod(int a, int b) {\n"
+       "  if (b == 0) return 0;\n"
+       "  int r = a % b;\n"
+       "  return r < 0 ? r + (b < 0 ? -b : b) : r;\n"
+       "}\n"},
+      {"copy",
+       "template <int Bytes> struct twist_chunk;\n"
+       "template <> struct twist_chunk<4> { using type = unsigned; };\n"
+       "template <> struct twist_chunk<8> { using type = uint2; };\n"
+       "template <> struct twist_chunk<16> { using type = uint4; };\n"
+       "template <int Bytes>\n"
+       "__device__ __forceinline__ void twist_copy_sync(void *dst, const void *src, int src_bytes) {\n"
+       "  using T = typename twist_chunk<Bytes>::type;\n"
+       "  *reinterpret_cast<T *>(dst) = src_bytes == Bytes ? *reinterpret_cast<const T *>(src) : T{};\n"
+       "}\n"
+       "template <int Bytes>\n"
+       "__device__ __forceinline__ void twist_copy_async(void *dst, const void *src, int src_bytes) {\n"
+       "  unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));\n"
+       "  if constexpr (Bytes == 16)\n"
+       "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(d), \"l\"(src), \"r\"(src_bytes)\n"
+       "                 : \"memory\");\n"
+       "  else\n"
+       "    asm volatile(\"cp.async.ca.shared.global [%0], [%1], %2, %3;\\n\" ::\"r\"(d), \"l\"(src), \"n\"(Bytes),\n"
+       "                 \"r\"(src_bytes)\n"
+       "                 : \"memory\");\n"
+       "}\n"},
+      {"ldmatrix",
+       "template <int Matrices, bool Transpose>\n"
+       "__device__ __forceinline__ void twist_ldmatrix(void *dst, const void *src) {\n"
+       "  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(src));\n"
+       "  unsigned *d = reinterpret_cast<unsigned *>(dst);\n"
+       "  if constexpr (Matrices == 4 && !Transpose)\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n\"\n"
+       "                 : \"=r\"(d[0]), \"=r\"(d[1]), \"=r\"(d[2]), \"=r\"(d[3]) : \"r\"(s));\n"
+       "  else if constexpr (Matrices == 4)\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\\n\"\n"
+       "                 : \"=r\"(d[0]), \"=r\"(d[1]), \"=r\"(d[2]), \"=r\"(d[3]) : \"r\"(s));\n"
+       "  else if constexpr (Matrices == 2 && !Transpose)\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(d[0]), \"=r\"(d[1]) : \"r\"(s));\n"
+       "  else if constexpr (Matrices == 2)\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\\n\"\n"
+       "                 : \"=r\"(d[0]), \"=r\"(d[1]) : \"r\"(s));\n"
+       "  else if constexpr (!Transpose)\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\\n\" : \"=r\"(d[0]) : \"r\"(s));\n"
+       "  else\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\\n\" : \"=r\"(d[0]) : \"r\"(s));\n"
+       "}\n"},
+      {"mma_f32_f16", "__device__ __forceinline__ void twist_mma_f32_f16(float *d, const void *a, const void *b, const float *c) {\n"
+                      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
+                      "  asm volatile(\n"
+                      "      \"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, \"\n"
+                      "      \"{%10, %11, %12, %13};\\n\"\n"
+                      "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
+                      "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), \"f\"(c[1]),\n"
+                      "        \"f\"(c[2]), \"f\"(c[3]));\n"
+                      "}\n"},
+      {"mma_f32_bf16", "__device__ __forceinline__ void twist_mma_f32_bf16(float *d, const void *a, const void *b, const float *c) {\n"
+                       "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
+                       "  asm volatile(\n"
+                       "      \"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, \"\n"
+                       "      \"{%10, %11, %12, %13};\\n\"\n"
+                       "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
+                       "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), \"f\"(c[1]),\n"
+                       "        \"f\"(c[2]), \"f\"(c[3]));\n"
+                       "}\n"},
+      {"mma_f16_f16", "__device__ __forceinline__ void twist_mma_f16_f16(__half *d, const void *a, const void *b, const __half *c) {\n"
+                      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
+                      "  const unsigned *C = reinterpret_cast<const unsigned *>(c);\n"
+                      "  unsigned *D = reinterpret_cast<unsigned *>(d);\n"
+                      "  asm volatile(\n"
+                      "      \"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%8, %9};\\n\"\n"
+                      "      : \"=r\"(D[0]), \"=r\"(D[1])\n"
+                      "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"r\"(C[0]), \"r\"(C[1]));\n"
+                      "}\n"},
+      {"ex2", "__device__ __forceinline__ float twist_ex2_approx(float x) {\n"
+              "  float y;\n"
+              "  asm(\"ex2.approx.ftz.f32 %0, %1;\\n\" : \"=f\"(y) : \"f\"(x));\n"
+              "  return y;\n"
+              "}\n"},
+  };
+  return defs;
+}
+
+class Printer {
+ public:
+  Printer(const Kernel &k, const CodegenOptions &o) : kernel_(k), options_(o) {}
+
+  std::string expr(const Halide::Expr &e);
+  void stmt(const Stmt &s, int indent);
+  std::string body() const { return out_.str(); }
+  const std::set<std::string> &helpers() const { return helpers_; }
+  void declare_array(const std::string &name, const Type &t) { array_types_[name] = t; }
+
+ private:
+  std::string ind(int n) const { return std::string(2 * n, ' '); }
+  std::string constant(const Type &t, double v);
+  std::string cast(const Type &to, const Halide::Expr &value);
+  std::string math(const MathCall &m, const Call *c);
+  std::string address(const std::string &buffer, const Halide::Expr &index) {
+    return "&" + c_name(buffer) + "[" + expr(index) + "]";
+  }
+  void intrinsic(const Stmt &s, int indent);
+  Type array_type(const std::string &name) const {
+    auto it = array_types_.find(name);
+    TWIST_CHECK(it != array_types_.end(), "no array named '{}' in kernel {}", name, kernel_.name);
+    return it->second;
+  }
+
+  const Kernel &kernel_;
+  const CodegenOptions &options_;
+  std::ostringstream out_;
+  std::set<std::string> helpers_;
+  std::map<std::string, Type> array_types_;
+};
+
+std::string Printer::constant(const Type &t, double v) {
+  if (t.is_bool()) return v != 0 ? "true" : "false";
+  if (t.is_int() || t.is_uint()) {
+    const auto i = static_cast<long long>(v);
+    return i < 0 ? fmt::format("({})", i) : fmt::format("{}", i);
+  }
+  if (t.bits() == 16) {
+    const bool bf = t.is_bfloat();
+    return fmt::format("{}((unsigned short)0x{:04x})", bf ? "__ushort_as_bfloat16" : "__ushort_as_half",
+                       bf ? bf16_bits(v) : f16_bits(v));
+  }
+  if (t.bits() == 32) {
+    const float f = static_cast<float>(v);
+    if (std::isfinite(f)) {
+      std::string text = fmt::format("{:.9g}", f);
+      if (text.find_first_of(".e") == std::string::npos) text += ".0";
+      return text + "f";
+    }
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return fmt::format("__uint_as_float(0x{:08x}u)", bits);
+  }
+  if (std::isfinite(v)) {
+    std::string text = fmt::format("{:.17g}", v);
+    return text.find_first_of(".e") == std::string::npos ? text + ".0" : text;
+  }
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  return fmt::format("__longlong_as_double(0x{:016x}ll)", bits);
+}
+
+std::string Printer::cast(const Type &to, const Halide::Expr &value) {
+  const Type from = value.type();
+  const std::string v = expr(value);
+  if (from == to) return v;
+  auto to_float = [&]() -> std::string {
+    if (from.is_bfloat()) return "__bfloat162float(" + v + ")";
+    if (is_16bit_float(from)) return "__half2float(" + v + ")";
+    return "static_cast<float>(" + v + ")";
+  };
+  if (to.is_bfloat() && to.bits() == 16) return "__float2bfloat16_rn(" + to_float() + ")";
+  if (is_16bit_float(to)) return "__float2half_rn(" + to_float() + ")";
+  if (is_16bit_float(from)) {
+    if (to.is_float() && to.bits() == 32) return to_float();
+    return "static_cast<" + c_type(to) + ">(" + to_float() + ")";
+  }
+  return "static_cast<" + c_type(to) + ">(" + v + ")";
+}
+
+std::string Printer::math(const MathCall &m, const Call *c) {
+  std::vector<std::string> args;
+  const bool narrow = is_16bit_float(m.type);
+  for (const Halide::Expr &a : c->args) args.push_back(narrow ? cast(Halide::Float(32), a) : expr(a));
+  const bool f32 = narrow || m.type.bits() == 32;
+  std::string call;
+  if (f32 && options_.fast_math && m.function == "exp2") {
+    helpers_.insert("ex2");
+    call = "twist_ex2_approx(" + args[0] + ")";
+  } else if (f32 && options_.fast_math && m.function == "exp") {
+    call = "__expf(" + args[0] + ")";
+  } else {
+    call = m.function + (f32 ? "f(" : "(") + args[0] + (args.size() > 1 ? ", " + args[1] : "") + ")";
+  }
+  if (!narrow) return call;
+  return m.type.is_bfloat() ? "__float2bfloat16_rn(" + call + ")" : "__float2half_rn(" + call + ")";
+}
+
+std::string Printer::expr(const Halide::Expr &e) {
+  if (const auto *i = e.as<IntImm>()) return constant(i->type, static_cast<double>(i->value));
+  if (const auto *u = e.as<UIntImm>()) return constant(u->type, static_cast<double>(u->value));
+  if (const auto *f = e.as<FloatImm>()) return constant(f->type, f->value);
+  if (const auto *v = e.as<Variable>()) return c_name(v->name);
+  if (const auto *c = e.as<Cast>()) return cast(c->type, c->value);
+  auto binary = [&](const Halide::Expr &a, const char *op, const Halide::Expr &b) {
+    return "(" + expr(a) + " " + op + " " + expr(b) + ")";
+  };
+  if (const auto *o = e.as<Add>()) return binary(o->a, "+", o->b);
+  if (const auto *o = e.as<Sub>()) return binary(o->a, "-", o->b);
+  if (const auto *o = e.as<Mul>()) return binary(o->a, "*", o->b);
+  if (const auto *o = e.as<Div>()) {
+    if (o->type.is_float()) return binary(o->a, "/", o->b);
+    if (auto s = power_of_two(o->b)) return "(" + expr(o->a) + " >> " + std::to_string(*s) + ")";
+    helpers_.insert("div");
+    return "twist_div(" + expr(o->a) + ", " + expr(o->b) + ")";
+  }
+  if (const auto *o = e.as<Mod>()) {
+    if (o->type.is_float()) fail("the CUDA printer does not print floating-point remainders ({})", e);
+    if (auto s = power_of_two(o->b)) return "(" + expr(o->a) + " & " + std::to_string((1 << *s) - 1) + ")";
+    helpers_.insert("div");
+    return "twist_mod(" + expr(o->a) + ", " + expr(o->b) + ")";
+  }
+  auto minmax = [&](const Halide::Expr &a, const Halide::Expr &b, bool is_max) {
+    const Type &t = a.type();
+    const char *fn = t.is_float() ? (is_16bit_float(t) ? (is_max ? "__hmax" : "__hmin")
+                                                       : t.bits() == 32 ? (is_max ? "fmaxf" : "fminf")
+                                                                        : (is_max ? "fmax" : "fmin"))
+                                  : (is_max ? "max" : "min");
+    return std::string(fn) + "(" + expr(a) + ", " + expr(b) + ")";
+  };
+  if (const auto *o = e.as<Min>()) return minmax(o->a, o->b, false);
+  if (const auto *o = e.as<Max>()) return minmax(o->a, o->b, true);
+  if (const auto *o = e.as<EQ>()) return binary(o->a, "==", o->b);
+  if (const auto *o = e.as<NE>()) return binary(o->a, "!=", o->b);
+  if (const auto *o = e.as<LT>()) return binary(o->a, "<", o->b);
+  if (const auto *o = e.as<LE>()) return binary(o->a, "<=", o->b);
+  if (const auto *o = e.as<GT>()) return binary(o->a, ">", o->b);
+  if (const auto *o = e.as<GE>()) return binary(o->a, ">=", o->b);
+  if (const auto *o = e.as<And>()) return binary(o->a, "&&", o->b);
+  if (const auto *o = e.as<Or>()) return binary(o->a, "||", o->b);
+  if (const auto *o = e.as<Not>()) return "(!" + expr(o->a) + ")";
+  if (const auto *s = e.as<Select>())
+    return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " + expr(s->false_value) + ")";
+  if (const auto *l = e.as<Load>()) return c_name(l->name) + "[" + expr(l->index) + "]";
+  if (const auto *l = e.as<Let>())
+    return "[&] { const " + c_type(l->value.type()) + " " + c_name(l->name) + " = " + expr(l->value) + "; return " +
+           expr(l->body) + "; }()";
+  if (const auto *c = e.as<Call>()) {
+    if (auto m = as_math_call(c)) return math(*m, c);
+    if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost)) return expr(c->args[0]);
+    if (c->is_intrinsic(Call::abs)) {
+      const Type &t = c->args[0].type();
+      if (is_16bit_float(t)) return "__habs(" + expr(c->args[0]) + ")";
+      return std::string(t.is_float() ? (t.bits() == 32 ? "fabsf(" : "fabs(") : "abs(") + expr(c->args[0]) + ")";
+    }
+    if (c->is_intrinsic(Call::bitwise_and)) return binary(c->args[0], "&", c->args[1]);
+    if (c->is_intrinsic(Call::bitwise_or)) return binary(c->args[0], "|", c->args[1]);
+    if (c->is_intrinsic(Call::bitwise_xor)) return binary(c->args[0], "^", c->args[1]);
+    if (c->is_intrinsic(Call::bitwise_not)) return "(~" + expr(c->args[0]) + ")";
+    if (c->is_intrinsic(Call::shift_left)) return binary(c->args[0], "<<", c->args[1]);
+    if (c->is_intrinsic(Call::shift_right)) return binary(c->args[0], ">>", c->args[1]);
+  }
+  fail("the CUDA printer cannot print {} in kernel {}", e, kernel_.name);
+}
+
+void Printer::intrinsic(const Stmt &s, int n) {
+  if (intrinsic::is_barrier(s)) {
+    out_ << ind(n) << "__syncthreads();\n";
+  } else if (auto c = intrinsic::as_copy(s)) {
+    helpers_.insert("copy");
+    out_ << ind(n) << (c->async ? "twist_copy_async<" : "twist_copy_sync<") << c->bytes << ">("
+         << address(c->dst, c->dst_index) << ", " << address(c->src, c->src_index) << ", " << expr(c->src_bytes)
+         << ");\n";
+  } else if (intrinsic::is_async_commit(s)) {
+    out_ << ind(n) << "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n";
+  } else if (auto w = intrinsic::as_async_wait(s)) {
+    out_ << ind(n) << "asm volatile(\"cp.async.wait_group " << *w << ";\\n\" ::: \"memory\");\n";
+  } else if (auto l = intrinsic::as_ldmatrix(s)) {
+    helpers_.insert("ldmatrix");
+    out_ << ind(n) << "twist_ldmatrix<" << l->matrices << ", " << (l->transpose ? "true" : "false") << ">("
+         << address(l->dst, l->dst_index) << ", " << address(l->src, l->src_index) << ");\n";
+  } else if (auto m = intrinsic::as_mma(s)) {
+    const Type in = array_type(m->a), acc = array_type(m->c);
+    std::string helper;
+    if (acc == Halide::Float(32)) helper = in.is_bfloat() ? "mma_f32_bf16" : "mma_f32_f16";
+    else if (acc == Halide::Float(16) && !in.is_bfloat()) helper = "mma_f16_f16";
+    else fail("kernel {}: no mma.sync atom multiplies {} with {} accumulation", kernel_.name, type_name(in), type_name(acc));
+    helpers_.insert(helper);
+    out_ << ind(n) << "twist_" << helper << "(" << address(m->d, m->d_index) << ", " << address(m->a, m->a_index) << ", "
+         << address(m->b, m->b_index) << ", " << address(m->c, m->c_index) << ");\n";
+  } else if (auto sh = intrinsic::as_shuffle_xor(s)) {
+    out_ << ind(n) << c_name(sh->dst) << "[" << expr(sh->dst_index) << "] = __shfl_xor_sync(0xffffffffu, "
+         << expr(sh->value) << ", " << sh->lane_mask << ");\n";
+  } else if (auto a = intrinsic::as_atomic_add(s)) {
+    out_ << ind(n) << "atomicAdd(" << address(a->buffer, a->index) << ", " << expr(a->value) << ");\n";
+  } else {
+    fail("the CUDA printer does not know the intrinsic {}", s.as<Evaluate>()->value);
+  }
+}
+
+void Printer::stmt(const Stmt &s, int n) {
+  if (!s.defined()) return;
+  if (const auto *b = s.as<Block>()) {
+    stmt(b->first, n);
+    stmt(b->rest, n);
+  } else if (s.as<LetStmt>()) {
+    // A chain of lets shares one scope.
+    out_ << ind(n) << "{\n";
+    Stmt body = s;
+    while (const auto *l = body.as<LetStmt>()) {
+      out_ << ind(n + 1) << "const " << c_type(l->value.type()) << " " << c_name(l->name) << " = " << expr(l->value)
+           << ";\n";
+      body = l->body;
+    }
+    stmt(body, n + 1);
+    out_ << ind(n) << "}\n";
+  } else if (const auto *f = s.as<For>()) {
+    if (f->for_type == ForType::Unrolled) out_ << ind(n) << "#pragma unroll\n";
+    const std::string v = c_name(f->name);
+    out_ << ind(n) << "for (int " << v << " = " << expr(f->min) << "; " << v << " < " << expr(simplify(f->min + f->extent))
+         << "; ++" << v << ") {\n";
+    stmt(f->body, n + 1);
+    out_ << ind(n) << "}\n";
+  } else if (const auto *i = s.as<IfThenElse>()) {
+    out_ << ind(n) << "if (" << expr(i->condition) << ") {\n";
+    stmt(i->then_case, n + 1);
+    if (i->else_case.defined()) {
+      out_ << ind(n) << "} else {\n";
+      stmt(i->else_case, n + 1);
+    }
+    out_ << ind(n) << "}\n";
+  } else if (const auto *a = s.as<Allocate>()) {
+    declare_array(a->name, a->type);
+    if (a->memory_type == Halide::MemoryType::Register) {
+      out_ << ind(n) << "__align__(16) " << c_type(a->type) << " " << c_name(a->name) << "[" << expr(a->extents[0])
+           << "];\n";
+    }
+    stmt(a->body, n);
+  } else if (const auto *st = s.as<Store>()) {
+    out_ << ind(n) << c_name(st->name) << "[" << expr(st->index) << "] = " << expr(st->value) << ";\n";
+  } else if (intrinsic::is_intrinsic(s)) {
+    intrinsic(s, n);
+  } else if (const auto *e = s.as<Evaluate>()) {
+    out_ << ind(n) << expr(e->value) << ";\n";
+  } else {
+    std::ostringstream os;
+    os << s;
+    fail("the CUDA printer cannot print this statement of kernel {}:\n{}", kernel_.name, os.str());
+  }
+}
+
+// Shared arrays live in the dynamic shared memory, each at a 128-byte aligned offset.
+struct SharedLayoutPlan {
+  std::vector<std::pair<const Allocate *, int>> arrays;
+  int bytes = 0;
+};
+
+SharedLayoutPlan plan_shared(const Stmt &body) {
+  struct Collect : IRVisitor {
+    SharedLayoutPlan plan;
+    using IRVisitor::visit;
+    void visit(const Allocate *a) override {
+      if (a->memory_type == Halide::MemoryType::GPUShared) {
+        const auto *extent = as_const_int(a->extents[0]);
+        TWIST_CHECK(extent, "shared array {} has a non-constant extent", a->name);
+        plan.arrays.push_back({a, plan.bytes});
+        plan.bytes += static_cast<int>((*extent * a->type.bytes() + 127) / 128 * 128);
+      }
+      IRVisitor::visit(a);
+    }
+  } collect;
+  body.accept(&collect);
+  return collect.plan;
+}
+
+}  // namespace
+
+std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
+  Printer printer(k, options);
+  const SharedLayoutPlan shared = plan_shared(k.body);
+  if (shared.bytes > k.shared_bytes + 128 * static_cast<int>(shared.arrays.size()))
+    fail("kernel {}: its shared arrays take {} bytes but it was lowered for {}", k.name, shared.bytes, k.shared_bytes);
+  std::ostringstream params;
+  for (const BufferArg &b : k.buffers) {
+    printer.declare_array(b.name, b.type);
+    params << (params.tellp() ? ", " : "") << (b.role == BufferArg::Role::input ? "const " : "") << c_type(b.type)
+           << " *__restrict__ " << c_name(b.name);
+  }
+  for (const ScalarArg &s : k.scalars) params << (params.tellp() ? ", " : "") << c_type(s.type) << " " << c_name(s.name);
+
+  std::ostringstream body;
+  if (!shared.arrays.empty()) body << "  extern __shared__ __align__(128) unsigned char twist_smem[];\n";
+  for (const auto &[a, offset] : shared.arrays)
+    body << "  " << c_type(a->type) << " *" << c_name(a->name) << " = reinterpret_cast<" << c_type(a->type)
+         << " *>(twist_smem + " << offset << ");\n";
+  printer.stmt(k.body, 1);
+
+  std::ostringstream unit;
+  unit << "// Generated by twist from the schedule below; do not edit.\n";
+  std::istringstream summary(k.schedule_summary);
+  for (std::string line; std::getline(summary, line);) unit << "//" << line << "\n";
+  unit << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\n";
+  for (const std::string &h : printer.helpers()) unit << helper_definitions().at(h) << "\n";
+  unit << "extern \"C\" __global__ void __launch_bounds__(" << k.threads << ", " << k.min_blocks_per_sm << ") "
+       << c_name(k.name) << "(" << params.str() << ") {\n"
+       << body.str() << printer.body() << "}\n";
+  return unit.str();
+}
+
+}  // namespace twist::cuda

@@ -1,0 +1,112 @@
+#include "backends/cuda/program/gpu_program.h"
+
+#include "backends/cuda/runtime/kernel_cache.h"
+#include <cstring>
+
+#include "lang/error.h"
+
+namespace twist::cuda {
+
+std::vector<CompiledKernel> compile_program(const LoweredProgram &program, const std::string &arch,
+                                            const CodegenOptions &options) {
+  std::vector<CompiledKernel> out;
+  for (const twist::Kernel &k : program.kernels) {
+    CompiledKernel c{k, cuda_source(k, options), {}, {}};
+    CompileResult r = default_kernel_cache().compile(c.source, k.name + ".cu", {arch});
+    c.cubin = std::move(r.cubin);
+    if (!r.resources.empty()) c.resources = r.resources.front();
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+GpuProgram::GpuProgram(const LoweredProgram &program, const Device &device, const CodegenOptions &options)
+    : program_(program), device_(device), kernels_(compile_program(program, device.arch(), options)) {
+  for (const CompiledKernel &k : kernels_) modules_.emplace_back(device_, k.cubin, k.ir.name);
+}
+
+namespace {
+
+size_t bytes_of(const Type &t, const std::vector<int64_t> &shape) {
+  size_t n = t.bytes();
+  for (int64_t e : shape) n *= static_cast<size_t>(e);
+  return n;
+}
+
+}  // namespace
+
+std::map<std::string, reference::HostTensor> GpuProgram::run(
+    const std::map<std::string, reference::HostTensor> &inputs, const Scalars &given) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto &[name, t] : inputs) shapes[name] = t.shape();
+  const Scalars scalars = bind_arguments(program_, shapes, given);
+  std::map<std::string, DeviceBuffer> buffers;
+  for (const BufferArg &in : program_.inputs) {
+    const reference::HostTensor &t = inputs.at(in.name);
+    if (t.type() != in.type)
+      fail("input '{}' of program '{}' is {}, but a {} tensor was given", in.name, program_.name, type_name(in.type),
+           type_name(t.type()));
+    DeviceBuffer b(device_, t.bytes().size());
+    b.upload(t.bytes().data(), t.bytes().size());
+    buffers.emplace(in.name, std::move(b));
+  }
+  std::map<std::string, std::vector<int64_t>> output_shapes;
+  auto make = [&](const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape) {
+    const std::vector<int64_t> s = evaluate_shape(shape, scalars);
+    DeviceBuffer b(device_, std::max<size_t>(bytes_of(type, s), 1));
+    b.fill(0xff);
+    buffers.emplace(name, std::move(b));
+    output_shapes[name] = s;
+  };
+  for (const BufferArg &out : program_.outputs) make(out.name, out.type, out.shape);
+  for (const Workspace &w : program_.workspaces) make(w.name, w.type, w.shape);
+
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    const twist::Kernel &ir = kernels_[k].ir;
+    check_requirements(ir, scalars);
+    // cuLaunchKernel takes a pointer to each parameter's value.
+    std::vector<CUdeviceptr> addresses;
+    addresses.reserve(ir.buffers.size());
+    std::vector<std::vector<unsigned char>> values;
+    std::vector<void *> args;
+    for (const BufferArg &b : ir.buffers) {
+      auto it = buffers.find(b.name);
+      TWIST_CHECK(it != buffers.end(), "kernel {} reads buffer {}, which the program does not have", ir.name, b.name);
+      addresses.push_back(it->second.address());
+    }
+    for (CUdeviceptr &a : addresses) args.push_back(&a);
+    for (const ScalarArg &s : ir.scalars) {
+      const double v = scalars.at(s.name);
+      std::vector<unsigned char> bytes(s.type.bytes());
+      if (s.type == i32) {
+        const int32_t x = static_cast<int32_t>(v);
+        std::memcpy(bytes.data(), &x, 4);
+      } else if (s.type == f32) {
+        const float x = static_cast<float>(v);
+        std::memcpy(bytes.data(), &x, 4);
+      } else if (s.type == f64) {
+        std::memcpy(bytes.data(), &v, 8);
+      } else {
+        fail("kernel {}: scalar '{}' of type {} cannot be passed", ir.name, s.name, type_name(s.type));
+      }
+      values.push_back(std::move(bytes));
+    }
+    for (auto &v : values) args.push_back(v.data());
+    const Dim3 grid{static_cast<unsigned>(evaluate_int(ir.grid[0], scalars)),
+                    static_cast<unsigned>(evaluate_int(ir.grid[1], scalars)),
+                    static_cast<unsigned>(evaluate_int(ir.grid[2], scalars))};
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) continue;  // an empty output: nothing to compute
+    Kernel kernel = modules_[k].kernel(cuda::c_name(ir.name));
+    kernel.launch_and_wait(grid, Dim3{static_cast<unsigned>(ir.threads), 1, 1}, static_cast<unsigned>(ir.shared_bytes),
+                           args.data());
+  }
+  std::map<std::string, reference::HostTensor> outputs;
+  for (const BufferArg &out : program_.outputs) {
+    reference::HostTensor t(out.type, output_shapes.at(out.name));
+    if (t.size() > 0) buffers.at(out.name).download(t.bytes().data(), t.bytes().size());
+    outputs.emplace(out.name, std::move(t));
+  }
+  return outputs;
+}
+
+}  // namespace twist::cuda

@@ -1,0 +1,68 @@
+#include "scheduler/epilogue.h"
+
+#include "lang/error.h"
+#include "scheduler/expr_lowering.h"
+#include "scheduler/intrinsics.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+
+namespace {
+
+Stmt store(const std::string &buffer, const Halide::Expr &value, const Halide::Expr &index) {
+  return Store::make(buffer, value, index, Parameter(), const_true(), ModulusRemainder());
+}
+
+// The values the output stores: the monoid's finalize, or the fused consumer's values with its call of the
+// reduction replaced by them.
+std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r, const std::vector<Halide::Expr> &coords) {
+  const Monoid &m = *r.reduction.definition().reduction->monoid;
+  std::vector<Halide::Expr> finalized(m.finalize.begin(), m.finalize.end());
+  if (!r.consumer) return finalized;
+  const Definition &cd = r.consumer->definition();
+  ExprLowering lowering(*r.graph);
+  for (size_t k = 0; k < cd.args.size(); ++k) lowering.bind(cd.args[k].name(), coords[k]);
+  const std::string &reduction = r.reduction.name();
+  lowering.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
+    if (c->name != reduction) return std::nullopt;
+    for (size_t k = 0; k < args.size(); ++k)
+      if (!equal(simplify(args[k]), simplify(coords[k])))
+        fail("func '{}' reads '{}' at another point than its own, so it cannot be fused as its epilogue",
+             r.consumer->name(), reduction);
+    return finalized[c->value_index];
+  });
+  std::vector<Halide::Expr> values;
+  for (const Expr &v : cd.values) values.push_back(lowering.lower(v));
+  return values;
+}
+
+}  // namespace
+
+Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::Expr> &coords,
+                     const std::vector<Halide::Expr> &state, const Halide::Expr &part) {
+  const Monoid &m = *r.reduction.definition().reduction->monoid;
+  std::vector<Stmt> stores;
+  const State s = m.one();
+  if (r.output == ReductionKernelRequest::Output::partial_states) {
+    std::vector<Halide::Expr> at = {part}, shape = {r.output_buffers[0].shape[0]};
+    at.insert(at.end(), coords.begin(), coords.end());
+    shape.insert(shape.end(), r.extents.begin(), r.extents.end());
+    for (int c = 0; c < s.size(); ++c) stores.push_back(store(r.output_buffers[c].name, s[c], flat_index(at, shape)));
+  } else {
+    const std::vector<Halide::Expr> values = output_values(r, coords);
+    const Halide::Expr index = flat_index(coords, r.extents);
+    for (size_t o = 0; o < values.size(); ++o) {
+      const BufferArg &out = r.output_buffers[o];
+      const Halide::Expr v = Halide::cast(out.type, values[o]);
+      stores.push_back(r.output == ReductionKernelRequest::Output::atomic_sum
+                           ? intrinsic::atomic_add({out.name, index, v})
+                           : store(out.name, v, index));
+    }
+  }
+  Stmt body = Block::make(stores);
+  for (int c = s.size() - 1; c >= 0; --c) body = LetStmt::make(s[c].as<Variable>()->name, state[c], body);
+  return body;
+}
+
+}  // namespace twist

@@ -1,0 +1,33 @@
+#pragma once
+// The mma.sync m16n8k16 atom's fragments: which lane and register hold which element of A, B and the
+// accumulator (the layouts stated in intrinsics.h), and the ldmatrix row addresses that fill A and B
+// fragments from a staged tile.
+#include <string>
+#include <vector>
+
+#include <Halide.h>
+
+namespace twist {
+
+// The lane of the calling thread within its warp.
+Halide::Expr lane();
+
+// The accumulator element e (0..3) of the calling lane sits at (row, col) of the 16 x 8 tile.
+Halide::Expr accumulator_row(int e);
+Halide::Expr accumulator_col(int e);
+
+// An operand of the atom: A (16 rows by 16 k) or B (16 k by 8 columns). Its fragment holds pairs of
+// elements along k. `other` is its non-k dimension.
+enum class AtomOperand { a, b };
+inline int fragment_elements(AtomOperand op) { return op == AtomOperand::a ? 8 : 4; }
+inline int fragment_matrices(AtomOperand op) { return op == AtomOperand::a ? 4 : 2; }
+
+// For the ldmatrix that loads `op`'s fragment: the (other, k) offset within the atom of the row whose address
+// the calling lane supplies. `k_contiguous` says whether the staged tile stores consecutive k next to each
+// other (no transpose) or consecutive `other` (transpose).
+struct LdmatrixRow {
+  Halide::Expr other, k;
+};
+LdmatrixRow ldmatrix_row(AtomOperand op, bool k_contiguous);
+
+}  // namespace twist

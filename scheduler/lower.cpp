@@ -1,0 +1,194 @@
+#include "scheduler/lower.h"
+
+#include "lang/error.h"
+#include "lang/graph.h"
+#include "scheduler/epilogue.h"
+#include "scheduler/expr_lowering.h"
+#include "scheduler/intrinsics.h"
+#include "scheduler/reduction_kernel.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+
+namespace {
+
+// The reduction funcs that an expression calls (pure funcs are looked through: they will be inlined).
+void reductions_called(const FuncGraph &g, const Halide::Expr &e, std::vector<std::string> &out) {
+  struct Calls : IRVisitor {
+    std::vector<std::string> names;
+    using IRVisitor::visit;
+    void visit(const Call *c) override {
+      IRVisitor::visit(c);
+      if (c->call_type == Call::Halide) names.push_back(c->name);
+    }
+  } calls;
+  e.accept(&calls);
+  for (const std::string &n : calls.names) {
+    const Func &f = g.func(n);
+    if (f.definition().is_reduction()) {
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    } else {
+      for (const Expr &v : f.definition().values) reductions_called(g, v, out);
+    }
+  }
+}
+
+Halide::Expr product(const std::vector<Halide::Expr> &extents) {
+  Halide::Expr n = 1;
+  for (const Halide::Expr &e : extents) n = n * e;
+  return simplify(n);
+}
+
+// One thread per output point, `threads` to a block: the point's coordinates from the flat index.
+std::vector<Halide::Expr> point_coords(const std::vector<Halide::Expr> &extents, const Halide::Expr &flat) {
+  std::vector<Halide::Expr> coords(extents.size());
+  Halide::Expr rest = flat;
+  for (int d = static_cast<int>(extents.size()) - 1; d >= 0; --d) {
+    coords[d] = d == 0 ? rest : rest % extents[d];
+    rest = rest / extents[d];
+  }
+  return coords;
+}
+
+constexpr int kPointThreads = 256;
+
+Kernel pointwise_kernel(const std::string &name, const std::vector<Halide::Expr> &extents,
+                        const std::function<Stmt(const std::vector<Halide::Expr> &)> &body) {
+  Kernel k;
+  k.name = name;
+  k.threads = kPointThreads;
+  const Halide::Expr points = product(extents);
+  k.grid = {simplify((points + (kPointThreads - 1)) / kPointThreads), Halide::Expr(1), Halide::Expr(1)};
+  const Halide::Expr flat = Variable::make(Halide::Int(32), "point");
+  k.body = simplify_exprs(LetStmt::make("point", intrinsic::block_index(0) * kPointThreads + intrinsic::thread_index(),
+                                        IfThenElse::make(flat < points, body(point_coords(extents, flat)))));
+  return k;
+}
+
+// The second kernel of a split reduction: folds the parts' states with the monoid's combine, then finalizes.
+Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials, int parts) {
+  const Monoid &m = *values.reduction.definition().reduction->monoid;
+  Kernel k = pointwise_kernel(values.kernel_name, values.extents, [&](const std::vector<Halide::Expr> &coords) {
+    const State a = m.lhs(), b = m.rhs();
+    const Halide::Expr p = Variable::make(Halide::Int(32), "part");
+    std::vector<Halide::Expr> at = {p}, shape = {Halide::Expr(parts)};
+    at.insert(at.end(), coords.begin(), coords.end());
+    shape.insert(shape.end(), values.extents.begin(), values.extents.end());
+    std::vector<Stmt> folds;
+    for (size_t c = 0; c < m.state.size(); ++c)
+      folds.push_back(Store::make("state." + m.state[c].name, m.combine[c], 0, Parameter(), const_true(),
+                                  ModulusRemainder()));
+    Stmt fold = Block::make(folds);
+    for (int c = static_cast<int>(m.state.size()) - 1; c >= 0; --c) {
+      fold = LetStmt::make(b[c].as<Variable>()->name, load(m.state[c].type, partials[c].name, flat_index(at, shape)), fold);
+      fold = LetStmt::make(a[c].as<Variable>()->name, load(m.state[c].type, "state." + m.state[c].name, 0), fold);
+    }
+    std::vector<Stmt> init;
+    std::vector<Halide::Expr> state;
+    for (size_t c = 0; c < m.state.size(); ++c) {
+      init.push_back(Store::make("state." + m.state[c].name, m.identity[c], 0, Parameter(), const_true(),
+                                 ModulusRemainder()));
+      state.push_back(load(m.state[c].type, "state." + m.state[c].name, 0));
+    }
+    Stmt body = Block::make({Block::make(init),
+                             For::make("part", 0, parts, ForType::Serial, Halide::DeviceAPI::None, fold),
+                             epilogue_stores(values, coords, state, Halide::Expr())});
+    for (const Component &c : m.state)
+      body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {1}, const_true(), body);
+    return body;
+  });
+  k.schedule_summary = fmt::format("  folds {} partial states per point with {}'s combine\n", parts, m.name);
+  return k;
+}
+
+}  // namespace
+
+LoweredProgram lower(const Func &output, const Schedule &schedule, const Target &target) {
+  const FuncGraph graph = walk({output});
+  if (output.shape().empty())
+    fail("func '{}' is the program's output, so it needs its extents: call {}.set_shape({{...}})", output.name(),
+         output.name());
+  LoweredProgram program;
+  program.name = output.name();
+  const std::vector<Halide::Expr> extents = to_halide(output.shape());
+  for (int o = 0; o < output.outputs(); ++o)
+    program.outputs.push_back({output.outputs() == 1 ? output.name() : fmt::format("{}.{}", output.name(), o),
+                               output.output_types()[o], extents, BufferArg::Role::output});
+  for (const Input &in : graph.inputs) program.inputs.push_back({in.name(), in.type(), to_halide(in.shape()), BufferArg::Role::input});
+
+  ReductionKernelRequest request;
+  request.graph = &graph;
+  request.extents = extents;
+  request.target = target;
+  if (output.definition().is_reduction()) {
+    request.reduction = output;
+  } else {
+    std::vector<std::string> reductions;
+    for (const Expr &v : output.definition().values) reductions_called(graph, v, reductions);
+    if (reductions.size() != 1)
+      fail("func '{}' is pure and reads {} reduction funcs; this lowering fuses exactly one reduction into its "
+           "output's epilogue",
+           output.name(), reductions.size());
+    request.reduction = graph.func(reductions[0]);
+    request.consumer = output;
+  }
+  const std::string &reduction = request.reduction.name();
+  request.schedule = schedule.find(reduction);
+  if (!request.schedule)
+    fail("the program's reduction '{}' has no schedule: schedule it (tile and bind its loops) with schedule[{}]",
+         reduction, reduction);
+  const Monoid &monoid = *request.reduction.definition().reduction->monoid;
+  request.output_buffers = program.outputs;
+
+  const auto &split = request.schedule->reduction_split();
+  if (!split) {
+    request.kernel_name = program.name;
+    program.kernels.push_back(build_reduction_kernel(request));
+  } else if (split->combine == SplitCombine::kernel) {
+    std::vector<BufferArg> partials;
+    std::vector<Halide::Expr> shape = {Halide::Expr(split->parts)};
+    shape.insert(shape.end(), extents.begin(), extents.end());
+    for (const Component &c : monoid.state) {
+      partials.push_back({reduction + ".partial." + c.name, c.type, shape, BufferArg::Role::workspace});
+      program.workspaces.push_back({partials.back().name, c.type, shape});
+    }
+    ReductionKernelRequest parts = request;
+    parts.output = ReductionKernelRequest::Output::partial_states;
+    parts.output_buffers = partials;
+    parts.kernel_name = program.name + "_parts";
+    program.kernels.push_back(build_reduction_kernel(parts));
+    Kernel combine = combine_kernel(request, partials, split->parts);
+    std::vector<BufferArg> written = program.outputs;
+    collect_arguments(graph, combine, written);
+    for (BufferArg p : partials) {
+      p.role = BufferArg::Role::input;
+      combine.buffers.insert(combine.buffers.begin(), p);
+    }
+    program.kernels.push_back(combine);
+  } else {
+    const bool sum = monoid.state.size() == 1 && output.outputs() == 1 && !request.consumer &&
+                     (output.output_types()[0] == f32 || output.output_types()[0] == i32);
+    if (!sum)
+      fail("schedule of '{}': split_reduction with atomics needs an f32 or i32 sum stored as it is (no fused "
+           "epilogue); use SplitCombine::kernel",
+           reduction);
+    Kernel zero = pointwise_kernel(program.name + "_zero", extents, [&](const std::vector<Halide::Expr> &coords) {
+      return Store::make(output.name(), make_zero(output.output_types()[0]), flat_index(coords, extents), Parameter(),
+                         const_true(), ModulusRemainder());
+    });
+    collect_arguments(graph, zero, program.outputs);
+    program.kernels.push_back(zero);
+    ReductionKernelRequest parts = request;
+    parts.output = ReductionKernelRequest::Output::atomic_sum;
+    parts.kernel_name = program.name + "_atomic";
+    program.kernels.push_back(build_reduction_kernel(parts));
+  }
+  for (const Kernel &k : program.kernels)
+    for (const ScalarArg &s : k.scalars)
+      if (std::none_of(program.scalars.begin(), program.scalars.end(), [&](auto &x) { return x.name == s.name; }))
+        program.scalars.push_back(s);
+  return program;
+}
+
+}  // namespace twist

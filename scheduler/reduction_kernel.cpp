@@ -1,0 +1,616 @@
+#include "scheduler/reduction_kernel.h"
+
+#include <functional>
+#include <set>
+
+#include "lang/error.h"
+#include "lang/param.h"
+#include "scheduler/contraction.h"
+#include "scheduler/epilogue.h"
+#include "scheduler/expr_lowering.h"
+#include "scheduler/fragments.h"
+#include "scheduler/intrinsics.h"
+#include "scheduler/loops.h"
+#include "scheduler/staging.h"
+#include "scheduler/thread_mapping.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+
+namespace {
+
+Halide::Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
+
+Stmt block(const std::vector<Stmt> &stmts) {
+  std::vector<Stmt> defined;
+  for (const Stmt &s : stmts)
+    if (s.defined()) defined.push_back(s);
+  return defined.empty() ? Stmt() : Block::make(defined);
+}
+
+Halide::Expr all_of(const std::vector<Halide::Expr> &conditions) {
+  Halide::Expr c = const_true();
+  for (const Halide::Expr &e : conditions) c = c && e;
+  return simplify(c);
+}
+
+Stmt guarded(const Halide::Expr &condition, const Stmt &s) {
+  if (is_const_one(condition)) return s;
+  return IfThenElse::make(condition, s);
+}
+
+Stmt store(const std::string &buffer, const Halide::Expr &value, const Halide::Expr &index) {
+  return Store::make(buffer, value, index, Parameter(), const_true(), ModulusRemainder());
+}
+
+Stmt let_all(const std::vector<std::pair<std::string, Halide::Expr>> &lets, Stmt body) {
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = LetStmt::make(it->first, it->second, body);
+  return body;
+}
+
+// The variables a monoid's expressions are written over, bound to kernel values.
+std::map<std::string, Halide::Expr> bind_state(const State &s, const std::vector<Halide::Expr> &values) {
+  std::map<std::string, Halide::Expr> m;
+  for (int k = 0; k < s.size(); ++k) m[s[k].as<Variable>()->name] = values[k];
+  return m;
+}
+
+class ReductionKernelBuilder {
+ public:
+  explicit ReductionKernelBuilder(const ReductionKernelRequest &r)
+      : req_(r),
+        def_(r.reduction.definition()),
+        monoid_(*def_.reduction->monoid),
+        lowering_(*r.graph) {}
+
+  Kernel build();
+
+ private:
+  using Output = ReductionKernelRequest::Output;
+
+  void plan_loops();
+  void plan_stages();
+  void plan_atom();
+  void check_budgets(const Kernel &k) const;
+
+  // The loop nest from the first reduction loop inwards, with the innermost statement `inner`.
+  Stmt nest(size_t position, const std::function<Stmt()> &inner);
+  Stmt wrap_with_stages(int dim, Stmt loop_body);
+  Stmt fragment_loads();
+  Stmt promote_partials() const;
+  Stmt fold_update();
+  Stmt atom_update();
+  // Runs `body` once per register point (the register dims as unrolled loops; in atom mode, also the four
+  // accumulator elements of each lane, with the atom's row and column loops defined from the lane).
+  Stmt for_each_point(const std::function<Stmt()> &body) const;
+  Halide::Expr register_index(const std::vector<int> &dims) const;
+  Stmt init_states() const;
+  Stmt epilogue();
+  std::vector<Halide::Expr> state_values() const;  // the states at the current point, as the monoid's types
+
+  const ReductionKernelRequest &req_;
+  const Definition &def_;
+  const Monoid &monoid_;
+  ExprLowering lowering_;
+  LoopStructure loops_;
+  ThreadMapping mapping_;
+  std::vector<StagePlan> stages_;
+  std::vector<Halide::Expr> elements_;  // the reduction's elements in kernel terms
+  std::vector<size_t> outer_;            // serial pure loops outside the reduction, in order
+  std::vector<size_t> nest_;             // serial loops from the first reduction loop inwards (atom loops excluded)
+  std::vector<int> register_dims_;       // pure loops inside the reduction nest: their states live in registers
+  // Matrix atom.
+  bool atom_ = false;
+  int atom_i_ = -1, atom_j_ = -1, atom_k_ = -1;
+  std::optional<Contraction> contraction_;
+  Type accumulator_type_;
+  int load_point_ = -1;     // the loop (index into dims) at the top of whose body fragments are loaded
+  int promote_loop_ = -1;   // hybrid accumulation: the loop at the end of whose body partials are promoted
+  std::vector<int> a_dims_, b_dims_;  // register dims each operand's fragment array spans
+  std::string summary_;
+};
+
+void ReductionKernelBuilder::plan_loops() {
+  const Func &f = req_.reduction;
+  loops_ = make_loops(f, req_.extents, req_.schedule);
+  if (req_.schedule && req_.schedule->reduction_split()) {
+    const ReductionSplit &s = *req_.schedule->reduction_split();
+    for (const LoopDim &d : loops_.dims)
+      if (d.binding == Binding::block_z)
+        fail("schedule of '{}': split_reduction({}) spreads parts over block.z, but loop '{}' is already bound there",
+             f.name(), s.var, d.name);
+    split_into_parts(loops_, s.var, s.var + ".part", s.parts, Binding::block_z);
+  }
+  for (const LoopDim &d : loops_.dims)
+    if (d.reduction && (d.binding == Binding::warp || d.binding == Binding::thread))
+      fail("schedule of '{}': reduction loop '{}' is bound to {}: cooperative reductions across threads are not "
+           "lowered yet; split the reduction across blocks with split_reduction() instead",
+           f.name(), d.name, to_string(d.binding));
+  atom_ = req_.schedule && req_.schedule->atom().has_value();
+  const int raster = req_.schedule ? req_.schedule->raster_group() : 1;
+  mapping_ = map_threads(loops_, raster, atom_, req_.target);
+  summary_ += mapping_.summary;
+
+  bool in_reduction = false;
+  for (size_t k = 0; k < loops_.dims.size(); ++k) {
+    const LoopDim &d = loops_.dims[k];
+    if (d.binding != Binding::serial && d.binding != Binding::unrolled) continue;
+    in_reduction = in_reduction || d.reduction;
+    (in_reduction ? nest_ : outer_).push_back(k);
+  }
+  if (nest_.empty()) fail("schedule of '{}' leaves no serial reduction loop", f.name());
+}
+
+void ReductionKernelBuilder::plan_atom() {
+  if (!atom_) return;
+  const AtomDirective &a = *req_.schedule->atom();
+  const std::string &fname = req_.reduction.name();
+  atom_i_ = loops_.index(a.i), atom_j_ = loops_.index(a.j), atom_k_ = loops_.index(a.k);
+  for (const std::string *n : {&a.i, &a.j, &a.k})
+    if (loops_.index(*n) < 0) loops_.dim(*n);
+  const int want[3] = {16, 8, 16};
+  const int dims[3] = {atom_i_, atom_j_, atom_k_};
+  for (int d = 0; d < 3; ++d) {
+    const LoopDim &dim = loops_.dims[dims[d]];
+    if (dim.constant_extent(fname, "a matrix atom") != want[d])
+      fail("schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16 (i, j, k), but loop '{}' has extent {}; split "
+           "it to {}",
+           fname, dim.name, dim.extent, want[d]);
+    if (dim.binding != Binding::serial && dim.binding != Binding::unrolled)
+      fail("schedule of '{}': loop '{}' of the matrix atom must not be bound to {}", fname, dim.name,
+           to_string(dim.binding));
+  }
+  if (loops_.dims[atom_i_].reduction || loops_.dims[atom_j_].reduction || !loops_.dims[atom_k_].reduction)
+    fail("schedule of '{}': matrix_atom(i, j, k) takes two pure loops and then a reduction loop", fname);
+  // The atom's loops must be the three innermost serial loops.
+  std::set<size_t> atom_dims = {size_t(atom_i_), size_t(atom_j_), size_t(atom_k_)};
+  const size_t n = nest_.size();
+  if (n < 3 || !atom_dims.count(nest_[n - 1]) || !atom_dims.count(nest_[n - 2]) || !atom_dims.count(nest_[n - 3]))
+    fail("schedule of '{}': the matrix atom's loops {}, {}, {} must be the innermost serial loops (the loops are {})",
+         fname, a.i, a.j, a.k, loops_.names());
+  nest_.resize(n - 3);
+  if (!def_.reduction->domain.predicates().empty())
+    fail("schedule of '{}': a matrix atom cannot apply the predicates of RDom '{}'; use a fold (no matrix_atom)",
+         fname, def_.reduction->domain.name());
+  contraction_ = as_contraction(monoid_, def_.reduction->elements);
+  if (!contraction_)
+    fail("schedule of '{}': a matrix atom needs a sum of products of two inputs (as in a GEMM), but the reduction is "
+         "{} over {}",
+         fname, monoid_.name, def_.reduction->elements[0]);
+  const Accumulation acc = req_.schedule->accumulation();
+  const Type state_type = monoid_.state[0].type;
+  accumulator_type_ = acc.kind == Accumulation::Kind::f32 ? f32 : f16;
+  if (acc.kind == Accumulation::Kind::f32 && state_type != f32)
+    fail("schedule of '{}': f32 accumulation needs an f32 sum, but the monoid's state is {}", fname,
+         type_name(state_type));
+  summary_ += fmt::format("  matrix atom mma.m16n8k16 {}.{} -> {} accumulation ({})\n", type_name(contraction_->a.type),
+                          type_name(contraction_->b.type), to_string(acc), type_name(state_type));
+}
+
+void ReductionKernelBuilder::plan_stages() {
+  lowering_.bind(loops_.value_of);
+  std::vector<StageDirective> directives;
+  if (req_.schedule) directives = req_.schedule->stages();
+  // First pass: staged inputs stay calls, so their coordinates in kernel terms can be read off.
+  for (const StageDirective &d : directives)
+    lowering_.read_input_with(d.input, [d, this](const std::vector<Halide::Expr> &coords) {
+      const Input *in = nullptr;
+      for (const Input &i : req_.graph->inputs)
+        if (i.name() == d.input) in = &i;
+      std::vector<Halide::Expr> args(coords.begin(), coords.end());
+      return Halide::Expr(Call::make(in->type(), d.input, args, Call::Image, FunctionPtr(), 0, Halide::Buffer<>(),
+                                     in->contents()->parameter));
+    });
+  std::vector<Halide::Expr> marked;
+  for (const Expr &e : def_.reduction->elements) marked.push_back(lowering_.lower(e));
+  for (const StageDirective &d : directives) {
+    const Input *in = nullptr;
+    for (const Input &i : req_.graph->inputs)
+      if (i.name() == d.input) in = &i;
+    if (!in) fail("schedule of '{}': stage({}) names no input of the program", req_.reduction.name(), d.input);
+    std::vector<std::vector<Halide::Expr>> reads;
+    for (const Halide::Expr &e : marked)
+      for (auto &r : reads_of(e, d.input)) reads.push_back(r);
+    StagePlan plan = plan_stage(d, *in, loops_, reads);
+    if (std::find(nest_.begin(), nest_.end(), size_t(plan.at)) == nest_.end())
+      fail("schedule of '{}': input '{}' is staged at loop '{}', which is outside the reduction loops; stage it at a "
+           "reduction loop",
+           req_.reduction.name(), d.input, d.at);
+    summary_ += plan.summary();
+    stages_.push_back(plan);
+  }
+  // Second pass: staged inputs read shared memory, at the pipeline slot of the stage loop's iteration.
+  for (const StagePlan &p : stages_) {
+    const Halide::Expr slot = p.directive.depth > 1 ? var(p.directive.at) % p.directive.depth : Halide::Expr(0);
+    lowering_.read_input_with(p.input, [p, slot](const std::vector<Halide::Expr> &coords) {
+      return load(p.type, p.buffer, p.index_of(coords, slot));
+    });
+  }
+  for (const Expr &e : def_.reduction->elements) elements_.push_back(lowering_.lower(e));
+}
+
+Halide::Expr ReductionKernelBuilder::register_index(const std::vector<int> &dims) const {
+  Halide::Expr index = 0;
+  for (int d : dims) index = index * loops_.dims[d].extent + loops_.dims[d].var();
+  return simplify(index);
+}
+
+Stmt ReductionKernelBuilder::for_each_point(const std::function<Stmt()> &body) const {
+  Stmt s = body();
+  if (atom_) {
+    // The accumulator element e of this lane is the atom's (row, col) = (accumulator_row(e), accumulator_col(e)).
+    const std::string e = "acc.e";
+    std::vector<Stmt> per_element;
+    for (int k = 0; k < 4; ++k) {
+      Stmt one = substitute(e, Halide::Expr(k), s);
+      one = LetStmt::make(loops_.dims[atom_j_].name, accumulator_col(k), one);
+      one = LetStmt::make(loops_.dims[atom_i_].name, accumulator_row(k), one);
+      per_element.push_back(one);
+    }
+    s = block(per_element);
+  }
+  for (auto it = register_dims_.rbegin(); it != register_dims_.rend(); ++it) {
+    const LoopDim &d = loops_.dims[*it];
+    s = For::make(d.name, 0, d.extent, ForType::Unrolled, Halide::DeviceAPI::None, s);
+  }
+  return s;
+}
+
+// In atom mode a point's state lives at acc[register_index * 4 + e].
+std::vector<Halide::Expr> ReductionKernelBuilder::state_values() const {
+  std::vector<Halide::Expr> values;
+  if (atom_) {
+    const Halide::Expr index = register_index(register_dims_) * 4 + var("acc.e");
+    const bool hybrid = req_.schedule->accumulation().kind == Accumulation::Kind::hybrid;
+    Halide::Expr v = load(hybrid ? f32 : accumulator_type_, hybrid ? "acc.f32" : "acc", index);
+    values.push_back(Halide::cast(monoid_.state[0].type, v));
+    return values;
+  }
+  for (size_t c = 0; c < monoid_.state.size(); ++c)
+    values.push_back(load(monoid_.state[c].type, "state." + monoid_.state[c].name, register_index(register_dims_)));
+  return values;
+}
+
+Stmt ReductionKernelBuilder::init_states() const {
+  return for_each_point([&] {
+    std::vector<Stmt> inits;
+    if (atom_) {
+      const Halide::Expr index = register_index(register_dims_) * 4 + var("acc.e");
+      inits.push_back(store("acc", make_zero(accumulator_type_), index));
+      if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
+        inits.push_back(store("acc.f32", make_zero(f32), index));
+    } else {
+      for (size_t c = 0; c < monoid_.state.size(); ++c)
+        inits.push_back(
+            store("state." + monoid_.state[c].name, monoid_.identity[c], register_index(register_dims_)));
+    }
+    return block(inits);
+  });
+}
+
+Stmt ReductionKernelBuilder::fold_update() {
+  // state = combine(state, lift(elements)), where the point is in the reduction domain.
+  const State a = monoid_.lhs(), b = monoid_.rhs(), x = monoid_.element();
+  std::vector<std::pair<std::string, Halide::Expr>> lets;
+  for (int e = 0; e < x.size(); ++e) lets.push_back({x[e].as<Variable>()->name, elements_[e]});
+  for (size_t c = 0; c < monoid_.state.size(); ++c) lets.push_back({b[c].as<Variable>()->name, monoid_.lift[c]});
+  const std::vector<Halide::Expr> current = state_values();
+  for (size_t c = 0; c < monoid_.state.size(); ++c) lets.push_back({a[c].as<Variable>()->name, current[c]});
+  std::vector<Stmt> stores;
+  for (size_t c = 0; c < monoid_.state.size(); ++c)
+    stores.push_back(store("state." + monoid_.state[c].name, monoid_.combine[c], register_index(register_dims_)));
+  return guarded(all_of(loops_.reduction_guards), let_all(lets, block(stores)));
+}
+
+Stmt ReductionKernelBuilder::atom_update() {
+  const Halide::Expr acc = register_index(register_dims_) * 4;
+  return intrinsic::mma({"acc", "frag.a", "frag.b", "acc", acc, register_index(a_dims_) * 8,
+                         register_index(b_dims_) * 4, acc});
+}
+
+Stmt ReductionKernelBuilder::fragment_loads() {
+  std::vector<Stmt> loads;
+  for (const AtomOperand op : {AtomOperand::a, AtomOperand::b}) {
+    const ContractionOperand &operand = op == AtomOperand::a ? contraction_->a : contraction_->b;
+    const StagePlan *plan = nullptr;
+    for (const StagePlan &p : stages_)
+      if (p.input == operand.input) plan = &p;
+    if (!plan)
+      fail("schedule of '{}': the matrix atom reads '{}' through ldmatrix, so '{}' must be staged in shared memory",
+           req_.reduction.name(), operand.input, operand.input);
+    // The operand's coordinates, with the atom's loops as variables.
+    std::vector<Halide::Expr> coords;
+    for (const Halide::Expr &c : operand.coords) coords.push_back(simplify(lowering_.lower(c)));
+    const std::string &k_name = loops_.dims[atom_k_].name;
+    const std::string &other_name = loops_.dims[op == AtomOperand::a ? atom_i_ : atom_j_].name;
+    const std::string &unused_name = loops_.dims[op == AtomOperand::a ? atom_j_ : atom_i_].name;
+    auto step = [&](const std::string &v) {
+      return simplify(substitute(v, 1, coords.back()) - substitute(v, 0, coords.back()));
+    };
+    bool k_contiguous;
+    if (is_const_one(step(k_name))) {
+      k_contiguous = true;
+    } else if (is_const_one(step(other_name))) {
+      k_contiguous = false;
+    } else {
+      fail("schedule of '{}': ldmatrix needs '{}' staged with k or its other dimension contiguous, but its last "
+           "coordinate is {}",
+           req_.reduction.name(), operand.input, coords.back());
+    }
+    const LdmatrixRow row = ldmatrix_row(op, k_contiguous);
+    std::map<std::string, Halide::Expr> at_row = {{k_name, row.k}, {other_name, row.other}, {unused_name, 0}};
+    std::vector<Halide::Expr> row_coords;
+    for (const Halide::Expr &c : coords) row_coords.push_back(substitute(at_row, c));
+    const Halide::Expr slot = plan->directive.depth > 1 ? var(plan->directive.at) % plan->directive.depth : Halide::Expr(0);
+    const std::vector<int> &dims = op == AtomOperand::a ? a_dims_ : b_dims_;
+    Stmt s = intrinsic::ldmatrix({op == AtomOperand::a ? "frag.a" : "frag.b", register_index(dims) * fragment_elements(op),
+                                  fragment_matrices(op), !k_contiguous, plan->buffer, plan->index_of(row_coords, slot)});
+    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+      const LoopDim &d = loops_.dims[*it];
+      s = For::make(d.name, 0, d.extent, ForType::Unrolled, Halide::DeviceAPI::None, s);
+    }
+    loads.push_back(s);
+  }
+  return block(loads);
+}
+
+Stmt ReductionKernelBuilder::promote_partials() const {
+  return for_each_point([&] {
+    const Halide::Expr index = register_index(register_dims_) * 4 + var("acc.e");
+    return block({store("acc.f32", load(f32, "acc.f32", index) + Halide::cast(f32, load(f16, "acc", index)), index),
+                  store("acc", make_zero(f16), index)});
+  });
+}
+
+Stmt ReductionKernelBuilder::wrap_with_stages(int dim, Stmt body) {
+  std::vector<const StagePlan *> here;
+  for (const StagePlan &p : stages_)
+    if (p.at == dim) here.push_back(&p);
+  const LoopDim &d = loops_.dims[dim];
+  // Register loops index register arrays, so they must unroll.
+  const bool unrolled = d.binding == Binding::unrolled ||
+                        std::find(register_dims_.begin(), register_dims_.end(), dim) != register_dims_.end();
+  if (here.empty())
+    return For::make(d.name, 0, d.extent, unrolled ? ForType::Unrolled : ForType::Serial, Halide::DeviceAPI::None, body);
+  const int depth = here[0]->directive.depth;
+  bool async = false;
+  for (const StagePlan *p : here) {
+    if (p->directive.depth != depth)
+      fail("schedule of '{}': inputs staged at the same loop '{}' must have the same pipeline depth", req_.reduction.name(),
+           d.name);
+    async = async || p->directive.transport == Transport::cp_async;
+  }
+  auto copies = [&](const Halide::Expr &iteration, const Halide::Expr &slot) {
+    std::vector<Stmt> s;
+    for (const StagePlan *p : here) s.push_back(p->copy(iteration, slot, mapping_.threads));
+    return block(s);
+  };
+  const Halide::Expr x = d.var();
+  if (depth == 1) {
+    Stmt fill = copies(x, 0);
+    if (async) fill = block({fill, intrinsic::async_commit(), intrinsic::async_wait(0)});
+    return For::make(d.name, 0, d.extent, ForType::Serial, Halide::DeviceAPI::None,
+                     block({intrinsic::barrier(), fill, intrinsic::barrier(), body}));
+  }
+  // A ring of `depth` slots: iteration x computes on slot x % depth while the copies for x + depth - 1 fly.
+  std::vector<Stmt> prologue;
+  for (int s = 0; s < depth - 1; ++s)
+    prologue.push_back(block({guarded(simplify(s < d.extent), copies(s, s)), intrinsic::async_commit()}));
+  const Halide::Expr ahead = x + (depth - 1);
+  Stmt steady = block({intrinsic::async_wait(depth - 2), intrinsic::barrier(),
+                       guarded(ahead < d.extent, copies(ahead, ahead % depth)), intrinsic::async_commit(), body});
+  return block({block(prologue), For::make(d.name, 0, d.extent, ForType::Serial, Halide::DeviceAPI::None, steady),
+                intrinsic::async_wait(0)});
+}
+
+Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &inner) {
+  if (position == nest_.size()) return inner();
+  const int dim = static_cast<int>(nest_[position]);
+  Stmt body = nest(position + 1, inner);
+  if (atom_ && dim == load_point_) body = block({fragment_loads(), body});
+  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) {
+    // Promote the f16 partials into f32 after every `promote_every` k-steps, counted at the innermost
+    // reduction loop whose inner k-steps divide that number.
+    const int every = req_.schedule->accumulation().promote_every;
+    int inner_steps = 1;
+    for (size_t p = position + 1; p < nest_.size(); ++p)
+      if (loops_.dims[nest_[p]].reduction) inner_steps *= loops_.dims[nest_[p]].constant_extent(loops_.func, "hybrid accumulation");
+    const LoopDim &d = loops_.dims[dim];
+    const auto *extent = as_const_int(simplify(d.extent));
+    const bool fits = every % inner_steps == 0 && (!extent || *extent % (every / inner_steps) == 0);
+    if (d.reduction && fits && promote_loop_ < 0) {
+      promote_loop_ = dim;
+      const int per = every / inner_steps;
+      body = block({body, guarded(simplify((d.var() + 1) % per == 0), promote_partials())});
+    }
+  }
+  return wrap_with_stages(dim, body);
+}
+
+Stmt ReductionKernelBuilder::epilogue() {
+  std::vector<Halide::Expr> coords;
+  for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
+  const Halide::Expr part =
+      req_.output == Output::partial_states ? var(req_.schedule->reduction_split()->var + ".part") : Halide::Expr();
+  return for_each_point(
+      [&] { return guarded(all_of(loops_.pure_guards), epilogue_stores(req_, coords, state_values(), part)); });
+}
+
+Kernel ReductionKernelBuilder::build() {
+  plan_loops();
+  plan_atom();
+  plan_stages();
+  // Pure serial loops inside the reduction nest keep one state each, in registers.
+  for (size_t k : nest_) {
+    const LoopDim &d = loops_.dims[k];
+    if (d.reduction) continue;
+    d.constant_extent(loops_.func, "keeping its states in registers (it is inside a reduction loop)");
+    register_dims_.push_back(static_cast<int>(k));
+  }
+  if (atom_) {
+    // A is the operand indexed by the atom's rows.
+    auto uses_loop = [&](const ContractionOperand &o, int dim) {
+      bool uses = false;
+      for (const Halide::Expr &c : o.coords) uses = uses || expr_uses_var(simplify(lowering_.lower(c)), loops_.dims[dim].name);
+      return uses;
+    };
+    if (uses_loop(contraction_->a, atom_j_) && uses_loop(contraction_->b, atom_i_)) std::swap(contraction_->a, contraction_->b);
+    if (uses_loop(contraction_->a, atom_j_) || uses_loop(contraction_->b, atom_i_))
+      fail("schedule of '{}': the matrix atom needs one factor indexed by its rows ({}) and the other by its columns "
+           "({}), but '{}' and '{}' do not split that way",
+           req_.reduction.name(), loops_.dims[atom_i_].name, loops_.dims[atom_j_].name, contraction_->a.input,
+           contraction_->b.input);
+    for (auto it = nest_.rbegin(); it != nest_.rend(); ++it)
+      if (loops_.dims[*it].reduction) {
+        load_point_ = static_cast<int>(*it);
+        break;
+      }
+    // Each operand's fragments span the register loops inside the load point that its coordinates use.
+    const auto load_at = std::find(nest_.begin(), nest_.end(), size_t(load_point_));
+    for (const AtomOperand op : {AtomOperand::a, AtomOperand::b}) {
+      const ContractionOperand &operand = op == AtomOperand::a ? contraction_->a : contraction_->b;
+      std::vector<int> &dims = op == AtomOperand::a ? a_dims_ : b_dims_;
+      for (auto it = load_at + 1; it != nest_.end(); ++it) {
+        if (loops_.dims[*it].reduction) continue;
+        bool uses = false;
+        for (const Halide::Expr &c : operand.coords)
+          uses = uses || expr_uses_var(simplify(lowering_.lower(c)), loops_.dims[*it].name);
+        if (uses) dims.push_back(static_cast<int>(*it));
+      }
+    }
+  }
+
+  Stmt reduction = nest(0, [&] { return atom_ ? atom_update() : fold_update(); });
+  std::vector<Stmt> parts = {init_states(), reduction};
+  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) parts.push_back(promote_partials());
+  parts.push_back(epilogue());
+  Stmt body = block(parts);
+
+  // Register arrays for the states (or accumulators and fragments), around the reduction.
+  int points = 1;
+  for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
+  if (atom_) {
+    auto fragment_count = [&](const std::vector<int> &dims) {
+      int n = 1;
+      for (int d : dims) n *= loops_.dims[d].constant_extent(loops_.func, "fragments");
+      return n;
+    };
+    body = Allocate::make("frag.a", contraction_->a.type, Halide::MemoryType::Register, {fragment_count(a_dims_) * 8},
+                          const_true(), body);
+    body = Allocate::make("frag.b", contraction_->b.type, Halide::MemoryType::Register, {fragment_count(b_dims_) * 4},
+                          const_true(), body);
+    body = Allocate::make("acc", accumulator_type_, Halide::MemoryType::Register, {points * 4}, const_true(), body);
+    if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
+      body = Allocate::make("acc.f32", f32, Halide::MemoryType::Register, {points * 4}, const_true(), body);
+  } else {
+    for (const Component &c : monoid_.state)
+      body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {points}, const_true(), body);
+  }
+  for (auto it = outer_.rbegin(); it != outer_.rend(); ++it) {
+    const LoopDim &d = loops_.dims[*it];
+    body = For::make(d.name, 0, d.extent, d.binding == Binding::unrolled ? ForType::Unrolled : ForType::Serial,
+                     Halide::DeviceAPI::None, body);
+  }
+  int shared = 0;
+  for (const StagePlan &p : stages_) {
+    body = Allocate::make(p.buffer, p.type, Halide::MemoryType::GPUShared, {p.slot_elems * p.directive.depth}, const_true(), body);
+    shared += p.bytes();
+  }
+  body = define_bound_loops(mapping_, body);
+
+  Kernel k;
+  k.name = req_.kernel_name;
+  k.grid = mapping_.grid;
+  k.threads = mapping_.threads;
+  k.min_blocks_per_sm = req_.schedule ? req_.schedule->min_blocks() : 1;
+  k.shared_bytes = shared;
+  k.body = simplify_exprs(body);
+  for (const StagePlan &p : stages_) {
+    k.requirements.insert(k.requirements.end(), p.requirements.begin(), p.requirements.end());
+    if (p.directive.transport == Transport::cp_async) k.required_instructions.push_back("cp.async.cg.shared.global");
+  }
+  if (atom_) {
+    k.required_instructions.push_back("ldmatrix.sync.aligned");
+    k.required_instructions.push_back("mma.sync.aligned.m16n8k16.row.col");
+  }
+  k.schedule_summary = summary_;
+  check_budgets(k);
+  collect_arguments(*req_.graph, k, req_.output_buffers);
+  return k;
+}
+
+void ReductionKernelBuilder::check_budgets(const Kernel &k) const {
+  if (k.shared_bytes > req_.target.max_shared_bytes_per_block) {
+    std::string demand;
+    for (const StagePlan &p : stages_)
+      demand += fmt::format("{}{} {} B ({} slot(s) of {} B)", demand.empty() ? "" : ", ", p.buffer, p.bytes(),
+                            p.directive.depth, p.slot_elems * p.elem_bytes);
+    fail("schedule of '{}' needs {} bytes of shared memory per block ({}), but {} allows {} bytes; use fewer pipeline "
+         "stages or smaller tiles",
+         req_.reduction.name(), k.shared_bytes, demand, req_.target.arch, req_.target.max_shared_bytes_per_block);
+  }
+  // A floor on registers per thread: the states (or accumulators and fragments) alone, 4 bytes per register.
+  int points = 1;
+  for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
+  int bytes = 0;
+  if (atom_) {
+    bytes = points * 4 * accumulator_type_.bytes();
+    if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) bytes += points * 16;
+  } else {
+    for (const Component &c : monoid_.state) bytes += points * std::max(4, c.type.bytes());
+  }
+  const int registers = bytes / 4;
+  if (registers > req_.target.max_registers_per_thread)
+    fail("schedule of '{}' keeps {} state value(s) per thread in registers, at least {} registers, but {} allows {} "
+         "per thread; use smaller register tiles",
+         req_.reduction.name(), points * (atom_ ? 4 : int(monoid_.state.size())), registers, req_.target.arch,
+         req_.target.max_registers_per_thread);
+}
+
+}  // namespace
+
+Kernel build_reduction_kernel(const ReductionKernelRequest &request) {
+  return ReductionKernelBuilder(request).build();
+}
+
+void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<BufferArg> &outputs) {
+  struct Uses : IRVisitor {
+    std::set<std::string> buffers, allocated;
+    std::vector<ScalarArg> scalars;
+    using IRVisitor::visit;
+    void visit(const Load *l) override {
+      buffers.insert(l->name);
+      IRVisitor::visit(l);
+    }
+    void visit(const Store *s) override {
+      buffers.insert(s->name);
+      IRVisitor::visit(s);
+    }
+    void visit(const StringImm *s) override { buffers.insert(s->value); }
+    void visit(const Allocate *a) override {
+      allocated.insert(a->name);
+      IRVisitor::visit(a);
+    }
+    void visit(const Variable *v) override {
+      if (is_param(v) && std::none_of(scalars.begin(), scalars.end(), [&](auto &s) { return s.name == v->name; }))
+        scalars.push_back({v->name, v->type});
+    }
+  } uses;
+  k.body.accept(&uses);
+  for (const Halide::Expr &g : k.grid) g.accept(&uses);
+  for (const Requirement &r : k.requirements) r.condition.accept(&uses);
+  k.buffers.clear();
+  for (const Input &in : graph.inputs)
+    if (uses.buffers.count(in.name()) && !uses.allocated.count(in.name()))
+      k.buffers.push_back({in.name(), in.type(), to_halide(in.shape()), BufferArg::Role::input});
+  for (const BufferArg &out : outputs) {
+    k.buffers.push_back(out);
+    for (const Halide::Expr &e : out.shape) e.accept(&uses);
+  }
+  for (const BufferArg &b : k.buffers)
+    for (const Halide::Expr &e : b.shape) e.accept(&uses);
+  k.scalars = uses.scalars;
+}
+
+}  // namespace twist

@@ -1,0 +1,40 @@
+#pragma once
+// Builds the kernel that computes a reduction func under its schedule: blocks and threads take output
+// points, each thread keeps the states of its points in registers, the reduction loops fold elements into
+// them (one combine per element, or a matrix atom per 16 x 8 x 16 tile of a contraction), staged inputs flow
+// through shared memory with the schedule's transport, and the epilogue finalizes and stores.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lang/graph.h"
+#include "scheduler/loop_nest.h"
+#include "scheduler/schedule.h"
+#include "scheduler/target.h"
+
+namespace twist {
+
+struct ReductionKernelRequest {
+  const FuncGraph *graph = nullptr;
+  Func reduction;
+  // A pure func that reads the reduction pointwise: the kernel stores its values instead (a fused epilogue).
+  std::optional<Func> consumer;
+  std::vector<Halide::Expr> extents;  // of the pure domain
+  const FuncSchedule *schedule = nullptr;
+  Target target;
+  std::string kernel_name;
+  // What the epilogue writes.
+  enum class Output {
+    values,          // the finalized values (or the consumer's), one output buffer each
+    partial_states,  // the raw state components of part blockIdx.z, one workspace buffer each
+    atomic_sum,      // the state, added atomically into the output buffer (split sums)
+  } output = Output::values;
+  std::vector<BufferArg> output_buffers;  // outputs (values, atomic_sum) or workspaces (partial_states)
+};
+
+Kernel build_reduction_kernel(const ReductionKernelRequest &request);
+
+// The buffer and scalar arguments a kernel body reads and writes, in a stable order.
+void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<BufferArg> &outputs);
+
+}  // namespace twist

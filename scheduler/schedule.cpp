@@ -1,0 +1,177 @@
+#include "scheduler/schedule.h"
+
+#include "lang/error.h"
+
+namespace twist {
+
+std::string to_string(const Accumulation &a) {
+  switch (a.kind) {
+    case Accumulation::Kind::f32: return "f32";
+    case Accumulation::Kind::f16: return "f16";
+    case Accumulation::Kind::hybrid: return fmt::format("hybrid(f16 promoted to f32 every {} k-steps)", a.promote_every);
+  }
+  return "?";
+}
+
+const char *to_string(Binding b) {
+  switch (b) {
+    case Binding::serial: return "serial";
+    case Binding::unrolled: return "unrolled";
+    case Binding::block_x: return "block.x";
+    case Binding::block_y: return "block.y";
+    case Binding::block_z: return "block.z";
+    case Binding::warp: return "warp";
+    case Binding::thread: return "thread";
+  }
+  return "?";
+}
+
+const char *to_string(Transport t) {
+  switch (t) {
+    case Transport::plain: return "plain loads";
+    case Transport::cp_async: return "cp.async";
+    case Transport::tma: return "TMA";
+  }
+  return "?";
+}
+
+const char *to_string(SharedLayout l) {
+  switch (l) {
+    case SharedLayout::row_major: return "row-major";
+    case SharedLayout::padded: return "padded";
+    case SharedLayout::swizzled: return "swizzled";
+  }
+  return "?";
+}
+
+FuncSchedule &FuncSchedule::split(const LoopVar &v, const LoopVar &outer, const LoopVar &inner, int factor) {
+  if (factor <= 0) fail("schedule of '{}': split({}) needs a positive factor, got {}", func_, v.name(), factor);
+  if (outer.name() == inner.name())
+    fail("schedule of '{}': split({}) needs two different names for the outer and inner loops", func_, v.name());
+  transforms_.push_back({SplitDirective{v.name(), outer.name(), inner.name(), factor}, {}, {}});
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::tile(const LoopVar &i, const LoopVar &j, const LoopVar &io, const LoopVar &jo,
+                                 const LoopVar &ii, const LoopVar &ji, int i_factor, int j_factor) {
+  split(i, io, ii, i_factor);
+  split(j, jo, ji, j_factor);
+  return reorder({ji, ii, jo, io});
+}
+
+FuncSchedule &FuncSchedule::reorder(const std::vector<LoopVar> &innermost_first) {
+  std::vector<std::string> names;
+  for (const LoopVar &v : innermost_first) names.push_back(v.name());
+  transforms_.push_back({{}, {}, ReorderDirective{names}});
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::fuse(const LoopVar &inner, const LoopVar &outer, const LoopVar &fused) {
+  transforms_.push_back({{}, FuseDirective{inner.name(), outer.name(), fused.name()}, {}});
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::bind(const LoopVar &v, Binding binding) {
+  bindings_[v.name()] = binding;
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::split_reduction(const LoopVar &r, int parts, SplitCombine combine) {
+  if (parts < 2) fail("schedule of '{}': split_reduction({}) needs at least 2 parts, got {}", func_, r.name(), parts);
+  if (reduction_split_) fail("schedule of '{}': a reduction can be split across blocks once", func_);
+  reduction_split_ = ReductionSplit{r.name(), parts, combine};
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::stage(const Input &input, const LoopVar &at, Transport transport, int depth,
+                                  SharedLayout layout) {
+  if (depth < 1) fail("schedule of '{}': stage({}) needs a pipeline depth of at least 1", func_, input.name());
+  if (depth > 1 && transport == Transport::plain)
+    fail("schedule of '{}': stage({}) with plain loads cannot be pipelined {} deep; use Transport::cp_async for a "
+         "multi-stage ring",
+         func_, input.name(), depth);
+  for (const StageDirective &s : stages_)
+    if (s.input == input.name()) fail("schedule of '{}': input '{}' is staged twice", func_, input.name());
+  stages_.push_back({input.name(), at.name(), transport, depth, layout});
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::accumulate(Accumulation accumulation) {
+  if (accumulation.kind == Accumulation::Kind::hybrid && accumulation.promote_every < 1)
+    fail("schedule of '{}': hybrid accumulation needs promote_every >= 1", func_);
+  accumulation_ = accumulation;
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::matrix_atom(MatrixAtom atom, const LoopVar &i, const LoopVar &j, const LoopVar &k) {
+  atom_ = AtomDirective{atom, i.name(), j.name(), k.name()};
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::raster(int group) {
+  if (group < 1) fail("schedule of '{}': raster() needs a group of at least 1", func_);
+  raster_group_ = group;
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::compute_at(const Func &consumer, const LoopVar &at) {
+  compute_at_ = ComputeAt{consumer.name(), at.name()};
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::assume_associative(const std::string &reason) {
+  if (reason.empty()) fail("schedule of '{}': assume_associative() needs a reason, which is recorded", func_);
+  override_ = reason;
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::min_blocks_per_sm(int blocks) {
+  if (blocks < 1) fail("schedule of '{}': min_blocks_per_sm() needs at least 1", func_);
+  min_blocks_ = blocks;
+  return *this;
+}
+
+std::string FuncSchedule::to_string() const {
+  std::string s = fmt::format("schedule of {}:\n", func_);
+  for (const Transform &t : transforms_) {
+    if (t.split) s += fmt::format("  split {} -> {}, {} by {}\n", t.split->var, t.split->outer, t.split->inner, t.split->factor);
+    if (t.fuse) s += fmt::format("  fuse {}, {} -> {}\n", t.fuse->inner, t.fuse->outer, t.fuse->fused);
+    if (t.reorder) {
+      std::string names;
+      for (const std::string &n : t.reorder->innermost_first) names += (names.empty() ? "" : ", ") + n;
+      s += fmt::format("  reorder (innermost first) {}\n", names);
+    }
+  }
+  for (const auto &[var, b] : bindings_) s += fmt::format("  bind {} to {}\n", var, twist::to_string(b));
+  for (const StageDirective &st : stages_)
+    s += fmt::format("  stage {} in shared memory at {}: {}, {} stage(s), {}\n", st.input, st.at,
+                     twist::to_string(st.transport), st.depth, twist::to_string(st.layout));
+  if (atom_) s += fmt::format("  matrix atom mma.m16n8k16 over ({}, {}, {})\n", atom_->i, atom_->j, atom_->k);
+  s += fmt::format("  accumulate in {}\n", twist::to_string(accumulation_));
+  if (reduction_split_)
+    s += fmt::format("  split reduction {} into {} parts, combined by {}\n", reduction_split_->var, reduction_split_->parts,
+                     reduction_split_->combine == SplitCombine::kernel ? "a combine kernel" : "atomics");
+  if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
+  if (compute_at_) s += fmt::format("  compute at {} loop {}\n", compute_at_->consumer, compute_at_->at);
+  if (override_) s += fmt::format("  associativity assumed by the user: {}\n", *override_);
+  return s;
+}
+
+FuncSchedule &Schedule::operator[](const Func &f) {
+  auto it = funcs_.find(f.name());
+  if (it == funcs_.end()) it = funcs_.emplace(f.name(), FuncSchedule(f.name())).first;
+  return it->second;
+}
+
+const FuncSchedule *Schedule::find(const std::string &func) const {
+  auto it = funcs_.find(func);
+  return it == funcs_.end() ? nullptr : &it->second;
+}
+
+std::string Schedule::to_string() const {
+  std::string s;
+  for (const auto &[name, fs] : funcs_) s += fs.to_string();
+  return s;
+}
+
+}  // namespace twist

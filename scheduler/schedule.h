@@ -1,0 +1,180 @@
+#pragma once
+// The schedule primitives: how a func's loops are split, ordered and bound to the GPU, which inputs are
+// staged in shared memory and how they get there, how partial results accumulate, and which matrix atom
+// reduces a tile. A schedule records directives; scheduler/loops.h and lower.h give them their meaning and
+// check that they are legal.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lang/func.h"
+#include "lang/input.h"
+
+namespace twist {
+
+// A loop variable named in a schedule: a func's Var or RVar, or a new variable that a split introduces.
+class LoopVar {
+ public:
+  LoopVar(const Var &v) : name_(v.name()) {}      // NOLINT
+  LoopVar(const RVar &v) : name_(v.name()) {}     // NOLINT
+  LoopVar(const char *name) : name_(name) {}      // NOLINT
+  LoopVar(std::string name) : name_(std::move(name)) {}  // NOLINT
+  const std::string &name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// Where the iterations of a loop go.
+enum class Binding {
+  serial,    // a loop in each thread
+  unrolled,  // a loop in each thread, fully unrolled (its extent must be a constant)
+  block_x,   // one iteration per block of the grid, along x, y or z
+  block_y,
+  block_z,
+  warp,      // one iteration per warp of the block
+  thread,    // one iteration per thread (per lane, where warps are bound too)
+};
+
+// How a staged tile travels from global to shared memory.
+enum class Transport {
+  plain,     // loads into registers, stores to shared memory
+  cp_async,  // cp.async (sm_80+): 16-byte asynchronous copies in a multi-stage ring
+  tma,       // the Hopper tensor memory accelerator (reserved: not lowered yet)
+};
+
+// How a staged tile is laid out in shared memory.
+enum class SharedLayout {
+  row_major,  // as in global memory
+  padded,     // each row padded by 16 bytes, against bank conflicts
+  swizzled,   // 16-byte chunks XOR-swizzled within 128-byte lines, against bank conflicts without padding
+};
+
+// The precision in which partial results accumulate inside a matrix atom.
+struct Accumulation {
+  enum class Kind { f32, f16, hybrid } kind = Kind::f32;
+  int promote_every = 0;  // hybrid: f16 atoms whose partials are added into f32 registers every n k-steps
+  static Accumulation fp32() { return {Kind::f32, 0}; }
+  static Accumulation fp16() { return {Kind::f16, 0}; }
+  static Accumulation hybrid(int n) { return {Kind::hybrid, n}; }
+};
+std::string to_string(const Accumulation &a);
+
+enum class MatrixAtom { mma_m16n8k16 };
+
+// How the parts of a reduction split across blocks are combined.
+enum class SplitCombine {
+  kernel,  // partial states go to a workspace; a second kernel combines them with the monoid's combine
+  atomic,  // atomic adds into the output (sum monoids in f32 or i32 only)
+};
+
+struct SplitDirective {
+  std::string var, outer, inner;
+  int factor;
+};
+struct FuseDirective {
+  std::string inner, outer, fused;
+};
+struct ReorderDirective {
+  std::vector<std::string> innermost_first;
+};
+struct StageDirective {
+  std::string input;
+  std::string at;  // the loop whose every iteration stages the input's footprint
+  Transport transport;
+  int depth;  // pipeline stages (1: copy then compute)
+  SharedLayout layout;
+};
+struct AtomDirective {
+  MatrixAtom atom;
+  std::string i, j, k;  // the loops the atom's 16 x 8 x 16 covers
+};
+struct ReductionSplit {
+  std::string var;  // the reduction loop whose iterations are spread over `parts` blocks
+  int parts;
+  SplitCombine combine;
+};
+struct ComputeAt {
+  std::string consumer;
+  std::string at;
+};
+
+// The schedule of one func.
+class FuncSchedule {
+ public:
+  explicit FuncSchedule(std::string func) : func_(std::move(func)) {}
+
+  FuncSchedule &split(const LoopVar &v, const LoopVar &outer, const LoopVar &inner, int factor);
+  // Splits i and j and orders the loops io, jo, ii, ji from outermost to innermost (j is the contiguous
+  // dimension of a row-major output, so its inner loop is innermost).
+  FuncSchedule &tile(const LoopVar &i, const LoopVar &j, const LoopVar &io, const LoopVar &jo, const LoopVar &ii,
+                     const LoopVar &ji, int i_factor, int j_factor);
+  // Halide's convention: the first variable listed becomes the innermost loop.
+  FuncSchedule &reorder(const std::vector<LoopVar> &innermost_first);
+  FuncSchedule &fuse(const LoopVar &inner, const LoopVar &outer, const LoopVar &fused);
+  FuncSchedule &bind(const LoopVar &v, Binding binding);
+  FuncSchedule &unroll(const LoopVar &v) { return bind(v, Binding::unrolled); }
+  FuncSchedule &split_reduction(const LoopVar &r, int parts, SplitCombine combine = SplitCombine::kernel);
+  FuncSchedule &stage(const Input &input, const LoopVar &at, Transport transport, int depth = 1,
+                      SharedLayout layout = SharedLayout::swizzled);
+  FuncSchedule &accumulate(Accumulation accumulation);
+  FuncSchedule &matrix_atom(MatrixAtom atom, const LoopVar &i, const LoopVar &j, const LoopVar &k);
+  // Blocks take output tiles in groups of `group` rows of tiles, so that neighbouring blocks share inputs in L2.
+  FuncSchedule &raster(int group);
+  FuncSchedule &compute_at(const Func &consumer, const LoopVar &at);
+  // Lets a reduction be reordered or split although the associativity checker could not accept its monoid.
+  // The reason is recorded with the schedule and printed with it.
+  FuncSchedule &assume_associative(const std::string &reason);
+  FuncSchedule &min_blocks_per_sm(int blocks);
+
+  const std::string &func() const { return func_; }
+  // The loop transformations (splits, fuses, reorders) in the order they were given.
+  struct Transform {
+    std::optional<SplitDirective> split;
+    std::optional<FuseDirective> fuse;
+    std::optional<ReorderDirective> reorder;
+  };
+  const std::vector<Transform> &transforms() const { return transforms_; }
+  const std::map<std::string, Binding> &bindings() const { return bindings_; }
+  const std::vector<StageDirective> &stages() const { return stages_; }
+  const Accumulation &accumulation() const { return accumulation_; }
+  const std::optional<AtomDirective> &atom() const { return atom_; }
+  const std::optional<ReductionSplit> &reduction_split() const { return reduction_split_; }
+  const std::optional<ComputeAt> &compute_at() const { return compute_at_; }
+  const std::optional<std::string> &associativity_override() const { return override_; }
+  int raster_group() const { return raster_group_; }
+  int min_blocks() const { return min_blocks_; }
+
+  std::string to_string() const;
+
+ private:
+  std::string func_;
+  std::vector<Transform> transforms_;
+  std::map<std::string, Binding> bindings_;
+  std::vector<StageDirective> stages_;
+  Accumulation accumulation_;
+  std::optional<AtomDirective> atom_;
+  std::optional<ReductionSplit> reduction_split_;
+  std::optional<ComputeAt> compute_at_;
+  std::optional<std::string> override_;
+  int raster_group_ = 1;
+  int min_blocks_ = 1;
+};
+
+// The schedules of a program's funcs.
+class Schedule {
+ public:
+  FuncSchedule &operator[](const Func &f);
+  const FuncSchedule *find(const std::string &func) const;
+  std::string to_string() const;
+
+ private:
+  std::map<std::string, FuncSchedule> funcs_;
+};
+
+const char *to_string(Binding b);
+const char *to_string(Transport t);
+const char *to_string(SharedLayout l);
+
+}  // namespace twist

@@ -1,0 +1,182 @@
+#include "scheduler/staging.h"
+
+#include "lang/error.h"
+#include "scheduler/expr_lowering.h"
+#include "scheduler/intrinsics.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+
+namespace {
+
+int log2_floor(int x) {
+  int l = 0;
+  while ((1 << (l + 1)) <= x) ++l;
+  return l;
+}
+
+bool provably_multiple(const Halide::Expr &e, int m) {
+  ModulusRemainder mr = modulus_remainder(simplify(e));
+  return mr.remainder % m == 0 && mr.modulus % m == 0;
+}
+
+}  // namespace
+
+std::vector<std::vector<Halide::Expr>> reads_of(const Halide::Expr &e, const std::string &name) {
+  struct Collect : IRVisitor {
+    const std::string &name;
+    std::vector<std::vector<Halide::Expr>> reads;
+    explicit Collect(const std::string &n) : name(n) {}
+    using IRVisitor::visit;
+    void visit(const Call *c) override {
+      IRVisitor::visit(c);
+      if (c->call_type == Call::Image && c->name == name) reads.push_back(c->args);
+    }
+  } collect(name);
+  e.accept(&collect);
+  return collect.reads;
+}
+
+StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
+                     const std::vector<std::vector<Halide::Expr>> &reads) {
+  StagePlan p;
+  p.directive = d;
+  p.input = input.name();
+  p.type = input.type();
+  p.shape = to_halide(input.shape());
+  p.buffer = input.name() + "_smem";
+  p.elem_bytes = input.type().bytes();
+  p.at = loops.index(d.at);
+  if (p.at < 0) loops.dim(d.at);
+  if (loops.dims[p.at].binding != Binding::serial && loops.dims[p.at].binding != Binding::unrolled)
+    fail("schedule of '{}': input '{}' is staged at loop '{}', which is bound to {}; stage at a serial loop",
+         loops.func, input.name(), d.at, to_string(loops.dims[p.at].binding));
+  if (reads.empty())
+    fail("schedule of '{}': input '{}' is staged, but '{}' does not read it", loops.func, input.name(), loops.func);
+  if (d.transport == Transport::tma)
+    fail("schedule of '{}': the TMA transport for '{}' is not lowered yet; use Transport::cp_async", loops.func,
+         input.name());
+
+  // Every thread of the block shares the box, and loops inside the stage's loop sweep it.
+  Scope<Interval> inside;
+  for (size_t k = 0; k < loops.dims.size(); ++k) {
+    const LoopDim &dim = loops.dims[k];
+    const bool parallel = dim.binding == Binding::warp || dim.binding == Binding::thread;
+    const bool serial_inside = static_cast<int>(k) > p.at && !parallel && dim.binding != Binding::block_x &&
+                               dim.binding != Binding::block_y && dim.binding != Binding::block_z;
+    if (parallel || serial_inside) inside.push(dim.name, Interval(0, simplify(dim.extent - 1)));
+  }
+  const int rank = input.rank();
+  for (int c = 0; c < rank; ++c) {
+    Interval box = Interval::nothing();
+    for (const auto &coords : reads) box.include(bounds_of_expr_in_scope(coords[c], inside));
+    if (!box.is_bounded())
+      fail("schedule of '{}': the part of '{}' read in one iteration of '{}' is unbounded in dimension {}", loops.func,
+           input.name(), d.at, c);
+    Halide::Expr extent = simplify(box.max - box.min + 1);
+    const auto *e = as_const_int(extent);
+    if (!e)
+      fail("schedule of '{}': staging '{}' at '{}' needs a box of constant size, but dimension {} spans {} elements; "
+           "stage at a loop whose inner loops have constant extents",
+           loops.func, input.name(), d.at, c, extent);
+    p.box_min.push_back(simplify(box.min));
+    p.box_extent.push_back(static_cast<int>(*e));
+  }
+  p.cols = p.box_extent.back();
+  for (int c = 0; c + 1 < rank; ++c) p.rows *= p.box_extent[c];
+
+  // The widest copy that stays aligned: the box's rows start at multiples of it in global memory when the
+  // box's first column and the tensor's row pitch are multiples of it.
+  p.copy_bytes = p.elem_bytes;
+  for (int bytes : {16, 8, 4}) {
+    const int elems = bytes / p.elem_bytes;
+    if (elems < 1 || (p.cols * p.elem_bytes) % bytes != 0 || !provably_multiple(p.box_min.back(), elems)) continue;
+    const Halide::Expr pitch = p.shape.back();
+    if (const auto *c = as_const_int(simplify(pitch))) {
+      if (*c % elems != 0) continue;
+    } else if (rank > 1) {
+      p.requirements.push_back({pitch % elems == 0,
+                                fmt::format("the last extent of '{}' ({}) must be a multiple of {} for {}-byte copies "
+                                            "of its staged tiles; schedule a narrower transport for other shapes",
+                                            input.name(), pitch, elems, bytes)});
+    }
+    p.copy_bytes = bytes;
+    break;
+  }
+
+  const int chunk16 = 16 / p.elem_bytes;
+  p.layout = d.layout;
+  if (p.layout == SharedLayout::swizzled && (p.cols % chunk16 != 0 || (p.rows * p.cols / chunk16) % 8 != 0))
+    p.layout = SharedLayout::padded;
+  if (p.layout == SharedLayout::padded && p.cols % chunk16 != 0) p.layout = SharedLayout::row_major;
+  p.row_pitch = p.cols + (p.layout == SharedLayout::padded ? chunk16 : 0);
+  p.slot_elems = p.rows * p.row_pitch;
+  return p;
+}
+
+Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Expr &col, const Halide::Expr &slot) const {
+  Halide::Expr base = slot * slot_elems;
+  if (layout != SharedLayout::swizzled) return base + row * row_pitch + col;
+  // XOR-swizzle 16-byte chunks: within each aligned group of 8 chunks, chunk c of a line moves to c ^ (line
+  // bits), so the 8 rows an ldmatrix phase reads land in 8 different bank groups.
+  const int chunk = 16 / elem_bytes;
+  const int chunks_per_row = cols / chunk;
+  const int shift = std::max(3, log2_floor(chunks_per_row));
+  Halide::Expr linear = row * chunks_per_row + col / chunk;
+  Halide::Expr swizzled = linear ^ ((linear >> shift) & 7);
+  return base + swizzled * chunk + col % chunk;
+}
+
+Halide::Expr StagePlan::index_of(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot) const {
+  Halide::Expr row = 0;
+  for (size_t c = 0; c + 1 < coords.size(); ++c) row = row * box_extent[c] + (coords[c] - box_min[c]);
+  return index_of_cell(row, coords.back() - box_min.back(), slot);
+}
+
+Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads) const {
+  const int elems = copy_bytes / elem_bytes;
+  const int chunks_per_row = cols / elems;
+  const int chunks = rows * chunks_per_row;
+  const int rounds = (chunks + threads - 1) / threads;
+  const std::string round_var = buffer + ".copy";
+  const Halide::Expr chunk = Variable::make(Halide::Int(32), round_var) * threads + intrinsic::thread_index();
+  const Halide::Expr row = chunk / chunks_per_row, col = (chunk % chunks_per_row) * elems;
+  // The box coordinates of the chunk's first element, and the tensor coordinates they stand for.
+  std::vector<Halide::Expr> coords(box_extent.size());
+  Halide::Expr rest = row;
+  for (int c = static_cast<int>(box_extent.size()) - 2; c >= 0; --c) {
+    coords[c] = rest % box_extent[c];
+    rest = rest / box_extent[c];
+  }
+  coords.back() = col;
+  std::vector<Halide::Expr> global;
+  Halide::Expr valid = const_true();
+  for (size_t c = 0; c < coords.size(); ++c) {
+    // The box's origin depends on the stage loop's variable: take it at `iteration`.
+    global.push_back(substitute(directive.at, iteration, box_min[c]) + coords[c]);
+    valid = valid && global.back() < shape[c];
+  }
+  const Halide::Expr src = Halide::select(valid, flat_index(global, shape), 0);
+  const Halide::Expr dst = index_of_cell(row, col, slot);
+  Stmt one;
+  if (copy_bytes >= 4) {
+    one = intrinsic::copy({buffer, dst, input, src, copy_bytes, Halide::select(valid, copy_bytes, 0),
+                           directive.transport == Transport::cp_async});
+  } else {
+    one = Store::make(buffer, Halide::select(valid, load(type, input, src), make_zero(type)), dst, Parameter(),
+                      const_true(), ModulusRemainder());
+  }
+  if (chunks % threads != 0) one = IfThenElse::make(chunk < chunks, one);
+  return For::make(round_var, 0, rounds, ForType::Unrolled, Halide::DeviceAPI::None, one);
+}
+
+std::string StagePlan::summary() const {
+  std::string box;
+  for (int e : box_extent) box += (box.empty() ? "" : " x ") + std::to_string(e);
+  return fmt::format("  {} -> shared {} [{}] {}, {} B per slot x {} slot(s), {}-byte {} copies\n", input, buffer, box,
+                     to_string(layout), slot_elems * elem_bytes, directive.depth, copy_bytes,
+                     directive.transport == Transport::cp_async ? "cp.async" : "plain");
+}
+
+}  // namespace twist

@@ -1,0 +1,52 @@
+#pragma once
+// Staging an input in shared memory: the footprint (the box of the input that one iteration of the stage's
+// loop reads, over every thread of the block), its layout in shared memory, and the cooperative copy that
+// fills it with the schedule's transport.
+#include <string>
+#include <vector>
+
+#include "lang/input.h"
+#include "scheduler/loop_nest.h"
+#include "scheduler/loops.h"
+#include "scheduler/schedule.h"
+
+namespace twist {
+
+struct StagePlan {
+  StageDirective directive;
+  std::string input;
+  Type type;
+  std::vector<Halide::Expr> shape;  // the input's extents
+  std::string buffer;               // the shared array
+  int at = -1;                      // the stage's loop, an index into LoopStructure::dims
+  // The box one iteration reads: per input dimension its first coordinate, over the loops outside the
+  // stage (its own loop included), and its constant extent.
+  std::vector<Halide::Expr> box_min;
+  std::vector<int> box_extent;
+  int rows = 1, cols = 1;    // the box as a matrix: cols along the input's last (contiguous) dimension
+  int elem_bytes = 2;
+  int copy_bytes = 16;       // bytes per copy instruction (4, 8, 16), or elem_bytes for element-wise copies
+  SharedLayout layout = SharedLayout::row_major;  // the layout used (a swizzle that cannot apply falls back)
+  int row_pitch = 1;         // elements between rows (cols, or cols + padding)
+  int slot_elems = 0;        // elements of one pipeline slot
+
+  int bytes() const { return slot_elems * directive.depth * elem_bytes; }
+  // The shared-array index of the element at input coordinates `coords`, in pipeline slot `slot`.
+  Halide::Expr index_of(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot) const;
+  Halide::Expr index_of_cell(const Halide::Expr &row, const Halide::Expr &col, const Halide::Expr &slot) const;
+  // The copy of the footprint for the stage loop's iteration `iteration` into `slot`, shared by `threads`
+  // threads, as statements of the schedule's transport (async copies are not committed here).
+  Stmt copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads) const;
+  // Conditions on the scalar arguments this plan relies on (row pitches that keep copies aligned).
+  std::vector<Requirement> requirements;
+  std::string summary() const;
+};
+
+// Plans the stage `d` of `input`, whose reads (lowered coordinates, one tuple per call) are `reads`.
+StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
+                     const std::vector<std::vector<Halide::Expr>> &reads);
+
+// The coordinate tuples at which `e` reads input `name`.
+std::vector<std::vector<Halide::Expr>> reads_of(const Halide::Expr &e, const std::string &name);
+
+}  // namespace twist

@@ -1,0 +1,29 @@
+#pragma once
+// Where a kernel's bound loops come from: block loops from blockIdx (in the schedule's raster order), warp
+// loops from the warp index and thread loops from the thread (or lane) index.
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "scheduler/loops.h"
+#include "scheduler/target.h"
+
+namespace twist {
+
+struct ThreadMapping {
+  int threads = 1;  // per block
+  int warps = 0;    // loops bound to warps use threads / 32 warps; 0 when no loop is bound to warps
+  std::array<Halide::Expr, 3> grid;
+  // Each bound loop's variable as an expression of blockIdx / threadIdx, in definition order.
+  std::vector<std::pair<std::string, Halide::Expr>> bound_values;
+  std::string summary;
+};
+
+// `lanes_taken` is set when a matrix atom occupies the 32 lanes of each warp (no loop may be bound to threads).
+ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken, const Target &target);
+
+// Wraps `body` in LetStmts that define the bound loop variables.
+Halide::Internal::Stmt define_bound_loops(const ThreadMapping &m, Halide::Internal::Stmt body);
+
+}  // namespace twist
