@@ -128,17 +128,9 @@ Real to_integer(const Type& t, Real x) {
 
 Real round_in(Arithmetic arithmetic, const Type& t, Real x) {
   if (t.is_vector()) fail("cannot round to the vector type {}; the evaluator is scalar", type_name(t));
+  if (t.is_float())
+    return arithmetic == Arithmetic::extended ? x : rounding(arithmetic, t)(static_cast<double>(x));
   if (t.is_bool()) return x != 0;
-  if (t.is_float()) {
-    switch (arithmetic) {
-      case Arithmetic::exact:
-        return static_cast<double>(x);
-      case Arithmetic::extended:
-        return x;
-      case Arithmetic::typed:
-        return round_to_type(t, static_cast<double>(x));
-    }
-  }
   if (t.is_int() || t.is_uint()) return to_integer(t, x);
   fail("cannot round a value to {}; the evaluator computes with bool, integer and floating-point types",
        type_name(t));
@@ -265,8 +257,10 @@ struct ExprCompilerImpl {
     const Type to = op->type, from = op->value.type();
     if (to.is_bool()) return [=](Slots& s) -> Real { return value(s) != 0; };
     if (to.is_float()) {
-      const Arithmetic a = arithmetic();
-      return [=](Slots& s) { return round_in(a, to, value(s)); };
+      // The casts of every inner loop (f16 inputs to f32 products): each arithmetic gets its own closure.
+      if (arithmetic() == Arithmetic::extended) return value;
+      const Rounding round = rounding(arithmetic(), to);
+      return [=](Slots& s) -> Real { return round(static_cast<double>(value(s))); };
     }
     if (!to.is_int() && !to.is_uint()) refuse(Halide::Expr(op), fmt::format("it casts to {}", type_name(to)));
     const IntegerType target{to.bits(), to.is_int()};
@@ -431,7 +425,6 @@ struct ExprCompilerImpl {
   }
 
   // Calls to funcs and inputs: the arguments go to the resolved closure in a buffer on the stack.
-  static constexpr size_t kMaxCallArgs = 16;
 
   Node external_call(const Halide::Expr& e, const Call* op) {
     const char* kind = op->call_type == Call::Image ? "input" : "func";
@@ -440,12 +433,12 @@ struct ExprCompilerImpl {
                             op->name));
     ExprCompiler::CallFn fn = compiler.resolve_call_(op);
     if (!fn) refuse(e, fmt::format("the resolver does not know the {} '{}'", kind, op->name));
-    if (op->args.size() > kMaxCallArgs)
+    if (op->args.size() > ExprCompiler::kMaxCallArguments)
       refuse(e, fmt::format("the call has {} arguments, more than the {} the evaluator supports",
-                            op->args.size(), kMaxCallArgs));
+                            op->args.size(), ExprCompiler::kMaxCallArguments));
     std::vector<Node> args = compile_all(op->args);
     return [fn = std::move(fn), args = std::move(args)](Slots& s) {
-      std::array<Real, kMaxCallArgs> values;
+      std::array<Real, ExprCompiler::kMaxCallArguments> values;
       for (size_t k = 0; k < args.size(); ++k) values[k] = args[k](s);
       return fn(std::span<const Real>(values.data(), args.size()));
     };

@@ -55,6 +55,7 @@ class ExprCompiler {
   // Calls to funcs and inputs (Call::Halide and Call::Image nodes) are resolved at compile time by this
   // hook, which returns what to do at evaluation time with the evaluated arguments.
   using CallFn = std::function<Real(std::span<const Real> args)>;
+  static constexpr size_t kMaxCallArguments = 16;  // compile() refuses calls with more
   void on_call(std::function<CallFn(const Halide::Internal::Call*)> resolver) {
     resolve_call_ = std::move(resolver);
   }

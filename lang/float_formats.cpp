@@ -28,6 +28,7 @@ constexpr Format kBF16{7, 8};
 constexpr int kDoubleFractionBits = 52;
 constexpr uint64_t kDoubleFractionMask = (uint64_t{1} << kDoubleFractionBits) - 1;
 constexpr int kDoubleExponentMask = 0x7ff;
+constexpr int kDoubleBias = 1023;
 
 uint16_t encode(const Format& f, double x) {
   const uint64_t d = std::bit_cast<uint64_t>(x);
@@ -68,22 +69,30 @@ uint16_t encode(const Format& f, double x) {
   return sign | static_cast<uint16_t>(magnitude);
 }
 
+// 2^k as a double, for the exponents of these formats (all within double's normal range).
+double power_of_two(int k) {
+  return std::bit_cast<double>(static_cast<uint64_t>(kDoubleBias + k) << kDoubleFractionBits);
+}
+
+// Every value of the format is a double: normal ones by moving the fields into place, subnormal ones as
+// fraction * 2^(smallest exponent), which is exact. (This is on the reference backend's hot path.)
 double decode(const Format& f, uint16_t bits) {
-  const bool negative = bits & f.sign_bit();
+  const uint64_t sign = bits & f.sign_bit() ? uint64_t{1} << 63 : 0;
   const int exponent_field = (bits >> f.fraction_bits) & ((1 << f.exponent_bits) - 1);
   const uint64_t fraction = bits & ((1u << f.fraction_bits) - 1);
+  const int shift = kDoubleFractionBits - f.fraction_bits;
   if (exponent_field == (1 << f.exponent_bits) - 1) {
     // Infinity, or a NaN with the payload carried over (so that converting back gives the same bits).
-    const uint64_t d = (uint64_t{negative} << 63) | (uint64_t{kDoubleExponentMask} << kDoubleFractionBits) |
-                       (fraction << (kDoubleFractionBits - f.fraction_bits)) |
-                       (fraction ? uint64_t{1} << (kDoubleFractionBits - 1) : 0);
-    return std::bit_cast<double>(d);
+    const uint64_t quiet = fraction ? uint64_t{1} << (kDoubleFractionBits - 1) : 0;
+    return std::bit_cast<double>(sign | (uint64_t{kDoubleExponentMask} << kDoubleFractionBits) |
+                                 (fraction << shift) | quiet);
   }
-  const double magnitude = exponent_field == 0
-                               ? std::ldexp(static_cast<double>(fraction), f.min_exponent() - f.fraction_bits)
-                               : std::ldexp(static_cast<double>(fraction | (uint64_t{1} << f.fraction_bits)),
-                                            exponent_field - f.bias() - f.fraction_bits);
-  return negative ? -magnitude : magnitude;
+  if (exponent_field == 0) {
+    const double magnitude = static_cast<double>(fraction) * power_of_two(f.min_exponent() - f.fraction_bits);
+    return sign ? -magnitude : magnitude;
+  }
+  const auto exponent = static_cast<uint64_t>(exponent_field - f.bias() + kDoubleBias);
+  return std::bit_cast<double>(sign | (exponent << kDoubleFractionBits) | (fraction << shift));
 }
 
 }  // namespace

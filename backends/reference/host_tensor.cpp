@@ -45,7 +45,7 @@ HostTensor::HostTensor(const Type& type, std::vector<int64_t> shape)
     : HostTensor(type, shape, contiguous_strides(shape)) {}
 
 HostTensor::HostTensor(const Type& type, std::vector<int64_t> shape, std::vector<int64_t> strides)
-    : type_(type), shape_(std::move(shape)), strides_(std::move(strides)) {
+    : type_(type), format_(format_of(type)), shape_(std::move(shape)), strides_(std::move(strides)) {
   if (!is_element_type(type_))
     fail("a HostTensor holds f16, bf16, f32, f64 or i32, not {}", type_name(type_));
   if (strides_.size() != shape_.size())
@@ -105,31 +105,67 @@ int64_t HostTensor::offset_of_linear(int64_t linear) const {
   return at;
 }
 
+HostTensor::Format HostTensor::format_of(const Type& type) {
+  if (type == f16) return Format::f16;
+  if (type == bf16) return Format::bf16;
+  if (type == f32) return Format::f32;
+  if (type == f64) return Format::f64;
+  return Format::i32;
+}
+
 double HostTensor::load(int64_t at) const {
-  if (type_ == f16) return from_f16_bits(read_as<uint16_t>(storage_, at));
-  if (type_ == bf16) return from_bf16_bits(read_as<uint16_t>(storage_, at));
-  if (type_ == f32) return read_as<float>(storage_, at);
-  if (type_ == f64) return read_as<double>(storage_, at);
+  switch (format_) {
+    case Format::f16:
+      return from_f16_bits(read_as<uint16_t>(storage_, at));
+    case Format::bf16:
+      return from_bf16_bits(read_as<uint16_t>(storage_, at));
+    case Format::f32:
+      return read_as<float>(storage_, at);
+    case Format::f64:
+      return read_as<double>(storage_, at);
+    case Format::i32:
+      break;
+  }
   return read_as<int32_t>(storage_, at);
 }
 
-void HostTensor::store(int64_t at, double value, const std::string& where) {
-  if (type_ == f16) return write_as<uint16_t>(storage_, at, f16_bits(value));
-  if (type_ == bf16) return write_as<uint16_t>(storage_, at, bf16_bits(value));
-  if (type_ == f32) return write_as<float>(storage_, at, static_cast<float>(value));
-  if (type_ == f64) return write_as<double>(storage_, at, value);
-  if (!(value == std::trunc(value) && value >= INT32_MIN && value <= INT32_MAX))
-    fail("cannot store {} at {} of an i32 tensor: it holds integers in [{}, {}]; round the value first",
-         value, where, INT32_MIN, INT32_MAX);
+bool HostTensor::store(int64_t at, double value) {
+  switch (format_) {
+    case Format::f16:
+      write_as<uint16_t>(storage_, at, f16_bits(value));
+      return true;
+    case Format::bf16:
+      write_as<uint16_t>(storage_, at, bf16_bits(value));
+      return true;
+    case Format::f32:
+      write_as<float>(storage_, at, static_cast<float>(value));
+      return true;
+    case Format::f64:
+      write_as<double>(storage_, at, value);
+      return true;
+    case Format::i32:
+      break;
+  }
+  if (!(value == std::trunc(value) && value >= INT32_MIN && value <= INT32_MAX)) return false;
   write_as<int32_t>(storage_, at, static_cast<int32_t>(value));
+  return true;
 }
+
+namespace {
+
+[[noreturn]] void refuse_i32(double value, const std::string& where) {
+  fail("cannot store {} at {} of an i32 tensor: it holds integers in [{}, {}]; round the value first", value,
+       where, INT32_MIN, INT32_MAX);
+}
+
+}  // namespace
 
 double HostTensor::get(std::span<const int64_t> index) const {
   return load(offset(index));
 }
 
 void HostTensor::set(std::span<const int64_t> index, double value) {
-  store(offset(index), value, "index " + shape_string(index));
+  if (!store(offset(index), value)) refuse_i32(value, "index " + shape_string(index));
 }
 
 double HostTensor::get_linear(int64_t linear) const {
@@ -137,7 +173,7 @@ double HostTensor::get_linear(int64_t linear) const {
 }
 
 void HostTensor::set_linear(int64_t linear, double value) {
-  store(offset_of_linear(linear), value, "linear index " + std::to_string(linear));
+  if (!store(offset_of_linear(linear), value)) refuse_i32(value, "linear index " + std::to_string(linear));
 }
 
 void HostTensor::fill(double value) {

@@ -55,10 +55,14 @@ class HostTensor {
  private:
   int64_t offset(std::span<const int64_t> index) const;
   int64_t offset_of_linear(int64_t linear) const;
+  // How the elements are stored, decided once so that element access is a switch.
+  enum class Format { f16, bf16, f32, f64, i32 };
+  static Format format_of(const Type& type);
   double load(int64_t offset) const;
-  void store(int64_t offset, double value, const std::string& where);
+  bool store(int64_t offset, double value);  // false for a value an i32 cannot hold
 
   Type type_ = f32;
+  Format format_ = Format::f32;
   std::vector<int64_t> shape_, strides_;
   int64_t size_ = 0;
   bool contiguous_ = true;
