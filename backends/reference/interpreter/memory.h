@@ -38,9 +38,9 @@ struct Array {
 
   std::string name;
   Type type;
-  Space space = Space::global;
-  int64_t size = 0;                    // elements (per thread, for register arrays)
-  bool writable = true;                // false for a kernel's input buffers
+  Space space;
+  int64_t size;                        // elements (per thread, for register arrays)
+  bool writable;                       // false for a kernel's input buffers
   std::vector<Real> values;            // register arrays: thread t's elements at [t * size, (t + 1) * size)
   std::vector<SharedAccess> accesses;  // shared arrays under race checks: one per element
 

@@ -343,8 +343,13 @@ Exec StatementCompiler::assert_stmt(const AssertStmt* op) {
   const Where where = m->describe(fmt::format("assert({}, {})", show(op->condition), show(op->message)));
   m->where = where;
   CompiledExpr condition = expr(op->condition);
-  const auto* text = op->message.as<StringImm>();
-  const std::string message = text ? text->value : show(op->message);
+  // Halide's assertion messages are i32 calls (halide_error and friends); their string arguments say what
+  // went wrong, and the call itself is shown when it has none.
+  std::string message;
+  if (const auto* call = op->message.as<Call>())
+    for (const Halide::Expr& arg : call->args)
+      if (const auto* text = arg.as<StringImm>()) message += (message.empty() ? "" : " ") + text->value;
+  if (message.empty()) message = show(op->message);
   return [=](const ActiveThreads& active) {
     m->where = where;
     for (int t : active) {

@@ -166,3 +166,48 @@ TEST_CASE("stores of the wrong type, into inputs, and buffers the kernel does no
   CHECK_THROWS_WITH_AS(run_kernel(k, wrong_shape, {}), doctest::Contains("f32[32], but the tensor passed"),
                        Error);
 }
+
+TEST_CASE("a program's kernels run in order, passing data through a workspace") {
+  const Expr t = tid();
+  Kernel twice;
+  twice.name = "twice";
+  twice.buffers = {buffer("x", f32, {64}, BufferArg::Role::input),
+                   buffer("partial", f32, {64}, BufferArg::Role::workspace)};
+  twice.grid = {1, 1, 1};
+  twice.threads = 64;
+  twice.body = store("partial", load(f32, "x", t) * 2.0f, t);
+  Kernel plus_one = twice;
+  plus_one.name = "plus_one";
+  plus_one.buffers = {buffer("partial", f32, {64}, BufferArg::Role::input),
+                      buffer("out", f32, {64}, BufferArg::Role::output)};
+  plus_one.body = store("out", load(f32, "partial", t) + 1.0f, t);
+  LoweredProgram p;
+  p.name = "two_steps";
+  p.kernels = {twice, plus_one};
+  p.inputs = {twice.buffers[0]};
+  p.outputs = {plus_one.buffers[1]};
+  p.workspaces = {{"partial", f32, {64}}};
+  const HostTensor x = random_normal(f32, {64}, 9);
+  const auto outputs = run_program(p, {{"x", x}}, {});
+  CHECK(outputs.size() == 1);
+  for (int i = 0; i < 64; ++i)
+    REQUIRE(outputs.at("out").get({i}) == static_cast<double>(static_cast<float>(x.get({i})) * 2.0f + 1.0f));
+}
+
+TEST_CASE("a failed assertion in a kernel reports its message and the thread") {
+  Kernel k;
+  k.name = "checked";
+  k.buffers = {buffer("out", f32, {64}, BufferArg::Role::output)};
+  k.grid = {1, 1, 1};
+  k.threads = 64;
+  const Expr message = Halide::Internal::Call::make(Halide::Int(32), "halide_error",
+                                                    {Halide::Internal::StringImm::make("at most 40 threads")},
+                                                    Halide::Internal::Call::Extern);
+  k.body = Halide::Internal::AssertStmt::make(tid() < 40, message);
+  std::map<std::string, HostTensor> buffers = {{"out", HostTensor(f32, {64})}};
+  CHECK_THROWS_WITH_AS(
+      run_kernel(k, buffers, {}),
+      doctest::Contains("thread 40, at `assert((threadIdx.x < 40), halide_error(\"at most 40 threads\"))`: "
+                        "assertion failed: at most 40 threads"),
+      Error);
+}
