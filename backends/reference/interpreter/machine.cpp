@@ -67,7 +67,7 @@ void Machine::write(Array& a, int64_t e, Real value) {
       return;
     case Space::shared:
       if (!a.accesses.empty()) {
-        check_write(a, e, "write");
+        check_write(a, e, "write of");
         SharedAccess& access = a.accesses[e];
         access.write_epoch = epoch;
         access.writer = thread;
@@ -107,14 +107,14 @@ void Machine::land_copy(const PendingCopy& copy, int issuer) {
 void Machine::in_flight(const Array& a, int64_t e, const char* access) const {
   const SharedAccess& s = a.accesses[e];
   fail(
-      "{} of {}[{}] by thread {} while a cp.async into it (issued by thread {} at {}) is in flight: missing "
+      "{} {}[{}] by thread {} while a cp.async into it (issued by thread {} at {}) is in flight: missing "
       "async_wait/barrier",
       access, a.name, e, thread, s.copier, quoted(s.copied_at));
 }
 
 void Machine::check_read(Array& a, int64_t e) {
   SharedAccess& s = a.accesses[e];
-  if (s.copies_in_flight > 0) in_flight(a, e, "read");
+  if (s.copies_in_flight > 0) in_flight(a, e, "read of");
   if (s.write_epoch == epoch && s.writer != thread)
     fail(
         "race on {}[{}]: thread {} reads it after thread {} wrote it at {} with no barrier in between; add a "

@@ -76,6 +76,7 @@ class Machine {
 
  private:
   void check_read(Array& a, int64_t element);
+  // `access` says what the access is, as in "write of" or "cp.async into".
   void check_write(Array& a, int64_t element, const char* access);
   [[noreturn]] void in_flight(const Array& a, int64_t element, const char* access) const;
 
