@@ -25,7 +25,7 @@ Expr highest(const Type& t) {
 }
 
 std::vector<Expr> with_exact_identity(const State& a, const State& b, const std::vector<Expr>& identity,
-                                      const std::vector<Expr>& general) {
+                                      const std::vector<Expr>& general, BothIdentity both) {
   Expr a_is_identity, b_is_identity;
   for (int k = 0; k < a.size(); ++k) {
     Expr ak = a[k] == identity[k], bk = b[k] == identity[k];
@@ -34,7 +34,10 @@ std::vector<Expr> with_exact_identity(const State& a, const State& b, const std:
   }
   std::vector<Expr> out;
   for (int k = 0; k < a.size(); ++k)
-    out.push_back(select(a_is_identity, b[k], select(b_is_identity, a[k], general[k])));
+    out.push_back(both == BothIdentity::general
+                      ? select(a_is_identity && !b_is_identity, b[k],
+                               select(b_is_identity && !a_is_identity, a[k], general[k]))
+                      : select(a_is_identity, b[k], select(b_is_identity, a[k], general[k])));
   return out;
 }
 
@@ -132,7 +135,11 @@ Monoid affine(const Type& t, int n) {
                                          for (int k = 1; k < n; ++k) e = e + A(then, i, k) * first[b_name(k)];
                                          general.push_back(e + then[b_name(i)]);
                                        }
-                                       return with_exact_identity(first, then, identity, general);
+                                       // For n == 1 the formula is exact on two identities (in value);
+                                       // for n > 1 it is not, and the right operand is returned.
+                                       return with_exact_identity(
+                                           first, then, identity, general,
+                                           n == 1 ? BothIdentity::general : BothIdentity::right_operand);
                                      })
                                      .origin(Origin::builtin)
                                      .build());

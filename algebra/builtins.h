@@ -6,7 +6,10 @@
 // Identities are exact: combining with the identity returns the other state bit for bit, in every
 // arithmetic, signed zeros included. That is why the additive identity of a floating-point type is -0
 // (x + -0 == x for x = -0 as well, where x + 0 would give +0), and why the affine and Welford combines
-// return the other operand when one operand equals the identity rather than relying on the formula.
+// return the other operand when one operand equals the identity rather than relying on the formula (for
+// the affine maps of dimension n > 1, a state that equals the identity in value but has zeros of the
+// other sign comes back as the identity when combined with it on the right; every other state, and the
+// identity itself, is returned bit for bit).
 //
 // The monoids whose state is a sum relative to a reference (softmax, log-sum-exp, attention, Welford) are
 // in algebra/online.h.
@@ -46,9 +49,13 @@ Expr additive_identity(const Type& t);
 // -inf for floating point, the lowest value for integers; highest likewise.
 Expr lowest(const Type& t);
 Expr highest(const Type& t);
-// The combine `general`, except that an operand equal to the identity yields the other operand exactly.
+// The combine `general`, except that an operand equal to the identity (in value), when the other is not,
+// yields the other operand exactly. When both equal the identity in value (one may hold -0 where the
+// other holds +0) either the general formula decides, which must then be defined there and give the
+// right signed zeros, or the right operand is returned.
+enum class BothIdentity { general, right_operand };
 std::vector<Expr> with_exact_identity(const State& a, const State& b, const std::vector<Expr>& identity,
-                                      const std::vector<Expr>& general);
+                                      const std::vector<Expr>& general, BothIdentity both);
 // "<family>_<type>", e.g. "sum_f32".
 std::string family_name(const std::string& family, const Type& t);
 }  // namespace detail

@@ -85,7 +85,8 @@ std::vector<Values> LawTester::random_list(Rng& rng, int max_length) const {
 
 LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
                          const std::vector<Type>& side_types,
-                         const std::function<std::tuple<Instance, Side, Side>(Rng&)>& draw) {
+                         const std::function<std::tuple<Instance, Side, Side>(Rng&)>& draw,
+                         bool infinities_are_evidence) {
   LawResult result{.law = law};
   for (int trial = 0; trial < options_.trials; ++trial) {
     Instance instance;
@@ -100,7 +101,7 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
       ++result.inconclusive;
       continue;
     }
-    const Comparison c = compare(side_types, l, r);
+    const Comparison c = compare(side_types, l, r, infinities_are_evidence);
     if (c.agreement == Agreement::agree) ++result.conclusive;
     if (c.agreement == Agreement::inconclusive) ++result.inconclusive;
     if (c.agreement != Agreement::disagree) continue;
@@ -284,13 +285,18 @@ std::vector<LawResult> LawTester::twist_premises() {
     return std::tuple{Instance{.states = {a, b}, .reference = ref_type ? r : std::nullopt}, round_trip,
                       itself};
   }));
-  results.push_back(run(Law::base_identity, base_names, base_types, [&](Rng& rng) {
-    auto r = draw_reference(rng, random_state(rng), random_state(rng));
-    if (!r) return std::tuple{Instance{}, nothing, nothing};
-    Side mapped = [=, &maps](const MonoidEvaluator& m) { return maps(m).psi(concat(m.identity(), {*r})); };
-    Side base_identity = [&maps](const MonoidEvaluator& m) { return maps(m).base.identity(); };
-    return std::tuple{Instance{.reference = ref_type ? r : std::nullopt}, mapped, base_identity};
-  }));
+  results.push_back(run(
+      Law::base_identity, base_names, base_types,
+      [&](Rng& rng) {
+        auto r = draw_reference(rng, random_state(rng), random_state(rng));
+        if (!r) return std::tuple{Instance{}, nothing, nothing};
+        Side mapped = [=, &maps](const MonoidEvaluator& m) {
+          return maps(m).psi(concat(m.identity(), {*r}));
+        };
+        Side base_identity = [&maps](const MonoidEvaluator& m) { return maps(m).base.identity(); };
+        return std::tuple{Instance{.reference = ref_type ? r : std::nullopt}, mapped, base_identity};
+      },
+      /*infinities_are_evidence=*/true));
   return results;
 }
 

@@ -44,9 +44,11 @@ class LawTester {
   // bijection both ways on reachable states, and psi maps the identity to the base's.
   std::vector<LawResult> twist_premises();
 
-  // Runs one law: `sides(rng)` draws an instance and its two sides, which are compared.
+  // Runs one law: `draw(rng)` draws an instance and its two sides, which are compared (see compare()
+  // for `infinities_are_evidence`).
   LawResult run(Law law, const std::vector<std::string>& side_names, const std::vector<Type>& side_types,
-                const std::function<std::tuple<Instance, Side, Side>(Rng&)>& draw);
+                const std::function<std::tuple<Instance, Side, Side>(Rng&)>& draw,
+                bool infinities_are_evidence = false);
 
   const std::vector<Values>& reachable_states() const { return states_; }
 

@@ -160,7 +160,8 @@ struct Welford {
   static std::vector<Expr> chan(const State& a, const State& b) {
     const Expr n = a["n"] + b["n"];
     const Expr d = b["mean"] - a["mean"];
-    const Expr w = b["n"] / n;
+    // Defined for two empty operands too, where with_exact_identity leaves the result to this formula.
+    const Expr w = select(n == 0, 0, b["n"] / n);
     return {n, a["mean"] + d * w, a["M2"] + b["M2"] + d * d * (a["n"] * w)};
   }
   // psi(s; r): the power sums of the deviations from r, n, sum (x - r) and sum (x - r)^2.
@@ -185,7 +186,8 @@ struct Welford {
     MonoidBuilder builder(name);
     describe(builder)
         .combine([this](const State& a, const State& b) {
-          return with_exact_identity(a, b, {Expr(0.0), Expr(0.0), Expr(0.0)}, chan(a, b));
+          return with_exact_identity(a, b, {Expr(0.0), Expr(0.0), Expr(0.0)}, chan(a, b),
+                                     BothIdentity::general);
         })
         .origin(Monoid::Origin::builtin);
     Monoid m = builder.build();

@@ -44,7 +44,8 @@ bool is_nan(Real x) {
 
 }  // namespace
 
-Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs) {
+Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs,
+                   bool infinities_are_evidence) {
   TWIST_CHECK(lhs.extended.size() == types.size() && rhs.extended.size() == types.size() &&
                   lhs.exact.size() == types.size() && rhs.exact.size() == types.size(),
               "comparing sides of {} component(s) with {} types", lhs.extended.size(), types.size());
@@ -61,7 +62,12 @@ Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const E
     bool confirmed;
     if (!types[k].is_float() || !std::isfinite(le) || !std::isfinite(re)) {
       // Exact comparison; a difference counts only where double arithmetic computes the same values.
-      if (le == re) continue;
+      // Equal infinities agree, but say little (a sum that overflowed to inf on both sides hides
+      // whatever the combine did), so such an instance is not counted as evidence of agreement.
+      if (le == re) {
+        inconclusive |= types[k].is_float() && !infinities_are_evidence;
+        continue;
+      }
       difference =
           std::isfinite(le) && std::isfinite(re) ? std::fabs(le - re) : std::numeric_limits<Real>::infinity();
       tolerance = 0;

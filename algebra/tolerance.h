@@ -18,7 +18,8 @@ struct Evaluated {
 enum class Agreement {
   agree,
   disagree,      // a component differs by more than its tolerance, in both arithmetics
-  inconclusive,  // NaN, or a difference that only one arithmetic shows (decided by rounding)
+  inconclusive,  // NaN, equal infinities, or a difference that only one arithmetic shows (decided by
+                 // rounding)
 };
 
 struct Comparison {
@@ -32,7 +33,10 @@ struct Comparison {
 Real agreement_tolerance(Real lhs_extended, Real lhs_exact, Real rhs_extended, Real rhs_exact);
 
 // Compares two sides component by component; `types` are the components' types (integers and bools
-// compare exactly).
-Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs);
+// compare exactly). Equal infinities make the comparison inconclusive unless `infinities_are_evidence`
+// (they are where the values compared are constants such as an identity, rather than results that may
+// have overflowed).
+Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs,
+                   bool infinities_are_evidence = false);
 
 }  // namespace twist::algebra
