@@ -63,6 +63,24 @@ Scalars bind_arguments(const LoweredProgram &program, const std::map<std::string
   return bound;
 }
 
+namespace {
+
+bool requirements_hold(const Kernel &kernel, const Scalars &scalars) {
+  for (const Requirement &r : kernel.requirements)
+    if (evaluate_int(Halide::cast(Halide::Int(32), r.condition), scalars) == 0) return false;
+  return true;
+}
+
+}  // namespace
+
+const Kernel &select_variant(const Kernel &kernel, const Scalars &scalars) {
+  if (requirements_hold(kernel, scalars) || !kernel.fallback) {
+    check_requirements(kernel, scalars);
+    return kernel;
+  }
+  return select_variant(*kernel.fallback, scalars);
+}
+
 void check_requirements(const Kernel &kernel, const Scalars &scalars) {
   for (const Requirement &r : kernel.requirements) {
     if (evaluate_int(Halide::cast(Halide::Int(32), r.condition), scalars) != 0) continue;

@@ -25,4 +25,8 @@ std::vector<int64_t> evaluate_shape(const std::vector<Halide::Expr> &shape, cons
 // Throws, naming the kernel, the condition, its `why` and the scalars, if a requirement does not hold.
 void check_requirements(const Kernel &kernel, const Scalars &scalars);
 
+// The kernel itself if its requirements hold for these scalars, else its fallback (recursively); throws as
+// check_requirements does when no variant can run.
+const Kernel &select_variant(const Kernel &kernel, const Scalars &scalars);
+
 }  // namespace twist

@@ -16,6 +16,7 @@
 #include <Halide.h>
 
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ struct Kernel {
   int min_blocks_per_sm = 1;         // for __launch_bounds__
   int shared_bytes = 0;              // dynamic shared memory, every GPUShared allocation of the body
   std::vector<Requirement> requirements;
+  // The kernel to launch instead when a requirement does not hold: the same schedule with copies narrow
+  // enough for any shape (see select_variant in scheduler/arguments.h).
+  std::shared_ptr<const Kernel> fallback;
   Stmt body;
   // The instructions the schedule asked for ("mma.sync.aligned.m16n8k16", "cp.async.cg.shared.global",
   // "ldmatrix.sync.aligned"): tests check that the generated source contains them.

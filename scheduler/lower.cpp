@@ -1,10 +1,12 @@
 #include "scheduler/lower.h"
 
+#include "algebra/legality.h"
 #include "lang/error.h"
 #include "lang/graph.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
+#include "scheduler/loops.h"
 #include "scheduler/reduction_kernel.h"
 
 namespace twist {
@@ -141,9 +143,30 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
   const Monoid &monoid = *request.reduction.definition().reduction->monoid;
   request.output_buffers = program.outputs;
 
+  // Every primitive that reassociates the reduction asks the algebra first.
+  std::string approvals;
+  std::optional<algebra::AssociativityOverride> user_override;
+  if (request.schedule->associativity_override()) user_override = algebra::AssociativityOverride{*request.schedule->associativity_override()};
+  auto approve = [&](const std::string &what) {
+    approvals += "  " + algebra::require_reassociable(monoid, what, user_override).to_string() + "\n";
+  };
+  auto reduction_order = [&](const FuncSchedule &fs) {
+    std::vector<std::string> order;
+    for (const LoopDim &d : make_loops(request.reduction, extents, &fs).dims)
+      if (d.reduction) order.push_back(d.name);
+    return order;
+  };
+  if (reduction_order(*request.schedule) != reduction_order(request.schedule->without_reorders()))
+    approve(fmt::format("reorder of the reduction loops of {}", reduction));
+  if (request.schedule->atom())
+    approve(fmt::format("matrix_atom of {} over {}", reduction, request.schedule->atom()->k));
+  if (request.schedule->reduction_split())
+    approve(fmt::format("split_reduction of {} over {} into {} parts", reduction, request.schedule->reduction_split()->var,
+                        request.schedule->reduction_split()->parts));
+
+  request.kernel_name = program.name;
   const auto &split = request.schedule->reduction_split();
   if (!split) {
-    request.kernel_name = program.name;
     program.kernels.push_back(build_reduction_kernel(request));
   } else if (split->combine == SplitCombine::kernel) {
     std::vector<BufferArg> partials;
@@ -184,6 +207,7 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
     parts.kernel_name = program.name + "_atomic";
     program.kernels.push_back(build_reduction_kernel(parts));
   }
+  for (Kernel &k : program.kernels) k.schedule_summary = approvals + k.schedule_summary;
   for (const Kernel &k : program.kernels)
     for (const ScalarArg &s : k.scalars)
       if (std::none_of(program.scalars.begin(), program.scalars.end(), [&](auto &x) { return x.name == s.name; }))

@@ -212,7 +212,7 @@ void ReductionKernelBuilder::plan_stages() {
     std::vector<std::vector<Halide::Expr>> reads;
     for (const Halide::Expr &e : marked)
       for (auto &r : reads_of(e, d.input)) reads.push_back(r);
-    StagePlan plan = plan_stage(d, *in, loops_, reads);
+    StagePlan plan = plan_stage(d, *in, loops_, reads, req_.element_copies);
     if (std::find(nest_.begin(), nest_.end(), size_t(plan.at)) == nest_.end())
       fail("schedule of '{}': input '{}' is staged at loop '{}', which is outside the reduction loops; stage it at a "
            "reduction loop",
@@ -528,7 +528,8 @@ Kernel ReductionKernelBuilder::build() {
   k.body = simplify_exprs(body);
   for (const StagePlan &p : stages_) {
     k.requirements.insert(k.requirements.end(), p.requirements.begin(), p.requirements.end());
-    if (p.directive.transport == Transport::cp_async) k.required_instructions.push_back("cp.async.cg.shared.global");
+    if (p.directive.transport == Transport::cp_async && p.copy_bytes >= 4)
+      k.required_instructions.push_back(p.copy_bytes == 16 ? "cp.async.cg.shared.global" : "cp.async.ca.shared.global");
   }
   if (atom_) {
     k.required_instructions.push_back("ldmatrix.sync.aligned");
@@ -571,7 +572,14 @@ void ReductionKernelBuilder::check_budgets(const Kernel &k) const {
 }  // namespace
 
 Kernel build_reduction_kernel(const ReductionKernelRequest &request) {
-  return ReductionKernelBuilder(request).build();
+  Kernel k = ReductionKernelBuilder(request).build();
+  if (!k.requirements.empty() && !request.element_copies) {
+    ReductionKernelRequest narrow = request;
+    narrow.element_copies = true;
+    narrow.kernel_name = request.kernel_name + "_any_shape";
+    k.fallback = std::make_shared<const Kernel>(build_reduction_kernel(narrow));
+  }
+  return k;
 }
 
 void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<BufferArg> &outputs) {

@@ -30,6 +30,8 @@ struct ReductionKernelRequest {
     atomic_sum,      // the state, added atomically into the output buffer (split sums)
   } output = Output::values;
   std::vector<BufferArg> output_buffers;  // outputs (values, atomic_sum) or workspaces (partial_states)
+  // Stage copies of one element each (no alignment requirements); see plan_stage.
+  bool element_copies = false;
 };
 
 Kernel build_reduction_kernel(const ReductionKernelRequest &request);

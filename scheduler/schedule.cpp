@@ -157,10 +157,21 @@ std::string FuncSchedule::to_string() const {
   return s;
 }
 
+FuncSchedule FuncSchedule::without_reorders() const {
+  FuncSchedule copy = *this;
+  std::erase_if(copy.transforms_, [](const Transform &t) { return t.reorder.has_value(); });
+  return copy;
+}
+
 FuncSchedule &Schedule::operator[](const Func &f) {
   auto it = funcs_.find(f.name());
   if (it == funcs_.end()) it = funcs_.emplace(f.name(), FuncSchedule(f.name())).first;
   return it->second;
+}
+
+FuncSchedule &Schedule::set_like(const Func &f, const FuncSchedule &like) {
+  funcs_.insert_or_assign(f.name(), FuncSchedule(f.name(), like));
+  return funcs_.at(f.name());
 }
 
 const FuncSchedule *Schedule::find(const std::string &func) const {

@@ -104,6 +104,7 @@ struct ComputeAt {
 class FuncSchedule {
  public:
   explicit FuncSchedule(std::string func) : func_(std::move(func)) {}
+  FuncSchedule(std::string func, const FuncSchedule &like) : FuncSchedule(like) { func_ = std::move(func); }
 
   FuncSchedule &split(const LoopVar &v, const LoopVar &outer, const LoopVar &inner, int factor);
   // Splits i and j and orders the loops io, jo, ii, ji from outermost to innermost (j is the contiguous
@@ -147,6 +148,9 @@ class FuncSchedule {
   int min_blocks() const { return min_blocks_; }
 
   std::string to_string() const;
+  // This schedule without its reorders: the loop order the splits alone give (to tell whether a reorder
+  // changes the order in which a reduction visits its domain).
+  FuncSchedule without_reorders() const;
 
  private:
   std::string func_;
@@ -167,6 +171,9 @@ class Schedule {
  public:
   FuncSchedule &operator[](const Func &f);
   const FuncSchedule *find(const std::string &func) const;
+  // Schedules `f` with the directives of `like` (another func's schedule): one schedule serves every func
+  // whose loops have the same names, e.g. a user's own contraction scheduled like the library's GEMM.
+  FuncSchedule &set_like(const Func &f, const FuncSchedule &like);
   std::string to_string() const;
 
  private:

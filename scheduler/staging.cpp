@@ -39,7 +39,7 @@ std::vector<std::vector<Halide::Expr>> reads_of(const Halide::Expr &e, const std
 }
 
 StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
-                     const std::vector<std::vector<Halide::Expr>> &reads) {
+                     const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies) {
   StagePlan p;
   p.directive = d;
   p.input = input.name();
@@ -90,6 +90,7 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
   // box's first column and the tensor's row pitch are multiples of it.
   p.copy_bytes = p.elem_bytes;
   for (int bytes : {16, 8, 4}) {
+    if (element_copies) break;
     const int elems = bytes / p.elem_bytes;
     if (elems < 1 || (p.cols * p.elem_bytes) % bytes != 0 || !provably_multiple(p.box_min.back(), elems)) continue;
     const Halide::Expr pitch = p.shape.back();

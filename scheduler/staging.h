@@ -42,9 +42,11 @@ struct StagePlan {
   std::string summary() const;
 };
 
-// Plans the stage `d` of `input`, whose reads (lowered coordinates, one tuple per call) are `reads`.
+// Plans the stage `d` of `input`, whose reads (lowered coordinates, one tuple per call) are `reads`. With
+// `element_copies` the copies move one element each, which needs no alignment (the fallback for shapes
+// whose rows do not keep vector copies aligned).
 StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
-                     const std::vector<std::vector<Halide::Expr>> &reads);
+                     const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies);
 
 // The coordinate tuples at which `e` reads input `name`.
 std::vector<std::vector<Halide::Expr>> reads_of(const Halide::Expr &e, const std::string &name);

@@ -7,22 +7,33 @@
 
 namespace twist::cuda {
 
-std::vector<CompiledKernel> compile_program(const LoweredProgram &program, const std::string &arch,
-                                            const CodegenOptions &options) {
-  std::vector<CompiledKernel> out;
-  for (const twist::Kernel &k : program.kernels) {
-    CompiledKernel c{k, cuda_source(k, options), {}, {}};
-    CompileResult r = default_kernel_cache().compile(c.source, k.name + ".cu", {arch});
-    c.cubin = std::move(r.cubin);
-    if (!r.resources.empty()) c.resources = r.resources.front();
-    out.push_back(std::move(c));
-  }
-  return out;
+CompiledKernel compile_kernel(const twist::Kernel &k, const std::string &arch, const CodegenOptions &options) {
+  CompiledKernel c{k, cuda_source(k, options), {}, {}};
+  CompileResult r = default_kernel_cache().compile(c.source, k.name + ".cu", {arch});
+  c.cubin = std::move(r.cubin);
+  if (!r.resources.empty()) c.resources = r.resources.front();
+  return c;
 }
 
 GpuProgram::GpuProgram(const LoweredProgram &program, const Device &device, const CodegenOptions &options)
-    : program_(program), device_(device), kernels_(compile_program(program, device.arch(), options)) {
-  for (const CompiledKernel &k : kernels_) modules_.emplace_back(device_, k.cubin, k.ir.name);
+    : program_(program), device_(device), options_(options) {
+  for (const twist::Kernel &k : program_.kernels) load(k);
+}
+
+const GpuProgram::Loaded &GpuProgram::load(const twist::Kernel &kernel) {
+  auto it = loaded_.find(kernel.name);
+  if (it == loaded_.end()) {
+    CompiledKernel c = compile_kernel(kernel, device_.arch(), options_);
+    Module m(device_, c.cubin, kernel.name);
+    it = loaded_.emplace(kernel.name, std::make_unique<Loaded>(Loaded{std::move(c), std::move(m)})).first;
+  }
+  return *it->second;
+}
+
+const CompiledKernel &GpuProgram::compiled(const std::string &kernel) const {
+  auto it = loaded_.find(kernel);
+  if (it == loaded_.end()) fail("kernel {} has not been compiled by this program", kernel);
+  return it->second->compiled;
 }
 
 namespace {
@@ -61,9 +72,9 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
   for (const BufferArg &out : program_.outputs) make(out.name, out.type, out.shape);
   for (const Workspace &w : program_.workspaces) make(w.name, w.type, w.shape);
 
-  for (size_t k = 0; k < kernels_.size(); ++k) {
-    const twist::Kernel &ir = kernels_[k].ir;
-    check_requirements(ir, scalars);
+  for (const twist::Kernel &planned : program_.kernels) {
+    const twist::Kernel &ir = select_variant(planned, scalars);
+    const Loaded &loaded = load(ir);
     // cuLaunchKernel takes a pointer to each parameter's value.
     std::vector<CUdeviceptr> addresses;
     addresses.reserve(ir.buffers.size());
@@ -96,7 +107,7 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
                     static_cast<unsigned>(evaluate_int(ir.grid[1], scalars)),
                     static_cast<unsigned>(evaluate_int(ir.grid[2], scalars))};
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) continue;  // an empty output: nothing to compute
-    Kernel kernel = modules_[k].kernel(cuda::c_name(ir.name));
+    Kernel kernel = loaded.module.kernel(cuda::c_name(ir.name));
     kernel.launch_and_wait(grid, Dim3{static_cast<unsigned>(ir.threads), 1, 1}, static_cast<unsigned>(ir.shared_bytes),
                            args.data());
   }

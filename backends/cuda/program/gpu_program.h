@@ -22,12 +22,12 @@ struct CompiledKernel {
   KernelResources resources;
 };
 
-// Each kernel of `program` as CUDA source and a cubin for `arch` ("sm_80", "sm_90a"), through the cache.
-std::vector<CompiledKernel> compile_program(const LoweredProgram &program, const std::string &arch,
-                                            const CodegenOptions &options = {});
+// A kernel as CUDA source and a cubin for `arch` ("sm_80", "sm_90a"), through the kernel cache.
+CompiledKernel compile_kernel(const twist::Kernel &kernel, const std::string &arch, const CodegenOptions &options = {});
 
 class GpuProgram {
  public:
+  // Compiles each kernel (its fallback for other shapes is compiled when first needed).
   GpuProgram(const LoweredProgram &program, const Device &device, const CodegenOptions &options = {});
 
   // Uploads the inputs, fills outputs and workspaces with 0xff bytes (NaN in every float format, so an
@@ -35,13 +35,20 @@ class GpuProgram {
   std::map<std::string, reference::HostTensor> run(const std::map<std::string, reference::HostTensor> &inputs,
                                                    const Scalars &given = {});
 
-  const std::vector<CompiledKernel> &kernels() const { return kernels_; }
+  // The kernel variants compiled so far, by kernel name.
+  const CompiledKernel &compiled(const std::string &kernel) const;
 
  private:
+  struct Loaded {
+    CompiledKernel compiled;
+    Module module;
+  };
+  const Loaded &load(const twist::Kernel &kernel);
+
   const LoweredProgram program_;
   const Device &device_;
-  std::vector<CompiledKernel> kernels_;
-  std::vector<Module> modules_;
+  const CodegenOptions options_;
+  std::map<std::string, std::unique_ptr<Loaded>> loaded_;
 };
 
 }  // namespace twist::cuda

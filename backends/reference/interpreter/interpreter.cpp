@@ -1,13 +1,12 @@
 #include "backends/reference/interpreter/interpreter.h"
 
-#include "scheduler/arguments.h"
-
 #include <numeric>
 #include <sstream>
 
 #include "backends/reference/interpreter/machine.h"
 #include "backends/reference/interpreter/statement_compiler.h"
 #include "lang/error.h"
+#include "scheduler/arguments.h"
 #include "scheduler/intrinsics.h"
 
 namespace twist::reference {
@@ -28,28 +27,20 @@ std::string declared_shape(const std::vector<Halide::Expr>& shape) {
   return "[" + s + "]";
 }
 
-// The extents of a shape over the scalar arguments, evaluated exactly.
-std::vector<int64_t> evaluate_shape(const std::vector<Halide::Expr>& shape,
-                                    const std::map<std::string, double>& scalars, const std::string& what) {
-  ExprCompiler compiler(Arithmetic::exact);
-  for (const auto& [name, value] : scalars) compiler.slot(name);
+// The extents of a shape over the scalar arguments, with what the shape belongs to in the message if it
+// cannot be evaluated.
+std::vector<int64_t> extents_of(const std::vector<Halide::Expr>& shape, const Scalars& scalars,
+                                const std::string& what) {
   std::vector<int64_t> extents;
-  for (const Halide::Expr& e : shape) {
-    Real extent;
-    try {
-      const CompiledExpr compiled = compiler.compile(e);
-      Slots slots(compiler.num_slots());
-      for (const auto& [name, value] : scalars) slots[compiler.slot(name)] = value;
-      extent = compiled(slots);
-    } catch (const Error& error) {
-      fail("the shape {} of {} cannot be evaluated ({}); pass every size parameter it uses in `scalars`",
-           declared_shape(shape), what, error.what());
-    }
-    if (extent < 0 || extent != static_cast<int64_t>(extent))
-      fail("the shape {} of {} has the extent {}, which is not a non-negative integer", declared_shape(shape),
-           what, static_cast<double>(extent));
-    extents.push_back(static_cast<int64_t>(extent));
+  try {
+    extents = evaluate_shape(shape, scalars);
+  } catch (const Error& error) {
+    fail("the shape {} of {} cannot be evaluated ({}); pass every size parameter it uses in `scalars`",
+         declared_shape(shape), what, error.what());
   }
+  for (int64_t extent : extents)
+    if (extent < 0)
+      fail("the shape {} of {} has the negative extent {}", declared_shape(shape), what, extent);
   return extents;
 }
 
@@ -83,7 +74,7 @@ std::vector<BoundBuffer> bind_buffers(Machine& m, StatementCompiler& sc,
       fail("the kernel needs its {} ({}{}), and `buffers` holds no tensor of that name", what,
            type_name(arg.type), declared_shape(arg.shape));
     HostTensor& tensor = it->second;
-    const std::vector<int64_t> shape = evaluate_shape(arg.shape, scalars, what);
+    const std::vector<int64_t> shape = extents_of(arg.shape, scalars, what);
     if (tensor.type() != arg.type || tensor.shape() != shape)
       fail("the kernel's {} is {}{}, but the tensor passed for it is {}{}", what, type_name(arg.type),
            shape_string(shape), type_name(tensor.type()), shape_string(tensor.shape()));
@@ -125,7 +116,7 @@ void execute(Machine& m, std::map<std::string, HostTensor>& buffers,
   const std::vector<std::pair<int, Real>> scalar_slots = bind_scalars(m, sc, scalars);
   const std::vector<BoundBuffer> bound = bind_buffers(m, sc, buffers, scalars);
   const std::vector<int64_t> grid =
-      evaluate_shape({kernel.grid.begin(), kernel.grid.end()}, scalars, "the kernel's grid");
+      extents_of({kernel.grid.begin(), kernel.grid.end()}, scalars, "the kernel's grid");
   for (int64_t extent : grid)
     if (extent < 1)
       fail("the grid ({}, {}, {}) has no blocks; a launch needs at least one", grid[0], grid[1], grid[2]);
@@ -182,6 +173,8 @@ void execute(Machine& m, std::map<std::string, HostTensor>& buffers,
 
 void run_kernel(const Kernel& kernel, std::map<std::string, HostTensor>& buffers,
                 const std::map<std::string, double>& scalars, const InterpretOptions& options) {
+  // The same check the GPU runtime makes before a launch: the lowering relied on these conditions.
+  check_requirements(kernel, scalars);
   Machine m(kernel, options);
   try {
     execute(m, buffers, scalars);
@@ -194,13 +187,17 @@ std::map<std::string, HostTensor> run_program(const LoweredProgram& program,
                                               const std::map<std::string, HostTensor>& inputs,
                                               const std::map<std::string, double>& scalars,
                                               const InterpretOptions& options) {
+  // Size parameters come from the inputs' shapes, as on the GPU; the other scalars are as given.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  for (const auto& [name, tensor] : inputs) input_shapes.emplace(name, tensor.shape());
+  const Scalars bound = bind_arguments(program, input_shapes, scalars);
   std::map<std::string, HostTensor> buffers = inputs;
   auto allocate = [&](const std::string& name, const Type& type, const std::vector<Halide::Expr>& shape,
                       const char* role) {
     if (buffers.count(name))
       fail("program '{}': its {} '{}' has the name of an input tensor; rename one of them", program.name,
            role, name);
-    HostTensor tensor(type, evaluate_shape(shape, scalars, fmt::format("{} '{}'", role, name)));
+    HostTensor tensor(type, extents_of(shape, bound, fmt::format("{} '{}'", role, name)));
     tensor.fill(static_cast<double>(poison(type)));
     buffers.emplace(name, std::move(tensor));
   };
@@ -209,7 +206,7 @@ std::map<std::string, HostTensor> run_program(const LoweredProgram& program,
     allocate(workspace.name, workspace.type, workspace.shape, "workspace");
   // A kernel whose requirements these shapes break runs as its fallback, as on a GPU.
   for (const Kernel& kernel : program.kernels)
-    run_kernel(select_variant(kernel, scalars), buffers, scalars, options);
+    run_kernel(select_variant(kernel, bound), buffers, bound, options);
   std::map<std::string, HostTensor> outputs;
   for (const BufferArg& output : program.outputs)
     outputs.emplace(output.name, std::move(buffers.at(output.name)));

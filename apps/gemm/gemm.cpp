@@ -1,0 +1,116 @@
+#include "apps/gemm/gemm.h"
+
+#include "algebra/builtins.h"
+
+namespace twist::apps {
+
+namespace {
+
+Expr activation(Epilogue e, const Expr &x) {
+  switch (e) {
+    case Epilogue::none:
+      return x;
+    case Epilogue::bias_relu:
+      return max(x, 0.0f);
+    case Epilogue::bias_gelu: {
+      // tanh approximation of GELU, as torch.nn.functional.gelu(approximate='tanh')
+      const Expr inner = 0.7978845608f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + tanh(inner));
+    }
+    case Epilogue::bias_silu:
+      return x / (1.0f + exp(-x));
+  }
+  return x;
+}
+
+}  // namespace
+
+Gemm make_gemm(const GemmOptions &o) {
+  const std::string &p = o.prefix;
+  SizeParam M(p + "M"), N(p + "N"), K(p + "K"), batch(p + "batch");
+  std::vector<Expr> a_shape = {M, K}, b_shape = {K, N}, c_shape = {M, N};
+  if (o.batched) {
+    a_shape.insert(a_shape.begin(), batch);
+    b_shape.insert(b_shape.begin(), batch);
+    c_shape.insert(c_shape.begin(), batch);
+  }
+  Gemm g{o, M, N, K, batch, Input(p + "A", o.input, a_shape), Input(p + "B", o.input, b_shape),
+         std::nullopt, std::nullopt, RDom({{0, K}}, p + "k"), Func(p + "C"), Func(p + "out")};
+  Var b("b"), i("i"), j("j");
+  const RVar k = g.k.x;
+  const Monoid add = algebra::sum(f32);
+  if (o.batched) {
+    g.C(b, i, j) = reduce(add, g.k, cast(f32, g.A(b, i, k)) * cast(f32, g.B(b, k, j)));
+  } else {
+    g.C(i, j) = reduce(add, g.k, cast(f32, g.A(i, k)) * cast(f32, g.B(k, j)));
+  }
+  Expr value = o.batched ? Expr(g.C(b, i, j)) : Expr(g.C(i, j));
+  if (o.epilogue != Epilogue::none) {
+    g.bias.emplace(p + "bias", f32, std::vector<Expr>{N});
+    g.alpha.emplace(p + "alpha");
+    value = activation(o.epilogue, *g.alpha * value + (*g.bias)(j));
+  }
+  if (o.batched) {
+    g.out(b, i, j) = cast(o.output, value);
+  } else {
+    g.out(i, j) = cast(o.output, value);
+  }
+  g.out.set_shape(c_shape);
+  return g;
+}
+
+std::string GemmTiling::name() const {
+  std::string s = fmt::format("mma_{}x{}x{}_w{}x{}_s{}_{}", block_m, block_n, block_k, warp_m, warp_n, stages,
+                              transport == Transport::cp_async ? "cpasync" : "plain");
+  if (accumulation.kind != Accumulation::Kind::f32) s += "_" + twist::to_string(accumulation).substr(0, 6);
+  if (split_k > 1) s += fmt::format("_splitk{}", split_k);
+  return s;
+}
+
+Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t) {
+  Schedule s;
+  FuncSchedule &c = s[g.C];
+  const std::string k = g.k.x.name();
+  c.tile("i", "j", "io", "jo", "ii", "ji", t.block_m, t.block_n)
+      .split("ii", "iw", "im", t.warp_m)
+      .split("ji", "jw", "jn", t.warp_n)
+      .split("im", "imt", "ia", 16)
+      .split("jn", "jnt", "ja", 8)
+      .split(k, "ko", "kk", t.block_k)
+      .split("kk", "kt", "ka", 16)
+      .reorder({"ka", "ja", "ia", "jnt", "imt", "kt", "ko", "jw", "iw"})
+      .bind("io", Binding::block_y)
+      .bind("jo", Binding::block_x)
+      .bind("iw", Binding::warp)
+      .bind("jw", Binding::warp)
+      .unroll("imt")
+      .unroll("jnt")
+      .unroll("kt")
+      .matrix_atom(MatrixAtom::mma_m16n8k16, "ia", "ja", "ka")
+      .stage(g.A, "ko", t.transport, t.stages, t.layout)
+      .stage(g.B, "ko", t.transport, t.stages, t.layout)
+      .accumulate(t.accumulation)
+      .raster(t.raster_group);
+  if (g.options.batched) c.bind("b", Binding::block_z);
+  if (t.split_k > 1) c.split_reduction("ko", t.split_k, t.split_combine);
+  return s;
+}
+
+Schedule schedule_simt(const Gemm &g, int block, int thread_tile, int block_k) {
+  Schedule s;
+  const std::string k = g.k.x.name();
+  s[g.C]
+      .tile("i", "j", "io", "jo", "ii", "ji", block, block)
+      .split("ii", "it", "ir", thread_tile)
+      .split("ji", "jt", "jr", thread_tile)
+      .split(k, "ko", "ki", block_k)
+      .reorder({"jr", "ir", "ki", "ko", "jt", "it"})
+      .bind("io", Binding::block_y)
+      .bind("jo", Binding::block_x)
+      .bind("it", Binding::thread)
+      .bind("jt", Binding::thread);
+  if (g.options.batched) s[g.C].bind("b", Binding::block_z);
+  return s;
+}
+
+}  // namespace twist::apps

@@ -1,0 +1,62 @@
+#pragma once
+// GEMM as a twist program: C(i, j) = sum over k of A(i, k) * B(k, j), a (+, x) contraction over the sum
+// monoid, with the product cast to the output type (and an optional fused epilogue) by a pure func. The
+// schedules below are ordinary uses of the schedule primitives; nothing here is GEMM-specific lowering.
+#include <optional>
+#include <string>
+
+#include "lang/twist.h"
+#include "scheduler/schedule.h"
+
+namespace twist::apps {
+
+enum class Epilogue {
+  none,       // out = C
+  bias_relu,  // out = relu(alpha * C + bias(j))
+  bias_gelu,  // out = gelu_tanh(alpha * C + bias(j))
+  bias_silu,  // out = silu(alpha * C + bias(j))
+};
+
+struct GemmOptions {
+  Type input = f16;   // f16 or bf16
+  Type output = f16;  // the stored type
+  Epilogue epilogue = Epilogue::none;
+  bool batched = false;      // A[b, M, K] x B[b, K, N]
+  std::string prefix = "";  // prepended to every name, so that several GEMMs can be alive at once
+};
+
+struct Gemm {
+  GemmOptions options;
+  SizeParam M, N, K, batch;
+  Input A, B;
+  std::optional<Input> bias;
+  std::optional<Param<float>> alpha;
+  RDom k;
+  Func C;    // the f32 sum of products
+  Func out;  // what is stored
+};
+
+Gemm make_gemm(const GemmOptions &options = {});
+
+// The tiling of a GEMM schedule, in the terms the primitives take.
+struct GemmTiling {
+  int block_m = 128, block_n = 128, block_k = 32;
+  int warp_m = 64, warp_n = 64;  // each warp's tile; block_m / warp_m * block_n / warp_n warps per block
+  int stages = 3;
+  Transport transport = Transport::cp_async;
+  SharedLayout layout = SharedLayout::swizzled;
+  Accumulation accumulation = Accumulation::fp32();
+  int split_k = 1;  // > 1: split_reduction across blocks
+  SplitCombine split_combine = SplitCombine::kernel;
+  int raster_group = 8;
+  std::string name() const;
+};
+
+// Tensor-core schedule: block tiles over the grid, warp tiles over warps, mma.m16n8k16 atoms in registers, A
+// and B staged in shared memory by the tiling's transport.
+Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t);
+
+// A CUDA-core schedule: each thread folds a 4x4 register tile; any monoid can take it (max-plus GEMMs do).
+Schedule schedule_simt(const Gemm &g, int block = 64, int thread_tile = 4, int block_k = 16);
+
+}  // namespace twist::apps

@@ -1,0 +1,27 @@
+#pragma once
+// What the lowering tests share: random inputs, running a lowered program on the interpreter next to the
+// oracle, and compiling its kernels for both targets.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/reference/host_tensor.h"
+#include "lang/func.h"
+#include "scheduler/loop_nest.h"
+#include "scheduler/schedule.h"
+
+namespace twist::testing {
+
+using Tensors = std::map<std::string, reference::HostTensor>;
+
+// Normal(0, 1) tensors for every input of `output`'s graph, with extents from `sizes` (size parameter values).
+Tensors random_inputs(const Func &output, const std::map<std::string, double> &sizes, uint64_t seed);
+
+// The relative L2 error of the interpreted loop nest (typed arithmetic) against the oracle (exact).
+double lowered_error(const Func &output, const Schedule &schedule, const Tensors &inputs,
+                     const std::map<std::string, double> &scalars);
+
+// Compiles every kernel of `program` (and their fallbacks) for sm_80 and sm_90a; returns the sources.
+std::vector<std::string> compile_for_both_targets(const LoweredProgram &program);
+
+}  // namespace twist::testing
