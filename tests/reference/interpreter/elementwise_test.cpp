@@ -55,9 +55,9 @@ TEST_CASE("a guarded elementwise kernel over a 2-D grid computes every element, 
   const int64_t rows = 5, cols = 300;  // 300 = 2 * 128 + 44: the third block of each row has a tail
   const HostTensor x = random_normal(f16, {rows, cols}, 1), bias = random_normal(f32, {cols}, 2);
   const float scale = 0.37f;
-  const auto outputs =
-      run_program(program_of(scale_and_bias(true, kColumnBlocks)), {{"x", x}, {"bias", bias}},
-                  {{"rows", rows}, {"cols", cols}, {"scale", scale}});
+  // rows and cols are not given: they are the extents of x, as on the GPU.
+  const auto outputs = run_program(program_of(scale_and_bias(true, kColumnBlocks)),
+                                   {{"x", x}, {"bias", bias}}, {{"scale", scale}});
   const HostTensor& out = outputs.at("out");
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
@@ -210,4 +210,16 @@ TEST_CASE("a failed assertion in a kernel reports its message and the thread") {
       doctest::Contains("thread 40, at `assert((threadIdx.x < 40), halide_error(\"at most 40 threads\"))`: "
                         "assertion failed: at most 40 threads"),
       Error);
+}
+
+TEST_CASE("a kernel is not run on shapes that break a requirement it was lowered under") {
+  Kernel k = scale_and_bias(true, kColumnBlocks);
+  k.requirements = {{i32_var("cols") % 8 == 0, "rows are copied 16 bytes at a time"}};
+  std::map<std::string, HostTensor> buffers = {
+      {"x", HostTensor(f16, {2, 300})}, {"bias", HostTensor(f32, {300})}, {"out", HostTensor(f32, {2, 300})}};
+  CHECK_THROWS_WITH_AS(run_kernel(k, buffers, {{"rows", 2}, {"cols", 300}, {"scale", 1.0}}),
+                       doctest::Contains("rows are copied 16 bytes at a time"), Error);
+  buffers = {
+      {"x", HostTensor(f16, {2, 296})}, {"bias", HostTensor(f32, {296})}, {"out", HostTensor(f32, {2, 296})}};
+  CHECK_NOTHROW(run_kernel(k, buffers, {{"rows", 2}, {"cols", 296}, {"scale", 1.0}}));
 }
