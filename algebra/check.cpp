@@ -85,7 +85,8 @@ std::optional<Verdict> by_construction(const Monoid& m, const CheckOptions& opti
   LawTester tester(m, options);
   const bool has_reference = reference_type(*m.twist).has_value();
   std::vector<std::string> twist_notes;
-  if (const LawResult* failed = first_failure(tester.twist_premises(), options.trials, twist_notes)) {
+  const std::vector<LawResult> premises = tester.twist_premises();
+  if (const LawResult* failed = first_failure(premises, options.trials, twist_notes)) {
     notes.push_back(fmt::format(
         "its twist over '{}' does not prove it: {}{}", base.name, failed->summary(),
         failed->law == Law::transport && has_reference ? " (the combine depends on the reference r)" : ""));

@@ -49,7 +49,19 @@ void validate(const LeftFold& fold) {
            fold.name, fold.elements.size());
 }
 
-// The given fold, compiled for one arithmetic: h(list) from the initial state.
+// The fold with its initial constants in the state's types (MonoidBuilder adapts constants the same way).
+LeftFold with_typed_constants(LeftFold fold) {
+  for (size_t k = 0; k < fold.initial.size() && k < fold.state.size(); ++k) {
+    const Type& t = fold.state[k].type;
+    if (const auto* f = fold.initial[k].as<FloatImm>(); f && f->type != t)
+      fold.initial[k] = Expr(make_const(t, f->value));
+    if (const auto* i = fold.initial[k].as<IntImm>(); i && i->type != t)
+      fold.initial[k] = Expr(make_const(t, i->value));
+  }
+  return fold;
+}
+
+// The given fold, compiled for one arithmetic: h(list) from the initial state, and the weak right inverse.
 struct CompiledFold {
   Values initial;
   VectorFunction step;
@@ -63,12 +75,30 @@ struct CompiledFold {
               names.insert(names.end(), x.begin(), x.end());
               return names;
             }(),
-            fold.step) {}
+            fold.step),
+        g(arithmetic, variable_names(fold.current()),
+          [&] {
+            std::vector<Expr> all;
+            for (const auto& element : fold.weak_right_inverse)
+              all.insert(all.end(), element.begin(), element.end());
+            return all;
+          }()),
+        element_size(fold.elements.size()) {}
   Values operator()(std::span<const Values> list) const {
     Values s = initial;
     for (const Values& x : list) s = step(concat(s, x));
     return s;
   }
+  // g(s), as a list of elements.
+  std::vector<Values> inverse(const Values& s) const {
+    const Values flat = g(s);
+    std::vector<Values> list;
+    for (size_t i = 0; i < flat.size(); i += element_size)
+      list.emplace_back(flat.begin() + i, flat.begin() + i + element_size);
+    return list;
+  }
+  VectorFunction g;
+  size_t element_size;
 };
 
 // The step with the state bound to `state` and the element to `element`.
@@ -124,12 +154,21 @@ std::optional<Monoid> affine_derivation(const LeftFold& fold, const CheckOptions
         rec_d(Arithmetic::exact, parameters, reconstruction);
     const ElementSampler states(fold.state), elements(fold.elements);
     Rng rng(options.seed);
+    std::vector<bool> floating;
+    for (const auto* components : {&fold.state, &fold.elements})
+      for (const Component& c : *components) floating.push_back(c.type.is_float());
     int conclusive = 0;
     for (int trial = 0; trial < options.trials; ++trial) {
       const Values args =
           concat(states.element(rng, Regime::spread), elements.element(rng, elements.any_regime(rng)));
-      const Comparison cmp =
-          compare(types_of(fold.state), {step_e(args), step_d(args)}, {rec_e(args), rec_d(args)});
+      Evaluated step{step_e(args), step_d(args)}, affine{rec_e(args), rec_d(args)};
+      uint64_t seed = rng();
+      for (int redraw = 0; redraw < 3; ++redraw) {
+        const Values nearby = perturbed(args, floating, seed);
+        step.redrawn.push_back(step_d(nearby));
+        affine.redrawn.push_back(rec_d(nearby));
+      }
+      const Comparison cmp = compare(types_of(fold.state), step, affine);
       if (cmp.agreement == Agreement::disagree) {
         notes.push_back(
             fmt::format("the step is not affine in the state: at a random state it differs from "
@@ -195,7 +234,8 @@ Verdict refuse(const LeftFold& fold, std::string reason, std::vector<std::string
 
 }  // namespace
 
-Derivation derive_monoid(const LeftFold& fold, const CheckOptions& options) {
+Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options) {
+  const LeftFold fold = with_typed_constants(given_fold);
   validate(fold);
   std::vector<std::string> notes;
   std::optional<Monoid> m = affine_derivation(fold, options, notes);
@@ -220,24 +260,16 @@ Derivation derive_monoid(const LeftFold& fold, const CheckOptions& options) {
   const auto state_types = types_of(fold.state);
 
   if (through_inverse) {
-    const VectorFunction g_exact(Arithmetic::exact, variable_names(fold.current()), [&] {
-      std::vector<Expr> all;
-      for (const auto& element : fold.weak_right_inverse)
-        all.insert(all.end(), element.begin(), element.end());
-      return all;
-    }());
     const LawResult inverse = tester.run(Law::weak_right_inverse, state_names, state_types, [&](Rng& rng) {
       std::vector<Values> list = sampler.list(
           rng, std::uniform_int_distribution<int>(0, options.max_list_length)(rng), sampler.any_regime(rng));
       const Values s = fold_d(list);
-      // g(s), computed once in double, is the list the fold is applied to on both sides' terms.
-      const Values flat = g_exact(s);
-      std::vector<Values> g;
-      for (size_t i = 0; i < flat.size(); i += fold.elements.size())
-        g.emplace_back(flat.begin() + i, flat.begin() + i + fold.elements.size());
-      Side h_of_g = [&, g](const MonoidEvaluator& ev) { return given(ev)(g); };
-      Side itself = [s](const MonoidEvaluator&) { return s; };
-      return std::tuple{Instance{.states = {s}, .elements = g}, h_of_g, itself};
+      // g and h both in the arithmetic of the side, so that the rounding of g(s) is measured too.
+      Side h_of_g = [&](const MonoidEvaluator& ev, const Instance& in) {
+        return given(ev)(given(ev).inverse(in.states[0]));
+      };
+      Side itself = [](const MonoidEvaluator&, const Instance& in) { return in.states[0]; };
+      return std::tuple{Instance{.states = {s}, .elements = fold_d.inverse(s)}, h_of_g, itself};
     });
     notes.push_back(inverse.summary());
     if (!inverse.passed(options.trials))
@@ -255,8 +287,10 @@ Derivation derive_monoid(const LeftFold& fold, const CheckOptions& options) {
     std::vector<Values> list =
         sampler.list(rng, std::uniform_int_distribution<int>(0, 2 * options.max_list_length)(rng),
                      sampler.any_regime(rng));
-    Side by_fold = [&, list](const MonoidEvaluator& ev) { return given(ev)(list); };
-    Side by_monoid = [list](const MonoidEvaluator& ev) { return ev.finalize(ev.fold(list)); };
+    Side by_fold = [&](const MonoidEvaluator& ev, const Instance& in) { return given(ev)(in.elements); };
+    Side by_monoid = [](const MonoidEvaluator& ev, const Instance& in) {
+      return ev.finalize(ev.fold(in.elements));
+    };
     return std::tuple{Instance{.elements = list}, by_fold, by_monoid};
   });
   notes.push_back(agreement.summary());

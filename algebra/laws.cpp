@@ -83,6 +83,29 @@ std::vector<Values> LawTester::random_list(Rng& rng, int max_length) const {
   return sampler_.list(rng, uniform(rng, 0, max_length), sampler_.any_regime(rng));
 }
 
+namespace {
+
+std::vector<bool> floating(const std::vector<Component>& components) {
+  std::vector<bool> out;
+  for (const Component& c : components) out.push_back(c.type.is_float());
+  return out;
+}
+
+}  // namespace
+
+Instance LawTester::perturbed(const Instance& instance, uint64_t& seed) const {
+  Instance out = instance;
+  const auto state_floats = floating(monoid_.state), element_floats = floating(monoid_.elements);
+  for (Values& s : out.states) s = algebra::perturbed(s, state_floats, seed);
+  for (Values& x : out.elements) x = algebra::perturbed(x, element_floats, seed);
+  if (monoid_.twist) {
+    const auto base_floats = floating(monoid_.twist->base->state);
+    for (Values& b : out.base_states) b = algebra::perturbed(b, base_floats, seed);
+  }
+  if (out.reference) *out.reference = algebra::perturbed({*out.reference}, {true}, seed)[0];
+  return out;
+}
+
 LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
                          const std::vector<Type>& side_types,
                          const std::function<std::tuple<Instance, Side, Side>(Rng&)>& draw,
@@ -94,8 +117,14 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
     try {
       auto [drawn, lhs, rhs] = draw(rng_);
       instance = std::move(drawn);
-      l = {lhs(extended_), lhs(exact_)};
-      r = {rhs(extended_), rhs(exact_)};
+      l = {lhs(extended_, instance), lhs(exact_, instance)};
+      r = {rhs(extended_, instance), rhs(exact_, instance)};
+      uint64_t seed = rng_();
+      for (int redraw = 0; redraw < 3; ++redraw) {
+        const Instance nearby = perturbed(instance, seed);
+        l.redrawn.push_back(lhs(exact_, nearby));
+        r.redrawn.push_back(rhs(exact_, nearby));
+      }
     } catch (const Error&) {
       // An evaluation that fails on this instance (a NaN cast to an integer, say) decides nothing.
       ++result.inconclusive;
@@ -105,20 +134,11 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
     if (c.agreement == Agreement::agree) ++result.conclusive;
     if (c.agreement == Agreement::inconclusive) ++result.inconclusive;
     if (c.agreement != Agreement::disagree) continue;
-    Counterexample ce{law,
-                      monoid_.name,
-                      names_of(monoid_.state),
-                      names_of(monoid_.elements),
-                      instance.states,
-                      instance.elements,
-                      instance.split,
-                      instance.reference,
-                      side_names,
-                      l.extended,
-                      r.extended,
-                      c.component,
-                      c.difference,
-                      c.tolerance};
+    Counterexample ce{law, monoid_.name, names_of(monoid_.state), names_of(monoid_.elements), instance.states,
+                      instance.elements, instance.split,
+                      // Without a reference the maps do not read the one the instance carries.
+                      monoid_.twist && reference_type(*monoid_.twist) ? instance.reference : std::nullopt,
+                      side_names, l.extended, r.extended, c.component, c.difference, c.tolerance};
     // A counterexample of finite numbers explains more than one through infinities, so the search goes
     // on for one while the trials last.
     const bool finite = all_finite(ce);
@@ -132,12 +152,12 @@ LawResult LawTester::identity_law(Law which) {
   const auto names = names_of(monoid_.state);
   const auto types = types_of(monoid_.state);
   return run(which, names, types, [&](Rng& rng) {
-    Values a = random_state(rng);
-    Side combined = [a, which](const MonoidEvaluator& m) {
+    Side combined = [which](const MonoidEvaluator& m, const Instance& in) {
+      const Values& a = in.states[0];
       return which == Law::left_identity ? m.combine(m.identity(), a) : m.combine(a, m.identity());
     };
-    Side itself = [a](const MonoidEvaluator&) { return a; };
-    return std::tuple{Instance{.states = {a}}, combined, itself};
+    Side itself = [](const MonoidEvaluator&, const Instance& in) { return in.states[0]; };
+    return std::tuple{Instance{.states = {random_state(rng)}}, combined, itself};
   });
 }
 
@@ -146,32 +166,38 @@ std::vector<LawResult> LawTester::monoid_laws() {
   const auto types = types_of(monoid_.state);
   std::vector<LawResult> results;
   results.push_back(run(Law::associativity, names, types, [&](Rng& rng) {
-    Values a = random_state(rng), b = random_state(rng), c = random_state(rng);
-    Side left = [=](const MonoidEvaluator& m) { return m.combine(m.combine(a, b), c); };
-    Side right = [=](const MonoidEvaluator& m) { return m.combine(a, m.combine(b, c)); };
-    return std::tuple{Instance{.states = {a, b, c}}, left, right};
+    Side left = [](const MonoidEvaluator& m, const Instance& in) {
+      const auto& s = in.states;
+      return m.combine(m.combine(s[0], s[1]), s[2]);
+    };
+    Side right = [](const MonoidEvaluator& m, const Instance& in) {
+      const auto& s = in.states;
+      return m.combine(s[0], m.combine(s[1], s[2]));
+    };
+    return std::tuple{Instance{.states = {random_state(rng), random_state(rng), random_state(rng)}}, left,
+                      right};
   }));
   results.push_back(identity_law(Law::left_identity));
   results.push_back(identity_law(Law::right_identity));
   results.push_back(run(Law::homomorphism, names, types, [&](Rng& rng) {
     std::vector<Values> x = random_list(rng, 2 * options_.max_list_length);
     const int k = uniform(rng, 0, static_cast<int>(x.size()));
-    Side whole = [x](const MonoidEvaluator& m) { return m.fold(x); };
-    Side halves = [x, k](const MonoidEvaluator& m) {
-      std::span<const Values> all(x);
-      return m.combine(m.fold(all.first(k)), m.fold(all.subspan(k)));
+    Side whole = [](const MonoidEvaluator& m, const Instance& in) { return m.fold(in.elements); };
+    Side halves = [](const MonoidEvaluator& m, const Instance& in) {
+      std::span<const Values> all(in.elements);
+      return m.combine(m.fold(all.first(in.split)), m.fold(all.subspan(in.split)));
     };
-    return std::tuple{Instance{.elements = x, .split = k}, whole, halves};
+    return std::tuple{Instance{.elements = std::move(x), .split = k}, whole, halves};
   }));
   results.push_back(run(Law::fold_directions, names, types, [&](Rng& rng) {
-    std::vector<Values> x = random_list(rng, 2 * options_.max_list_length);
-    Side leftward = [x](const MonoidEvaluator& m) { return m.fold(x); };
-    Side rightward = [x](const MonoidEvaluator& m) {
+    Side leftward = [](const MonoidEvaluator& m, const Instance& in) { return m.fold(in.elements); };
+    Side rightward = [](const MonoidEvaluator& m, const Instance& in) {
       Values s = m.identity();
-      for (auto it = x.rbegin(); it != x.rend(); ++it) s = m.combine(m.lift(*it), s);
+      for (auto it = in.elements.rbegin(); it != in.elements.rend(); ++it) s = m.combine(m.lift(*it), s);
       return s;
     };
-    return std::tuple{Instance{.elements = x}, leftward, rightward};
+    return std::tuple{Instance{.elements = random_list(rng, 2 * options_.max_list_length)}, leftward,
+                      rightward};
   }));
   return results;
 }
@@ -246,55 +272,59 @@ std::vector<LawResult> LawTester::twist_premises() {
 
   const auto names = names_of(monoid_.state), base_names = names_of(twist.base->state);
   const auto types = types_of(monoid_.state), base_types = types_of(twist.base->state);
-  Side nothing = [](const MonoidEvaluator&) -> Values { throw Error("no reference could be drawn"); };
+  Side nothing = [](const MonoidEvaluator&, const Instance&) -> Values {
+    throw Error("no reference could be drawn");
+  };
   std::vector<LawResult> results;
 
   results.push_back(run(Law::transport, names, types, [&](Rng& rng) {
     Values a = random_state(rng), b = random_state(rng);
-    auto r = draw_reference(rng, a, b);
-    if (!r) return std::tuple{Instance{.states = {a, b}}, nothing, nothing};
-    Side combined = [=](const MonoidEvaluator& m) { return m.combine(a, b); };
-    Side transported = [=, &maps](const MonoidEvaluator& m) {
-      return maps(m).transported(concat(concat(a, b), {*r}));
+    const auto r = draw_reference(rng, a, b);
+    if (!r) return std::tuple{Instance{}, nothing, nothing};
+    Side combined = [](const MonoidEvaluator& m, const Instance& in) {
+      return m.combine(in.states[0], in.states[1]);
     };
-    return std::tuple{Instance{.states = {a, b}, .reference = ref_type ? r : std::nullopt}, combined,
-                      transported};
+    Side transported = [&maps](const MonoidEvaluator& m, const Instance& in) {
+      return maps(m).transported(concat(concat(in.states[0], in.states[1]), {*in.reference}));
+    };
+    return std::tuple{Instance{.states = {a, b}, .reference = r}, combined, transported};
   }));
   results.push_back(run(Law::state_round_trip, names, types, [&](Rng& rng) {
     Values s = random_state(rng);
-    auto r = draw_reference(rng, s, random_state(rng));
-    if (!r) return std::tuple{Instance{.states = {s}}, nothing, nothing};
-    Side round_trip = [=, &maps](const MonoidEvaluator& m) {
+    const auto r = draw_reference(rng, s, random_state(rng));
+    if (!r) return std::tuple{Instance{}, nothing, nothing};
+    Side round_trip = [&maps](const MonoidEvaluator& m, const Instance& in) {
       const TwistMaps& t = maps(m);
-      return t.psi_inverse(concat(t.psi(concat(s, {*r})), {*r}));
+      return t.psi_inverse(concat(t.psi(concat(in.states[0], {*in.reference})), {*in.reference}));
     };
-    Side itself = [s](const MonoidEvaluator&) { return s; };
-    return std::tuple{Instance{.states = {s}, .reference = ref_type ? r : std::nullopt}, round_trip, itself};
+    Side itself = [](const MonoidEvaluator&, const Instance& in) { return in.states[0]; };
+    return std::tuple{Instance{.states = {s}, .reference = r}, round_trip, itself};
   }));
   results.push_back(run(Law::base_round_trip, base_names, base_types, [&](Rng& rng) {
     Values a = random_state(rng), b = random_state(rng);
-    auto r = draw_reference(rng, a, b);
-    if (!r) return std::tuple{Instance{.states = {a, b}}, nothing, nothing};
+    const auto r = draw_reference(rng, a, b);
+    if (!r) return std::tuple{Instance{}, nothing, nothing};
     // B is a base state the combine passes through: psi(a; r) (+) psi(b; r), computed once in double.
-    const Values B = dbl.base.combine(dbl.psi(concat(a, {*r})), dbl.psi(concat(b, {*r})));
-    Side round_trip = [=, &maps](const MonoidEvaluator& m) {
+    Values B = dbl.base.combine(dbl.psi(concat(a, {*r})), dbl.psi(concat(b, {*r})));
+    Side round_trip = [&maps](const MonoidEvaluator& m, const Instance& in) {
       const TwistMaps& t = maps(m);
-      return t.psi(concat(t.psi_inverse(concat(B, {*r})), {*r}));
+      return t.psi(concat(t.psi_inverse(concat(in.base_states[0], {*in.reference})), {*in.reference}));
     };
-    Side itself = [B](const MonoidEvaluator&) { return B; };
-    return std::tuple{Instance{.states = {a, b}, .reference = ref_type ? r : std::nullopt}, round_trip,
-                      itself};
+    Side itself = [](const MonoidEvaluator&, const Instance& in) { return in.base_states[0]; };
+    return std::tuple{Instance{.states = {a, b}, .reference = r, .base_states = {B}}, round_trip, itself};
   }));
   results.push_back(run(
       Law::base_identity, base_names, base_types,
       [&](Rng& rng) {
-        auto r = draw_reference(rng, random_state(rng), random_state(rng));
+        const auto r = draw_reference(rng, random_state(rng), random_state(rng));
         if (!r) return std::tuple{Instance{}, nothing, nothing};
-        Side mapped = [=, &maps](const MonoidEvaluator& m) {
-          return maps(m).psi(concat(m.identity(), {*r}));
+        Side mapped = [&maps](const MonoidEvaluator& m, const Instance& in) {
+          return maps(m).psi(concat(m.identity(), {*in.reference}));
         };
-        Side base_identity = [&maps](const MonoidEvaluator& m) { return maps(m).base.identity(); };
-        return std::tuple{Instance{.reference = ref_type ? r : std::nullopt}, mapped, base_identity};
+        Side base_identity = [&maps](const MonoidEvaluator& m, const Instance&) {
+          return maps(m).base.identity();
+        };
+        return std::tuple{Instance{.reference = r}, mapped, base_identity};
       },
       /*infinities_are_evidence=*/true));
   return results;

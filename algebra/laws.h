@@ -20,15 +20,18 @@ struct LawResult {
   std::string summary() const;  // "associativity: 250 instances agree, 6 inconclusive"
 };
 
-// One law instance: the inputs (for the counterexample) and its two sides, each a computation that is
-// run once per arithmetic.
+// One law instance: its inputs. The monoid's states and elements, where a list is split, a reference, and
+// states of a twist's base.
 struct Instance {
   std::vector<Values> states = {};
   std::vector<Values> elements = {};
   int split = -1;
   std::optional<Real> reference = {};
+  std::vector<Values> base_states = {};
 };
-using Side = std::function<Values(const MonoidEvaluator&)>;
+// One side of a law: a computation on an instance's inputs, run in each arithmetic (and on perturbed
+// inputs, see Evaluated in algebra/tolerance.h).
+using Side = std::function<Values(const MonoidEvaluator&, const Instance&)>;
 
 class LawTester {
  public:
@@ -54,6 +57,7 @@ class LawTester {
 
  private:
   Values random_state(Rng& rng) const;
+  Instance perturbed(const Instance& instance, uint64_t& seed) const;
   std::vector<Values> random_list(Rng& rng, int max_length) const;
 
   Monoid monoid_;

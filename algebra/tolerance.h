@@ -3,6 +3,7 @@
 // orders of a fold. Each side is evaluated twice, in extended (long double) and in exact (double)
 // arithmetic, on the same inputs, and the extended values are compared with a tolerance derived from the
 // difference between the two arithmetics (see tolerance.cpp for the derivation).
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -10,10 +11,17 @@
 
 namespace twist::algebra {
 
-// One side, evaluated in both arithmetics.
+// One side, evaluated in both arithmetics. `redrawn` holds further double evaluations on the inputs
+// perturbed by one double unit roundoff (random signs): each re-draws the rounding errors, so that one
+// double evaluation that happens to round almost exactly cannot make the tolerance too small.
 struct Evaluated {
   Values extended, exact;
+  std::vector<Values> redrawn = {};
 };
+
+// The inputs perturbed by one double unit roundoff each, with random signs (finite nonzero values only;
+// `perturbable[k]` says whether component k may be perturbed: floating-point ones).
+Values perturbed(const Values& inputs, const std::vector<bool>& perturbable, uint64_t& seed);
 
 enum class Agreement {
   agree,
@@ -29,8 +37,10 @@ struct Comparison {
   Real difference = 0, tolerance = 0;
 };
 
-// The tolerance for comparing the extended values of two sides of one component.
-Real agreement_tolerance(Real lhs_extended, Real lhs_exact, Real rhs_extended, Real rhs_exact);
+// The tolerance for comparing the extended values of two sides of one component, from the double
+// evaluations of each side (the exact one and any re-drawn ones, in the same order on both sides).
+Real agreement_tolerance(Real lhs_extended, const std::vector<Real>& lhs_doubles, Real rhs_extended,
+                         const std::vector<Real>& rhs_doubles);
 
 // Compares two sides component by component; `types` are the components' types (integers and bools
 // compare exactly). Equal infinities make the comparison inconclusive unless `infinities_are_evidence`

@@ -201,11 +201,16 @@ TEST_CASE("tiled, tree and split folds of every built-in agree with the sequenti
     for (Regime regime : regimes)
       for (int length : {0, 1, 2, 7, 33, 100}) {
         const std::vector<Values> x = sampler.list(rng, length, regime);
-        const Evaluated sequential{ext.fold(x), dbl.fold(x)};
+        const Evaluated sequential = evaluate(
+            ext, dbl, m.elements, x,
+            [](const MonoidEvaluator& ev, const std::vector<Values>& list) { return ev.fold(list); });
         for (const FoldOrder& order : orders) {
           CAPTURE(order.name());
           CAPTURE(length);
-          const Evaluated reordered{fold_in_order(ext, x, order), fold_in_order(dbl, x, order)};
+          const Evaluated reordered = evaluate(
+              ext, dbl, m.elements, x, [&](const MonoidEvaluator& ev, const std::vector<Values>& list) {
+                return fold_in_order(ev, list, order);
+              });
           INFO("sequential ", show(sequential.exact), " reordered ", show(reordered.exact));
           CHECK(agree(reordered, sequential));
         }

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the algebra tests: comparisons that do not rely on the checker's own.
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "algebra/monoid_evaluator.h"
@@ -31,9 +32,39 @@ inline bool agree(const Evaluated& a, const Evaluated& b) {
       if (!same_bits(x, y) && !(x == y)) return false;
       continue;
     }
-    if (std::fabs(x - y) > agreement_tolerance(x, a.exact[k], y, b.exact[k])) return false;
+    std::vector<Real> a_doubles{a.exact[k]}, b_doubles{b.exact[k]};
+    for (size_t j = 0; j < a.redrawn.size() && j < b.redrawn.size(); ++j) {
+      a_doubles.push_back(a.redrawn[j][k]);
+      b_doubles.push_back(b.redrawn[j][k]);
+    }
+    if (std::fabs(x - y) > agreement_tolerance(x, a_doubles, y, b_doubles)) return false;
   }
   return true;
+}
+
+// f evaluated in extended and in exact arithmetic, and three more times in exact arithmetic on the inputs
+// perturbed by one double unit roundoff (see Evaluated in algebra/tolerance.h). `inputs` are lists of
+// values of the components `components`.
+inline Evaluated evaluate(
+    const MonoidEvaluator& extended, const MonoidEvaluator& exact, const std::vector<Component>& components,
+    const std::vector<Values>& inputs,
+    const std::function<Values(const MonoidEvaluator&, const std::vector<Values>&)>& f) {
+  std::vector<bool> floating;
+  for (const Component& c : components) floating.push_back(c.type.is_float());
+  Evaluated out{f(extended, inputs), f(exact, inputs)};
+  uint64_t seed = 12345;
+  for (int redraw = 0; redraw < 3; ++redraw) {
+    std::vector<Values> nearby;
+    for (const Values& v : inputs) nearby.push_back(perturbed(v, floating, seed));
+    out.redrawn.push_back(f(exact, nearby));
+  }
+  return out;
+}
+
+inline bool has_nan(const Values& v) {
+  for (Real x : v)
+    if (std::isnan(x)) return true;
+  return false;
 }
 
 inline std::string show(const Values& v) {
