@@ -19,8 +19,15 @@ LdmatrixRow ldmatrix_row(AtomOperand op, bool k_contiguous) {
   Halide::Expr other_block = op == AtomOperand::a ? m % 2 : Halide::Expr(0);
   Halide::Expr k_block = op == AtomOperand::a ? m / 2 : m;
   // Without a transpose each row of a matrix runs along k; with one, along `other`.
-  if (k_contiguous) return {other_block * 8 + r, k_block * 8};
-  return {other_block * 8, k_block * 8 + r};
+  if (k_contiguous) return {other_block * 8 + r, k_block * 8, 0};
+  return {other_block * 8, k_block * 8 + r, 0};
+}
+
+LdmatrixRow ldmatrix_row_of_pair(bool k_contiguous) {
+  Halide::Expr m = (lane() / 8) % 4, r = lane() % 8;
+  Halide::Expr k_block = m % 2, pair = m / 2;
+  if (k_contiguous) return {r, k_block * 8, pair};
+  return {Halide::Expr(0), k_block * 8 + r, pair};
 }
 
 }  // namespace twist

@@ -27,7 +27,11 @@ inline int fragment_matrices(AtomOperand op) { return op == AtomOperand::a ? 4 :
 // other (no transpose) or consecutive `other` (transpose).
 struct LdmatrixRow {
   Halide::Expr other, k;
+  Halide::Expr pair;  // for ldmatrix_row_of_pair: 0 or 1, which of the two B fragments the row belongs to
 };
 LdmatrixRow ldmatrix_row(AtomOperand op, bool k_contiguous);
+// The same for one x4 ldmatrix that loads the B fragments of two neighbouring atoms (matrices 0 and 1 for
+// the first, 2 and 3 for the second): half the instructions of two x2 loads.
+LdmatrixRow ldmatrix_row_of_pair(bool k_contiguous);
 
 }  // namespace twist

@@ -338,17 +338,27 @@ Stmt ReductionKernelBuilder::fragment_loads() {
            "coordinate is {}",
            req_.reduction.name(), operand.input, coords.back());
     }
-    const LdmatrixRow row = ldmatrix_row(op, k_contiguous);
+    const std::vector<int> &dims = op == AtomOperand::a ? a_dims_ : b_dims_;
+    // B fragments of neighbouring atoms along the innermost of their register loops load in pairs.
+    const bool paired = op == AtomOperand::b && !dims.empty() &&
+                        loops_.dims[dims.back()].constant_extent(loops_.func, "fragments") % 2 == 0;
+    const LdmatrixRow row = paired ? ldmatrix_row_of_pair(k_contiguous) : ldmatrix_row(op, k_contiguous);
     std::map<std::string, Halide::Expr> at_row = {{k_name, row.k}, {other_name, row.other}, {unused_name, 0}};
+    const std::string pair_var = paired ? loops_.dims[dims.back()].name + ".pair" : "";
+    if (paired) at_row[loops_.dims[dims.back()].name] = var(pair_var) * 2 + row.pair;
     std::vector<Halide::Expr> row_coords;
     for (const Halide::Expr &c : coords) row_coords.push_back(substitute(at_row, c));
     const Halide::Expr slot = plan->directive.depth > 1 ? var(plan->directive.at) % plan->directive.depth : Halide::Expr(0);
-    const std::vector<int> &dims = op == AtomOperand::a ? a_dims_ : b_dims_;
-    Stmt s = intrinsic::ldmatrix({op == AtomOperand::a ? "frag.a" : "frag.b", register_index(dims) * fragment_elements(op),
-                                  fragment_matrices(op), !k_contiguous, plan->buffer, plan->index_of(row_coords, slot)});
+    Halide::Expr dst = register_index(dims) * fragment_elements(op);
+    if (paired) dst = substitute(loops_.dims[dims.back()].name, var(pair_var) * 2, dst);
+    Stmt s = intrinsic::ldmatrix({op == AtomOperand::a ? "frag.a" : "frag.b", simplify(dst),
+                                  paired ? 4 : fragment_matrices(op), !k_contiguous, plan->buffer,
+                                  plan->index_of(row_coords, slot)});
     for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
       const LoopDim &d = loops_.dims[*it];
-      s = For::make(d.name, 0, d.extent, ForType::Unrolled, Halide::DeviceAPI::None, s);
+      const bool pair_loop = paired && it == dims.rbegin();
+      s = For::make(pair_loop ? pair_var : d.name, 0, pair_loop ? simplify(d.extent / 2) : d.extent, ForType::Unrolled,
+                    Halide::DeviceAPI::None, s);
     }
     loads.push_back(s);
   }

@@ -1,0 +1,140 @@
+// GEMM programs on the GPU against independent references: a plain double loop (every element for small
+// shapes, a random sample of elements for the benchmark's shapes) and the algorithm oracle.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "algebra/builtins.h"
+#include "apps/gemm/gemm.h"
+#include "backends/cuda/program/gpu_program.h"
+#include "backends/reference/evaluate_funcs.h"
+#include "scheduler/lower.h"
+#include "tests/gpu_support.h"
+
+using namespace twist;
+using namespace twist::apps;
+using reference::HostTensor;
+
+namespace {
+
+GemmTiling small_tiling() {
+  GemmTiling t;
+  t.block_m = 64, t.block_n = 64, t.block_k = 32, t.warp_m = 32, t.warp_n = 32;
+  return t;
+}
+
+// The relative L2 error of `got` against a double loop over `samples` random points (all points if 0).
+double sampled_error(const HostTensor &a, const HostTensor &b, const HostTensor &got, int samples, uint64_t seed) {
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<int64_t, int64_t>> points;
+  if (samples == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) points.push_back({i, j});
+  } else {
+    for (int s = 0; s < samples; ++s) points.push_back({int64_t(rng() % m), int64_t(rng() % n)});
+  }
+  long double diff = 0, norm = 0;
+  for (auto [i, j] : points) {
+    long double c = 0;
+    for (int64_t r = 0; r < k; ++r) c += static_cast<long double>(a.get({i, r})) * b.get({r, j});
+    const double g = got.get({i, j});
+    if (!std::isfinite(g)) return INFINITY;  // an unwritten (poisoned) or broken element
+    diff += (g - c) * (g - c);
+    norm += c * c;
+  }
+  return static_cast<double>(std::sqrt(diff / std::max(norm, 1e-300L)));
+}
+
+struct Shape {
+  int m, n, k;
+};
+
+double run_gemm(const Gemm &g, const GemmTiling &t, Shape s, int samples, uint64_t seed) {
+  static cuda::Device device;
+  const LoweredProgram p = lower(g.out, schedule_tensor_core(g, t), Target::sm90a());
+  cuda::GpuProgram gpu(p, device);
+  const HostTensor a = reference::random_normal(g.options.input, {s.m, s.k}, seed);
+  const HostTensor b = reference::random_normal(g.options.input, {s.k, s.n}, seed + 1);
+  const auto out = gpu.run({{g.A.name(), a}, {g.B.name(), b}});
+  return sampled_error(a, b, out.at(g.out.name()), samples, seed + 2);
+}
+
+}  // namespace
+
+TEST_CASE("GPU: tensor-core GEMM on odd shapes matches a double loop at every element") {
+  TWIST_REQUIRE_GPU();
+  for (const Type &type : {f16, bf16}) {
+    Gemm g = make_gemm({.input = type, .output = f32, .prefix = type_name(type)});
+    for (const GemmTiling &t : {small_tiling(), GemmTiling{}})
+      for (Shape s : {Shape{127, 255, 61}, Shape{1, 1, 1}, Shape{64, 64, 40}, Shape{130, 72, 96}, Shape{257, 129, 1000}}) {
+        INFO(type_name(type), " ", t.name(), " ", s.m, "x", s.n, "x", s.k);
+        CHECK(run_gemm(g, t, s, 0, 17) < 1e-5);
+      }
+  }
+}
+
+TEST_CASE("GPU: tensor-core GEMM at the benchmark's shapes, f16 and bf16 outputs") {
+  TWIST_REQUIRE_GPU();
+  for (const Type &type : {f16, bf16}) {
+    Gemm g = make_gemm({.input = type, .output = type, .prefix = type_name(type)});
+    // Output rounding alone is 2^-11 (f16) or 2^-8 (bf16) relative.
+    const double tolerance = type == f16 ? 2e-3 : 1e-2;
+    for (Shape s : {Shape{1024, 1024, 1024}, Shape{2048, 2048, 2048}, Shape{4096, 4096, 4096}, Shape{8192, 8192, 8192},
+                    Shape{4096, 15360, 3840}, Shape{4096, 3840, 15360}, Shape{16, 15360, 3840}, Shape{1, 4096, 4096}}) {
+      INFO(type_name(type), " ", s.m, "x", s.n, "x", s.k);
+      CHECK(run_gemm(g, GemmTiling{}, s, 512, 5) < tolerance);
+    }
+  }
+}
+
+TEST_CASE("GPU: split-K, fused epilogues, batching and f16/hybrid accumulation match the oracle") {
+  TWIST_REQUIRE_GPU();
+  static cuda::Device device;
+  auto check = [&](const Func &out, const Schedule &s, const std::map<std::string, double> &scalars,
+                   std::map<std::string, HostTensor> inputs, double tolerance) {
+    const LoweredProgram p = lower(out, s, Target::sm90a());
+    cuda::GpuProgram gpu(p, device);
+    const auto got = gpu.run(inputs, scalars);
+    const HostTensor want = reference::evaluate(out, {inputs, scalars}, Arithmetic::exact)[0];
+    const HostTensor &g = got.at(out.name());
+    HostTensor wide(f64, g.shape());
+    for (int64_t e = 0; e < g.size(); ++e) wide.set_linear(e, g.get_linear(e));
+    CHECK(reference::relative_l2_error(wide, want) < tolerance);
+  };
+  auto inputs_of = [](const Gemm &g, std::vector<int64_t> a, std::vector<int64_t> b, uint64_t seed) {
+    std::map<std::string, HostTensor> in = {{g.A.name(), reference::random_normal(g.options.input, a, seed)},
+                                            {g.B.name(), reference::random_normal(g.options.input, b, seed + 1)}};
+    if (g.bias) in.emplace(g.bias->name(), reference::random_normal(f32, {b.back()}, seed + 2));
+    return in;
+  };
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .prefix = "s"});
+    for (SplitCombine combine : {SplitCombine::kernel, SplitCombine::atomic}) {
+      GemmTiling t = small_tiling();
+      t.split_k = 4;
+      t.split_combine = combine;
+      const Func &out = combine == SplitCombine::atomic ? g.C.set_shape({g.M, g.N}) : g.out;
+      check(out, schedule_tensor_core(g, t), {}, inputs_of(g, {33, 2048}, {2048, 200}, 1), 1e-5);
+    }
+    for (Accumulation a : {Accumulation::fp16(), Accumulation::hybrid(4)}) {
+      GemmTiling t = small_tiling();
+      t.accumulation = a;
+      check(g.out, schedule_tensor_core(g, t), {}, inputs_of(g, {200, 136}, {136, 72}, 2), 5e-3);
+    }
+  }
+  for (Epilogue e : {Epilogue::bias_relu, Epilogue::bias_gelu, Epilogue::bias_silu}) {
+    Gemm g = make_gemm({.input = bf16, .output = f32, .epilogue = e, .prefix = "e"});
+    check(g.out, schedule_tensor_core(g, GemmTiling{}), {{g.alpha->name(), 0.5}}, inputs_of(g, {300, 256}, {256, 200}, 3),
+          1e-5);
+  }
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});
+    check(g.out, schedule_tensor_core(g, small_tiling()), {{g.batch.name(), 3}},
+          inputs_of(g, {3, 70, 96}, {3, 96, 50}, 4), 1e-5);
+  }
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .prefix = "c"});
+    check(g.out, schedule_simt(g, 64, 4, 16), {}, inputs_of(g, {100, 77}, {77, 90}, 5), 1e-5);
+  }
+}
