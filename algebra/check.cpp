@@ -177,14 +177,31 @@ Verdict decide(const Monoid& m, const CheckOptions& options) {
 
 }  // namespace
 
+namespace {
+
+struct VerdictCache {
+  std::mutex mutex;
+  std::map<std::string, Verdict> verdicts;
+};
+
+VerdictCache& verdict_cache() {
+  static VerdictCache cache;
+  return cache;
+}
+
+std::string cache_key(const Monoid& m, const CheckOptions& options) {
+  return fmt::format("{}|{}|{}|{}|{}", options.seed, options.trials, options.max_list_length,
+                     static_cast<int>(options.first_level), structural_key(m));
+}
+
+}  // namespace
+
 Verdict check_associativity(const Monoid& m, const CheckOptions& options) {
-  static std::mutex mutex;
-  static std::map<std::string, Verdict> cache;
-  const std::string key = fmt::format("{}|{}|{}|{}|{}", options.seed, options.trials, options.max_list_length,
-                                      static_cast<int>(options.first_level), structural_key(m));
+  VerdictCache& cache = verdict_cache();
+  const std::string key = cache_key(m, options);
   {
-    std::lock_guard lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) {
+    std::lock_guard lock(cache.mutex);
+    if (auto it = cache.verdicts.find(key); it != cache.verdicts.end()) {
       Verdict v = it->second;
       v.monoid = m.name;
       return v;
@@ -192,9 +209,16 @@ Verdict check_associativity(const Monoid& m, const CheckOptions& options) {
   }
   // Not under the lock: deciding a product or a twist checks its factors or base first.
   Verdict v = decide(m, options);
-  std::lock_guard lock(mutex);
-  cache.emplace(key, v);
+  std::lock_guard lock(cache.mutex);
+  cache.verdicts.emplace(key, v);
   return v;
+}
+
+bool has_cached_verdict(const Monoid& m, const CheckOptions& options) {
+  VerdictCache& cache = verdict_cache();
+  const std::string key = cache_key(m, options);
+  std::lock_guard lock(cache.mutex);
+  return cache.verdicts.count(key) > 0;
 }
 
 }  // namespace twist::algebra

@@ -25,4 +25,8 @@ struct CheckOptions {
 
 Verdict check_associativity(const Monoid& m, const CheckOptions& options = {});
 
+// Whether a verdict for m (or for a monoid of the same structure) under these options is cached, so that
+// check_associativity returns it without checking again.
+bool has_cached_verdict(const Monoid& m, const CheckOptions& options = {});
+
 }  // namespace twist::algebra

@@ -20,8 +20,8 @@ namespace twist::algebra {
 // two sides are equal (L = R) their extended values then differ by at most
 //     |L_e - R_e| <= 2^-11 * rho * (|L_d - L_e| + |R_d - R_e|).
 // The tolerance allows rho up to 32, 2^-6 * (|L_d - L_e| + |R_d - R_e|), and takes the largest such
-// estimate over four double evaluations: the exact one and three on inputs perturbed by one double unit
-// roundoff, which re-draw the rounding errors (and add the inputs' own sensitivity at that scale). All four
+// estimate over four double evaluations: the exact one and three on inputs moved to a neighbouring
+// double, which re-draw the rounding errors (and add the inputs' own sensitivity at that scale). All four
 // would have to round almost exactly together to let rounding through (probability about (1/64)^4 per
 // comparison where one rounding dominates). Two further safeguards: |L_d - R_d| is also a measure of the
 // double errors when L = R (so 2^-6 of it is allowed), and a floor of 2^-56 of the values compared (at
@@ -52,8 +52,11 @@ Values perturbed(const Values& inputs, const std::vector<bool>& perturbable, uin
   for (size_t k = 0; k < out.size(); ++k) {
     // A small linear congruential generator: the perturbations need signs, not statistical quality.
     seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    if (k < perturbable.size() && perturbable[k] && std::isfinite(out[k]) && out[k] != 0)
-      out[k] *= 1 + ((seed >> 63) ? 1 : -1) * std::ldexp(Real(1), -53);
+    // Moved to a neighbouring double: a smaller step could round back to the same double.
+    if (k < perturbable.size() && perturbable[k] && std::isfinite(out[k]) && out[k] != 0) {
+      const double x = static_cast<double>(out[k]);
+      out[k] = std::nextafter(x, (seed >> 63) ? INFINITY : -INFINITY);
+    }
   }
   return out;
 }

@@ -12,14 +12,14 @@
 namespace twist::algebra {
 
 // One side, evaluated in both arithmetics. `redrawn` holds further double evaluations on the inputs
-// perturbed by one double unit roundoff (random signs): each re-draws the rounding errors, so that one
+// moved to neighbouring doubles (random directions): each re-draws the rounding errors, so that one
 // double evaluation that happens to round almost exactly cannot make the tolerance too small.
 struct Evaluated {
   Values extended, exact;
   std::vector<Values> redrawn = {};
 };
 
-// The inputs perturbed by one double unit roundoff each, with random signs (finite nonzero values only;
+// The inputs moved to a neighbouring double each, in random directions (finite nonzero values only;
 // `perturbable[k]` says whether component k may be perturbed: floating-point ones).
 Values perturbed(const Values& inputs, const std::vector<bool>& perturbable, uint64_t& seed);
 

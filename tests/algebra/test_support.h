@@ -43,7 +43,7 @@ inline bool agree(const Evaluated& a, const Evaluated& b) {
 }
 
 // f evaluated in extended and in exact arithmetic, and three more times in exact arithmetic on the inputs
-// perturbed by one double unit roundoff (see Evaluated in algebra/tolerance.h). `inputs` are lists of
+// moved to neighbouring doubles (see Evaluated in algebra/tolerance.h). `inputs` are lists of
 // values of the components `components`.
 inline Evaluated evaluate(
     const MonoidEvaluator& extended, const MonoidEvaluator& exact, const std::vector<Component>& components,
