@@ -1,5 +1,6 @@
 #include "scheduler/fragments.h"
 
+#include "lang/error.h"
 #include "scheduler/intrinsics.h"
 
 namespace twist {
@@ -28,6 +29,45 @@ LdmatrixRow ldmatrix_row_of_pair(bool k_contiguous) {
   Halide::Expr k_block = m % 2, pair = m / 2;
   if (k_contiguous) return {r, k_block * 8, pair};
   return {Halide::Expr(0), k_block * 8 + r, pair};
+}
+
+Halide::Internal::Stmt load_fragments(const FragmentLoad &f, const std::string &func) {
+  using namespace Halide::Internal;
+  auto var = [](const std::string &n) { return Variable::make(Halide::Int(32), n); };
+  auto step = [&](const std::string &v) {
+    return simplify(substitute(v, 1, f.coords.back()) - substitute(v, 0, f.coords.back()));
+  };
+  // ldmatrix reads 8 contiguous elements per row: along k (no transpose) or along the other dimension.
+  bool k_contiguous;
+  if (is_const_one(step(f.k_loop))) {
+    k_contiguous = true;
+  } else if (is_const_one(step(f.other_loop))) {
+    k_contiguous = false;
+  } else {
+    fail("schedule of '{}': ldmatrix needs '{}' staged with k or its other dimension contiguous, but its last "
+         "coordinate is {}",
+         func, f.stage->input, f.coords.back());
+  }
+  // B fragments of neighbouring atoms along the innermost register loop load in pairs.
+  const bool paired = f.op == AtomOperand::b && !f.register_loops.empty() && f.register_loops.back().second % 2 == 0;
+  const LdmatrixRow row = paired ? ldmatrix_row_of_pair(k_contiguous) : ldmatrix_row(f.op, k_contiguous);
+  std::map<std::string, Halide::Expr> at_row = {{f.k_loop, row.k}, {f.other_loop, row.other}, {f.unused_loop, 0}};
+  const std::string pair_var = paired ? f.register_loops.back().first + ".pair" : "";
+  if (paired) at_row[f.register_loops.back().first] = var(pair_var) * 2 + row.pair;
+  std::vector<Halide::Expr> row_coords;
+  for (const Halide::Expr &c : f.coords) row_coords.push_back(substitute(at_row, c));
+  Halide::Expr dst = 0;
+  for (const auto &[name, extent] : f.register_loops) dst = dst * extent + var(name);
+  dst = dst * fragment_elements(f.op);
+  if (paired) dst = substitute(f.register_loops.back().first, var(pair_var) * 2, dst);
+  Stmt s = intrinsic::ldmatrix({f.fragment, simplify(dst), paired ? 4 : fragment_matrices(f.op), !k_contiguous,
+                                f.stage->buffer, f.stage->index_of(row_coords, f.slot)});
+  for (auto it = f.register_loops.rbegin(); it != f.register_loops.rend(); ++it) {
+    const bool pair_loop = paired && it == f.register_loops.rbegin();
+    s = For::make(pair_loop ? pair_var : it->first, 0, pair_loop ? it->second / 2 : it->second, ForType::Unrolled,
+                  Halide::DeviceAPI::None, s);
+  }
+  return s;
 }
 
 }  // namespace twist

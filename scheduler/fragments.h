@@ -7,6 +7,8 @@
 
 #include <Halide.h>
 
+#include "scheduler/staging.h"
+
 namespace twist {
 
 // The lane of the calling thread within its warp.
@@ -33,5 +35,19 @@ LdmatrixRow ldmatrix_row(AtomOperand op, bool k_contiguous);
 // The same for one x4 ldmatrix that loads the B fragments of two neighbouring atoms (matrices 0 and 1 for
 // the first, 2 and 3 for the second): half the instructions of two x2 loads.
 LdmatrixRow ldmatrix_row_of_pair(bool k_contiguous);
+
+// One operand's fragments loaded with ldmatrix from its staged tile, for every point of the register loops
+// the fragment array spans.
+struct FragmentLoad {
+  AtomOperand op;
+  std::vector<Halide::Expr> coords;  // the operand's input coordinates, with the atom's loops as variables
+  std::string k_loop, other_loop;    // the atom's k loop, and its row (A) or column (B) loop
+  std::string unused_loop;           // the atom loop the operand does not use (set to 0)
+  std::vector<std::pair<std::string, int>> register_loops;  // (name, extent), outermost first
+  std::string fragment;              // the register array
+  const StagePlan *stage = nullptr;
+  Halide::Expr slot;                 // the stage's pipeline slot at this point of the loops
+};
+Halide::Internal::Stmt load_fragments(const FragmentLoad &f, const std::string &func);
 
 }  // namespace twist

@@ -313,54 +313,21 @@ Stmt ReductionKernelBuilder::fragment_loads() {
   std::vector<Stmt> loads;
   for (const AtomOperand op : {AtomOperand::a, AtomOperand::b}) {
     const ContractionOperand &operand = op == AtomOperand::a ? contraction_->a : contraction_->b;
-    const StagePlan *plan = nullptr;
+    FragmentLoad f{op};
     for (const StagePlan &p : stages_)
-      if (p.input == operand.input) plan = &p;
-    if (!plan)
+      if (p.input == operand.input) f.stage = &p;
+    if (!f.stage)
       fail("schedule of '{}': the matrix atom reads '{}' through ldmatrix, so '{}' must be staged in shared memory",
            req_.reduction.name(), operand.input, operand.input);
-    // The operand's coordinates, with the atom's loops as variables.
-    std::vector<Halide::Expr> coords;
-    for (const Halide::Expr &c : operand.coords) coords.push_back(simplify(lowering_.lower(c)));
-    const std::string &k_name = loops_.dims[atom_k_].name;
-    const std::string &other_name = loops_.dims[op == AtomOperand::a ? atom_i_ : atom_j_].name;
-    const std::string &unused_name = loops_.dims[op == AtomOperand::a ? atom_j_ : atom_i_].name;
-    auto step = [&](const std::string &v) {
-      return simplify(substitute(v, 1, coords.back()) - substitute(v, 0, coords.back()));
-    };
-    bool k_contiguous;
-    if (is_const_one(step(k_name))) {
-      k_contiguous = true;
-    } else if (is_const_one(step(other_name))) {
-      k_contiguous = false;
-    } else {
-      fail("schedule of '{}': ldmatrix needs '{}' staged with k or its other dimension contiguous, but its last "
-           "coordinate is {}",
-           req_.reduction.name(), operand.input, coords.back());
-    }
-    const std::vector<int> &dims = op == AtomOperand::a ? a_dims_ : b_dims_;
-    // B fragments of neighbouring atoms along the innermost of their register loops load in pairs.
-    const bool paired = op == AtomOperand::b && !dims.empty() &&
-                        loops_.dims[dims.back()].constant_extent(loops_.func, "fragments") % 2 == 0;
-    const LdmatrixRow row = paired ? ldmatrix_row_of_pair(k_contiguous) : ldmatrix_row(op, k_contiguous);
-    std::map<std::string, Halide::Expr> at_row = {{k_name, row.k}, {other_name, row.other}, {unused_name, 0}};
-    const std::string pair_var = paired ? loops_.dims[dims.back()].name + ".pair" : "";
-    if (paired) at_row[loops_.dims[dims.back()].name] = var(pair_var) * 2 + row.pair;
-    std::vector<Halide::Expr> row_coords;
-    for (const Halide::Expr &c : coords) row_coords.push_back(substitute(at_row, c));
-    const Halide::Expr slot = plan->directive.depth > 1 ? var(plan->directive.at) % plan->directive.depth : Halide::Expr(0);
-    Halide::Expr dst = register_index(dims) * fragment_elements(op);
-    if (paired) dst = substitute(loops_.dims[dims.back()].name, var(pair_var) * 2, dst);
-    Stmt s = intrinsic::ldmatrix({op == AtomOperand::a ? "frag.a" : "frag.b", simplify(dst),
-                                  paired ? 4 : fragment_matrices(op), !k_contiguous, plan->buffer,
-                                  plan->index_of(row_coords, slot)});
-    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
-      const LoopDim &d = loops_.dims[*it];
-      const bool pair_loop = paired && it == dims.rbegin();
-      s = For::make(pair_loop ? pair_var : d.name, 0, pair_loop ? simplify(d.extent / 2) : d.extent, ForType::Unrolled,
-                    Halide::DeviceAPI::None, s);
-    }
-    loads.push_back(s);
+    for (const Halide::Expr &c : operand.coords) f.coords.push_back(simplify(lowering_.lower(c)));
+    f.k_loop = loops_.dims[atom_k_].name;
+    f.other_loop = loops_.dims[op == AtomOperand::a ? atom_i_ : atom_j_].name;
+    f.unused_loop = loops_.dims[op == AtomOperand::a ? atom_j_ : atom_i_].name;
+    for (int d : op == AtomOperand::a ? a_dims_ : b_dims_)
+      f.register_loops.push_back({loops_.dims[d].name, loops_.dims[d].constant_extent(loops_.func, "fragments")});
+    f.fragment = op == AtomOperand::a ? "frag.a" : "frag.b";
+    f.slot = f.stage->directive.depth > 1 ? var(f.stage->directive.at) % f.stage->directive.depth : Halide::Expr(0);
+    loads.push_back(load_fragments(f, req_.reduction.name()));
   }
   return block(loads);
 }
@@ -381,37 +348,8 @@ Stmt ReductionKernelBuilder::wrap_with_stages(int dim, Stmt body) {
   // Register loops index register arrays, so they must unroll.
   const bool unrolled = d.binding == Binding::unrolled ||
                         std::find(register_dims_.begin(), register_dims_.end(), dim) != register_dims_.end();
-  if (here.empty())
-    return For::make(d.name, 0, d.extent, unrolled ? ForType::Unrolled : ForType::Serial, Halide::DeviceAPI::None, body);
-  const int depth = here[0]->directive.depth;
-  bool async = false;
-  for (const StagePlan *p : here) {
-    if (p->directive.depth != depth)
-      fail("schedule of '{}': inputs staged at the same loop '{}' must have the same pipeline depth", req_.reduction.name(),
-           d.name);
-    async = async || p->directive.transport == Transport::cp_async;
-  }
-  auto copies = [&](const Halide::Expr &iteration, const Halide::Expr &slot) {
-    std::vector<Stmt> s;
-    for (const StagePlan *p : here) s.push_back(p->copy(iteration, slot, mapping_.threads));
-    return block(s);
-  };
-  const Halide::Expr x = d.var();
-  if (depth == 1) {
-    Stmt fill = copies(x, 0);
-    if (async) fill = block({fill, intrinsic::async_commit(), intrinsic::async_wait(0)});
-    return For::make(d.name, 0, d.extent, ForType::Serial, Halide::DeviceAPI::None,
-                     block({intrinsic::barrier(), fill, intrinsic::barrier(), body}));
-  }
-  // A ring of `depth` slots: iteration x computes on slot x % depth while the copies for x + depth - 1 fly.
-  std::vector<Stmt> prologue;
-  for (int s = 0; s < depth - 1; ++s)
-    prologue.push_back(block({guarded(simplify(s < d.extent), copies(s, s)), intrinsic::async_commit()}));
-  const Halide::Expr ahead = x + (depth - 1);
-  Stmt steady = block({intrinsic::async_wait(depth - 2), intrinsic::barrier(),
-                       guarded(ahead < d.extent, copies(ahead, ahead % depth)), intrinsic::async_commit(), body});
-  return block({block(prologue), For::make(d.name, 0, d.extent, ForType::Serial, Halide::DeviceAPI::None, steady),
-                intrinsic::async_wait(0)});
+  return staged_loop(d.name, 0, d.extent, unrolled ? ForType::Unrolled : ForType::Serial, here, mapping_.threads, body,
+                     loops_.func);
 }
 
 Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &inner) {

@@ -81,7 +81,7 @@ struct ReorderDirective {
 };
 struct StageDirective {
   std::string input;
-  std::string at;  // the loop whose every iteration stages the input's footprint
+  std::string at;  // the loop whose every iteration stages the input's footprint; empty: once per block
   Transport transport;
   int depth;  // pipeline stages (1: copy then compute)
   SharedLayout layout;

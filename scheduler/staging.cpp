@@ -47,9 +47,10 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
   p.shape = to_halide(input.shape());
   p.buffer = input.name() + "_smem";
   p.elem_bytes = input.type().bytes();
-  p.at = loops.index(d.at);
-  if (p.at < 0) loops.dim(d.at);
-  if (loops.dims[p.at].binding != Binding::serial && loops.dims[p.at].binding != Binding::unrolled)
+  // An empty `at` stages once per block, before every loop (an input that no reduction loop moves through).
+  p.at = d.at.empty() ? -1 : loops.index(d.at);
+  if (p.at < 0 && !d.at.empty()) loops.dim(d.at);
+  if (p.at >= 0 && loops.dims[p.at].binding != Binding::serial && loops.dims[p.at].binding != Binding::unrolled)
     fail("schedule of '{}': input '{}' is staged at loop '{}', which is bound to {}; stage at a serial loop",
          loops.func, input.name(), d.at, to_string(loops.dims[p.at].binding));
   if (reads.empty())
@@ -155,7 +156,7 @@ Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, in
   Halide::Expr valid = const_true();
   for (size_t c = 0; c < coords.size(); ++c) {
     // The box's origin depends on the stage loop's variable: take it at `iteration`.
-    global.push_back(substitute(directive.at, iteration, box_min[c]) + coords[c]);
+    global.push_back((directive.at.empty() ? box_min[c] : substitute(directive.at, iteration, box_min[c])) + coords[c]);
     valid = valid && global.back() < shape[c];
   }
   const Halide::Expr src = Halide::select(valid, flat_index(global, shape), 0);
@@ -178,6 +179,47 @@ std::string StagePlan::summary() const {
   return fmt::format("  {} -> shared {} [{}] {}, {} B per slot x {} slot(s), {}-byte {} copies\n", input, buffer, box,
                      to_string(layout), slot_elems * elem_bytes, directive.depth, copy_bytes,
                      directive.transport == Transport::cp_async ? "cp.async" : "plain");
+}
+
+}  // namespace twist
+
+namespace twist {
+
+Stmt staged_loop(const std::string &name, const Halide::Expr &min, const Halide::Expr &extent, ForType type,
+                 const std::vector<const StagePlan *> &here, int threads, const Stmt &body, const std::string &func) {
+  if (here.empty()) return For::make(name, min, extent, type, Halide::DeviceAPI::None, body);
+  const int depth = here[0]->directive.depth;
+  bool async = false;
+  for (const StagePlan *p : here) {
+    if (p->directive.depth != depth)
+      fail("schedule of '{}': inputs staged at the same loop '{}' must have the same pipeline depth", func, name);
+    async = async || p->directive.transport == Transport::cp_async;
+  }
+  auto copies = [&](const Halide::Expr &iteration, const Halide::Expr &slot) {
+    std::vector<Stmt> s;
+    for (const StagePlan *p : here) s.push_back(p->copy(iteration, slot, threads));
+    return Block::make(s);
+  };
+  const Halide::Expr x = Variable::make(Halide::Int(32), name);
+  if (depth == 1) {
+    Stmt fill = copies(x, 0);
+    if (async) fill = Block::make({fill, intrinsic::async_commit(), intrinsic::async_wait(0)});
+    return For::make(name, min, extent, ForType::Serial, Halide::DeviceAPI::None,
+                     Block::make({intrinsic::barrier(), fill, intrinsic::barrier(), body}));
+  }
+  std::vector<Stmt> prologue;
+  for (int s = 0; s < depth - 1; ++s) {
+    const Halide::Expr iteration = simplify(min + s);
+    Stmt fill = copies(iteration, iteration % depth);
+    if (!is_const_one(simplify(s < extent))) fill = IfThenElse::make(s < extent, fill);
+    prologue.push_back(Block::make(fill, intrinsic::async_commit()));
+  }
+  const Halide::Expr ahead = x + (depth - 1);
+  Stmt steady = Block::make({intrinsic::async_wait(depth - 2), intrinsic::barrier(),
+                             IfThenElse::make(ahead < min + extent, copies(ahead, ahead % depth)),
+                             intrinsic::async_commit(), body});
+  return Block::make({Block::make(prologue), For::make(name, min, extent, ForType::Serial, Halide::DeviceAPI::None, steady),
+                      intrinsic::async_wait(0)});
 }
 
 }  // namespace twist

@@ -48,6 +48,14 @@ struct StagePlan {
 StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
                      const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies);
 
+// The loop `name` over [min, min + extent), with `body` as its body and the stages `here` (all staged at this
+// loop) keeping shared memory filled ahead of the iterations that read it: with one slot, copy, wait and
+// synchronize at the top of each iteration; with a ring of `depth` slots, iteration x computes on slot
+// x % depth while the copies for x + depth - 1 are in flight.
+Stmt staged_loop(const std::string &name, const Halide::Expr &min, const Halide::Expr &extent,
+                 Halide::Internal::ForType type, const std::vector<const StagePlan *> &here, int threads,
+                 const Stmt &body, const std::string &func);
+
 // The coordinate tuples at which `e` reads input `name`.
 std::vector<std::vector<Halide::Expr>> reads_of(const Halide::Expr &e, const std::string &name);
 
