@@ -16,6 +16,8 @@ using namespace twist;
 using namespace twist::algebra;
 using namespace twist::algebra::testing;
 
+TEST_SUITE_BEGIN("algebra");
+
 namespace {
 
 struct Family {
@@ -49,7 +51,7 @@ const Family families[] = {
 
 }  // namespace
 
-TEST_CASE("combining with the identity returns the other state bit for bit, in exact and typed f32 and f16") {
+TEST_CASE("combining with the identity returns the other state bit for bit in exact and typed f32 and f16") {
   struct Setting {
     Type type;
     Arithmetic arithmetic;
@@ -92,7 +94,7 @@ TEST_CASE("combining with the identity returns the other state bit for bit, in e
   }
 }
 
-TEST_CASE("the built-ins compute their definitions, against direct long-double references") {
+TEST_CASE("the built-ins compute their definitions against direct long-double references") {
   Rng rng(11);
   const ElementSampler scores({{"s", f64}});
   for (int trial = 0; trial < 60; ++trial) {
@@ -160,7 +162,8 @@ TEST_CASE("the built-ins compute their definitions, against direct long-double r
 }
 
 TEST_CASE(
-    "a fully masked row: attention finalizes to 0 (never NaN), softmax keeps l = 0, log-sum-exp is -inf") {
+    "a fully masked row finalizes to 0 in attention and never to NaN while softmax keeps l = 0 and "
+    "log-sum-exp is -inf") {
   for (const Type& t : {f16, f32, f64}) {
     for (Arithmetic arithmetic : {Arithmetic::exact, Arithmetic::typed, Arithmetic::extended}) {
       CAPTURE(type_name(t));
@@ -186,7 +189,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("tiled, tree and split folds of every built-in agree with the sequential fold") {
+TEST_CASE("tiled and tree and split folds of every built-in agree with the sequential fold") {
   const FoldOrder orders[] = {FoldOrder::tiled(1), FoldOrder::tiled(4), FoldOrder::tiled(16),
                               FoldOrder::tree(),   FoldOrder::split(1), FoldOrder::split(3),
                               FoldOrder::split(8)};
@@ -235,3 +238,5 @@ TEST_CASE("the product of monoids is componentwise and names its components") {
   CHECK_THROWS_WITH_AS(product({max(f32), sum(f32)}, {"m"}), doctest::Contains("state name"), twist::Error);
   CHECK_THROWS_AS(product(std::vector<Monoid>{}), twist::Error);
 }
+
+TEST_SUITE_END();

@@ -14,6 +14,8 @@
 using namespace twist;
 using namespace twist::algebra;
 
+TEST_SUITE_BEGIN("algebra");
+
 namespace {
 
 using Combine = MonoidBuilder::Fn2;
@@ -232,7 +234,7 @@ struct Associative {
 
 }  // namespace
 
-TEST_CASE("associative operations are accepted, each at the level that should decide it") {
+TEST_CASE("associative operations are accepted each at the level that should decide it") {
   const std::vector<Associative> corpus = {
       {sum(f32), Level::construction},
       {max(f64), Level::construction},
@@ -330,7 +332,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("a combine whose reachable states all overflow is not accepted: equal infinities are no evidence") {
+TEST_CASE(
+    "a combine whose reachable states all overflow is not accepted since equal infinities are no evidence") {
   // With the reference r = a.m the first combine computes exp2(s - -inf) = inf, so every reachable state
   // but the identity has l = inf, and every law holds as inf == inf. That says nothing about the combine.
   const Monoid m = base2_softmax(Base2Inverse::forgets_rescale, true);
@@ -339,3 +342,5 @@ TEST_CASE("a combine whose reachable states all overflow is not accepted: equal 
   CHECK(!v.accepted);
   CHECK(v.reason.find("undecided") != std::string::npos);
 }
+
+TEST_SUITE_END();

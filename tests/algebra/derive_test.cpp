@@ -11,6 +11,8 @@ using namespace twist;
 using namespace twist::algebra;
 using namespace twist::algebra::testing;
 
+TEST_SUITE_BEGIN("algebra");
+
 namespace {
 
 // h = 0.9 h + 0.1 x: an exponential moving average.
@@ -55,7 +57,7 @@ LeftFold weighted_moments(bool good_inverse) {
 
 }  // namespace
 
-TEST_CASE("a step affine in the state derives the affine monoid, whose fold is the given fold") {
+TEST_CASE("a step affine in the state derives the affine monoid whose fold is the given fold") {
   for (const LeftFold& fold : {moving_average(), oscillator()}) {
     CAPTURE(fold.name);
     const Derivation d = derive_monoid(fold);
@@ -107,7 +109,7 @@ TEST_CASE("a weak right inverse derives the combine h(g(s) ++ g(t))") {
   CHECK(std::fabs(ab[2] - m2) < 1e-13L);
 }
 
-TEST_CASE("derivations that do not apply, or do not hold, are refused with the reason") {
+TEST_CASE("derivations that do not apply or do not hold are refused with the reason") {
   SUBCASE("a nonlinear step without a weak right inverse") {
     LeftFold f{"square_plus", {{"h", f64}}, {{"x", f64}}, {Expr(0.0)}, {}, {}};
     f.step = {f.current()[0] * f.current()[0] + f.element()[0]};
@@ -147,3 +149,5 @@ TEST_CASE("derivations that do not apply, or do not hold, are refused with the r
     CHECK_THROWS_WITH_AS(derive_monoid(f), doctest::Contains("must be a constant"), twist::Error);
   }
 }
+
+TEST_SUITE_END();

@@ -9,6 +9,8 @@
 using namespace twist;
 using namespace twist::algebra;
 
+TEST_SUITE_BEGIN("algebra");
+
 namespace {
 
 // Positive terms, so that the relative error of the sum is not dominated by cancellation.
@@ -20,7 +22,7 @@ std::vector<Values> positive(Rng& rng, int length) {
 
 }  // namespace
 
-TEST_CASE("a tree sums f16 far more accurately than a sequential fold, and f32 more than f16") {
+TEST_CASE("a tree sums f16 far more accurately than a sequential fold and f32 more than f16") {
   ErrorExperiment e;
   e.length = 4096;
   e.trials = 12;
@@ -54,7 +56,7 @@ TEST_CASE("the error of an evaluation in double or extended arithmetic is at its
   }
 }
 
-TEST_CASE("softmax and attention in f16 stay accurate in every order, the rescales being at most 1") {
+TEST_CASE("softmax and attention in f16 stay accurate in every order since the rescales are at most 1") {
   ErrorExperiment e;
   e.length = 1024;
   e.trials = 6;
@@ -68,7 +70,7 @@ TEST_CASE("softmax and attention in f16 stay accurate in every order, the rescal
   }
 }
 
-TEST_CASE("the error of a sum of positive terms is within n u, and malformed experiments are refused") {
+TEST_CASE("the error of a sum of positive terms is within n u and malformed experiments are refused") {
   ErrorExperiment e;
   e.length = 256;
   e.trials = 3;
@@ -81,3 +83,5 @@ TEST_CASE("the error of a sum of positive terms is within n u, and malformed exp
   e.trials = 1;
   CHECK_THROWS_AS(forward_error(sum(f32), FoldOrder::tiled(0), e), twist::Error);
 }
+
+TEST_SUITE_END();

@@ -9,6 +9,8 @@
 using namespace twist;
 using namespace twist::algebra;
 
+TEST_SUITE_BEGIN("algebra");
+
 namespace {
 
 Monoid minus() {
@@ -45,7 +47,7 @@ TEST_CASE("require_reassociable refuses a non-associative monoid with the counte
   }
 }
 
-TEST_CASE("an explicit override is accepted, recorded with its reason, and needs one") {
+TEST_CASE("an explicit override is accepted and recorded with its reason which it needs") {
   const ReassociationApproval approval =
       require_reassociable(minus(), "split_reduction of C over k",
                            AssociativityOverride{"the inputs are all zero in this program"});
@@ -58,7 +60,7 @@ TEST_CASE("an explicit override is accepted, recorded with its reason, and needs
                        doctest::Contains("needs a reason"), twist::Error);
 }
 
-TEST_CASE("verdicts are cached by structure: a renamed copy is not checked again, and gets its own name") {
+TEST_CASE("verdicts are cached by structure so a renamed copy is not checked again and gets its own name") {
   auto make = [](const std::string& name, const std::string& count, const std::string& total) {
     return MonoidBuilder(name)
         .state({{count, f64}, {total, f64}})
@@ -82,3 +84,5 @@ TEST_CASE("verdicts are cached by structure: a renamed copy is not checked again
   // Another combine, or other options, is another verdict.
   CHECK(!has_cached_verdict(make("cached_c", "n", "s"), CheckOptions{.trials = 17}));
 }
+
+TEST_SUITE_END();

@@ -17,6 +17,8 @@ using namespace twist;
 using namespace twist::algebra;
 using namespace twist::algebra::testing;
 
+TEST_SUITE_BEGIN("algebra");
+
 namespace {
 
 std::vector<std::string> with(std::vector<std::string> names, std::initializer_list<const char*> more) {
@@ -108,7 +110,7 @@ Monoid root_mean_square() {
 
 }  // namespace
 
-TEST_CASE("softmax's relative form: a max selector, an additive sum, the reference at the running max") {
+TEST_CASE("softmax's relative form is a max selector and an additive sum relative to the running max") {
   const auto form = relative_form(softmax(f32));
   REQUIRE(form);
   CHECK(form->ops == std::vector<RelativeForm::BaseOp>{RelativeForm::BaseOp::max, RelativeForm::BaseOp::add});
@@ -128,7 +130,7 @@ TEST_CASE("softmax's relative form: a max selector, an additive sum, the referen
   CHECK(rebase({1.0, 3.0, -INFINITY, 1.0})[1] == 0);
 }
 
-TEST_CASE("attention's relative lift is exp(s - ref) * v, a contraction") {
+TEST_CASE("attention's relative lift is the contraction exp(s - ref) * v") {
   const auto form = relative_form(attention(f64, 2));
   REQUIRE(form);
   const VectorFunction lift(Arithmetic::extended,
@@ -143,7 +145,7 @@ TEST_CASE("attention's relative lift is exp(s - ref) * v, a contraction") {
   CHECK(lift({-INFINITY, 2.0, 3.0, -INFINITY}) == Values{-INFINITY, 0, 0, 0});
 }
 
-TEST_CASE("monoids without a componentwise base have no relative form, and say why") {
+TEST_CASE("monoids without a componentwise base have no relative form and say why") {
   for (const Monoid& m :
        {argmax(f32), argmin(f64), affine(f64), product(f32), product({softmax(f32), sum(f32)})}) {
     CAPTURE(m.name);
@@ -215,3 +217,5 @@ TEST_CASE("folding tile by tile in relative form gives the sequential fold's sta
     CHECK(compared > 800);
   }
 }
+
+TEST_SUITE_END();

@@ -15,6 +15,8 @@ using namespace twist;
 using namespace twist::algebra;
 using namespace twist::algebra::testing;
 
+TEST_SUITE_BEGIN("algebra");
+
 TEST_CASE("the twisted combines agree with the hand-written built-in combines on random reachable states") {
   struct Pair {
     Monoid builtin, twisted;
@@ -71,7 +73,7 @@ TEST_CASE("built-ins with a reference carry the twist that explains them") {
   CHECK(!sum(f32).twist);
 }
 
-TEST_CASE("the twist builder refuses malformed twists, naming the monoid and what to do") {
+TEST_CASE("the twist builder refuses malformed twists naming the monoid and what to do") {
   const Monoid base = product({max(f32), sum(f32)}, {"m", "l"});
   auto softmax_like = [&] {
     return TwistBuilder("bad_twist", base)
@@ -143,3 +145,5 @@ TEST_CASE("a twist with a reference proves associativity only if its transport d
     }
   }
 }
+
+TEST_SUITE_END();
