@@ -244,7 +244,7 @@ std::vector<LawResult> LawTester::twist_premises() {
   // rule is known, and otherwise the values that components of the reference's type take.
   std::optional<VectorFunction> rule;
   if (ref_type)
-    if (auto r = reference_rule(twist, monoid_.state))
+    if (auto r = reference_rule(monoid_))
       rule.emplace(Arithmetic::exact,
                    TwistMaps::concat_names(variable_names(monoid_.lhs()), variable_names(monoid_.rhs())),
                    std::vector<Expr>{r->rule});

@@ -1,5 +1,7 @@
 #include "algebra/online.h"
 
+#include <functional>
+
 #include "algebra/builtins.h"
 #include "algebra/provenance.h"
 #include "algebra/twist.h"
@@ -10,6 +12,14 @@ namespace twist::algebra {
 using namespace detail;
 
 namespace {
+
+// The built-in m, registered as the library's, carrying the twist that explains it and its reference rule.
+Monoid with_twist_of(Monoid m, const Monoid& twisted,
+                     const std::function<Expr(const State&, const State&)>& rule) {
+  m.twist = twisted.twist;
+  register_reference_rule(m, ReferenceRule{m.state[0].type, rule(m.lhs(), m.rhs())});
+  return register_library_monoid(m);
+}
 
 // ---- softmax, log-sum-exp and attention: a running max and sums scaled by exp(s - max) ----
 
@@ -107,10 +117,12 @@ struct RescaledSums {
     return builder;
   }
 
+  // The reference of a combine: the larger max, so that every rescale factor is at most 1.
+  static Expr reference(const State& a, const State& b) { return max(a["m"], b["m"]); }
+
   Monoid twisted() const {
     TwistBuilder builder("twisted_" + name, base());
-    describe(builder).to_base(to_base).from_base(from_base).reference(
-        t, [](const State& a, const State& b) { return max(a["m"], b["m"]); });
+    describe(builder).to_base(to_base).from_base(from_base).reference(t, reference);
     return builder.build();
   }
 
@@ -119,9 +131,7 @@ struct RescaledSums {
     describe(builder)
         .combine([this](const State& a, const State& b) { return combine(a, b); })
         .origin(Monoid::Origin::builtin);
-    Monoid m = builder.build();
-    m.twist = twisted().twist;
-    return register_library_monoid(m);
+    return with_twist_of(builder.build(), twisted(), reference);
   }
 };
 
@@ -175,10 +185,12 @@ struct Welford {
             select(empty, 0, b["s2"] - b["s1"] * b["s1"] / b["n"])};
   }
 
+  // The reference of a combine: the left operand's mean, which makes its own deviations vanish.
+  static Expr reference(const State& a, const State&) { return a["mean"]; }
+
   Monoid twisted() const {
     TwistBuilder builder("twisted_" + name, product({sum(t), sum(t), sum(t)}, {"n", "s1", "s2"}));
-    describe(builder).to_base(to_base).from_base(from_base).reference(
-        t, [](const State& a, const State&) { return a["mean"]; });
+    describe(builder).to_base(to_base).from_base(from_base).reference(t, reference);
     return builder.build();
   }
 
@@ -190,9 +202,7 @@ struct Welford {
                                      BothIdentity::general);
         })
         .origin(Monoid::Origin::builtin);
-    Monoid m = builder.build();
-    m.twist = twisted().twist;
-    return register_library_monoid(m);
+    return with_twist_of(builder.build(), twisted(), reference);
   }
 };
 

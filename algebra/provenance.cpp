@@ -22,9 +22,9 @@ Registry& registry() {
 }
 
 // The rule is written over the state's component names, so unlike the structural key this one keeps them.
-std::string rule_key(const Monoid::Twist& twist, const std::vector<Component>& state) {
-  std::string key = twist_key(twist, state);
-  for (const Component& c : state) key += c.name + ";";
+std::string rule_key(const Monoid& m) {
+  std::string key = structural_key(m);
+  for (const Component& c : m.state) key += c.name + ";";
   return key;
 }
 
@@ -43,15 +43,14 @@ bool is_library_monoid(const Monoid& m) {
   return registry().library_monoids.count(key) > 0;
 }
 
-void register_reference_rule(const Monoid::Twist& twist, const std::vector<Component>& state,
-                             const ReferenceRule& rule) {
-  std::string key = rule_key(twist, state);
+void register_reference_rule(const Monoid& m, const ReferenceRule& rule) {
+  std::string key = rule_key(m);
   std::lock_guard lock(registry().mutex);
   registry().reference_rules.insert_or_assign(std::move(key), rule);
 }
 
-std::optional<ReferenceRule> reference_rule(const Monoid::Twist& twist, const std::vector<Component>& state) {
-  std::string key = rule_key(twist, state);
+std::optional<ReferenceRule> reference_rule(const Monoid& m) {
+  std::string key = rule_key(m);
   std::lock_guard lock(registry().mutex);
   auto it = registry().reference_rules.find(key);
   if (it == registry().reference_rules.end()) return std::nullopt;

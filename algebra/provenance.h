@@ -3,8 +3,10 @@
 // the definition:
 // - which monoids are the library's own: level 1 of the checker accepts a monoid that says
 //   Origin::builtin only if it is one of these, so a hand-written combine cannot declare itself proved;
-// - which reference rule a twist with a reference was built with (psi(s; r), psi^-1(b; r) and the choice
-//   of r from the two operands): Monoid::Twist has no field for the rule, and the relative form needs it.
+// - which reference rule a monoid with a reference twist uses (psi(s; r), psi^-1(b; r) and the choice of r
+//   from the two operands): Monoid::Twist has no field for the rule, and the relative form needs it. It is
+//   kept per monoid (by structural key and component names), since two monoids may share a twist and
+//   choose r differently, which shows in their combines.
 #include <optional>
 
 #include "lang/monoid.h"
@@ -21,8 +23,7 @@ struct ReferenceRule {
   Type type;
   Expr rule;
 };
-void register_reference_rule(const Monoid::Twist& twist, const std::vector<Component>& state,
-                             const ReferenceRule& rule);
-std::optional<ReferenceRule> reference_rule(const Monoid::Twist& twist, const std::vector<Component>& state);
+void register_reference_rule(const Monoid& m, const ReferenceRule& rule);
+std::optional<ReferenceRule> reference_rule(const Monoid& m);
 
 }  // namespace twist::algebra

@@ -63,7 +63,7 @@ std::optional<RelativeForm> relative_form(const Monoid& m, std::string* why) {
   }
 
   form.ref_type = *ref_type;
-  const auto rule = reference_rule(*m.twist, m.state);
+  const auto rule = reference_rule(m);
   if (!rule)
     return none(
         why, fmt::format("the reference rule of '{}' is unknown (build twists with TwistBuilder)", m.name));

@@ -50,8 +50,7 @@ std::string spell_types(const char* part, const std::vector<Component>& componen
   return s + ")\n";
 }
 
-}  // namespace
-
+// The same canonical spelling for the expressions of a twist (its base, psi and psi^-1).
 std::string twist_key(const Monoid::Twist& twist, const std::vector<Component>& state) {
   Canonicalize canon;
   canon.rename("s.", state, "s.");
@@ -61,6 +60,8 @@ std::string twist_key(const Monoid::Twist& twist, const std::vector<Component>& 
   key += "from_base " + spell(inverse, "", twist.from_base);
   return key + "base {\n" + structural_key(*twist.base) + "}\n";
 }
+
+}  // namespace
 
 std::string structural_key(const Monoid& m) {
   Canonicalize canon;

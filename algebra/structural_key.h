@@ -14,7 +14,4 @@ namespace twist::algebra {
 // monoid's name and its finalize do not enter it. Floating-point constants enter bit for bit.
 std::string structural_key(const Monoid& m);
 
-// The same canonical spelling for the expressions of a twist (its base, psi and psi^-1).
-std::string twist_key(const Monoid::Twist& twist, const std::vector<Component>& state);
-
 }  // namespace twist::algebra

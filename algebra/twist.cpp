@@ -154,7 +154,7 @@ Monoid TwistBuilder::build() const {
   const std::vector<Expr> combine = simplified(transported_combine(shape, twist, rule));
   Monoid m = builder.combine([&](const State&, const State&) { return combine; }).build();
   m.twist = twist;
-  if (has_reference) register_reference_rule(twist, m.state, ReferenceRule{*reference_type_, rule});
+  if (has_reference) register_reference_rule(m, ReferenceRule{*reference_type_, rule});
   return m;
 }
 
