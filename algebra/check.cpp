@@ -23,6 +23,13 @@ Verdict accept(const Monoid& m, Level level, std::string reason, std::vector<std
   return Verdict{true, level, m.name, std::move(reason), std::move(notes), std::nullopt};
 }
 
+// Refused by testing: with a counterexample, or undecided without one.
+Verdict refuse(const Monoid& m, std::string reason, std::vector<std::string> notes,
+               std::optional<Counterexample> counterexample) {
+  return Verdict{
+      false, Level::tested, m.name, std::move(reason), std::move(notes), std::move(counterexample)};
+}
+
 // The first failed law of a set, if any; every law's summary is noted.
 const LawResult* first_failure(const std::vector<LawResult>& results, int trials,
                                std::vector<std::string>& notes) {
@@ -118,13 +125,11 @@ std::optional<Verdict> by_halide(const Monoid& m, const CheckOptions& options,
                                     tester.identity_law(Law::right_identity)};
   if (const LawResult* failed = first_failure(laws, options.trials, identity_notes)) {
     notes.insert(notes.end(), identity_notes.begin(), identity_notes.end());
-    refuted = Verdict{
-        false,
-        Level::tested,
-        m.name,
+    if (!failed->counterexample) return std::nullopt;  // undecided here: testing decides
+    refuted = refuse(
+        m,
         fmt::format("Halide proves the operator ({}) associative, but the identity is wrong", proof->pattern),
-        notes,
-        failed->counterexample};
+        notes, failed->counterexample);
     return std::nullopt;
   }
   notes.insert(notes.end(), identity_notes.begin(), identity_notes.end());
@@ -145,15 +150,11 @@ Verdict by_testing(const Monoid& m, const CheckOptions& options, std::vector<std
     return accept(m, Level::tested,
                   fmt::format("every law held on {} random instance(s) each", options.trials), notes);
   if (failed->counterexample)
-    return Verdict{false, Level::tested,         m.name, fmt::format("{} fails", law_statement(failed->law)),
-                   notes, failed->counterexample};
-  return Verdict{false,
-                 Level::tested,
-                 m.name,
-                 fmt::format("undecided: too few instances of {} could be compared (NaN or rounding-decided)",
-                             law_statement(failed->law)),
-                 notes,
-                 std::nullopt};
+    return refuse(m, fmt::format("{} fails", law_statement(failed->law)), notes, failed->counterexample);
+  return refuse(m,
+                fmt::format("undecided: too few instances of {} could be compared (NaN or rounding-decided)",
+                            law_statement(failed->law)),
+                notes, std::nullopt);
 }
 
 Verdict decide(const Monoid& m, const CheckOptions& options) {
@@ -170,14 +171,9 @@ Verdict decide(const Monoid& m, const CheckOptions& options) {
     return by_testing(m, options, notes);
   } catch (const Error& e) {
     notes.push_back(e.what());
-    return Verdict{false, Level::tested, m.name, "undecided: its expressions cannot be evaluated",
-                   notes, std::nullopt};
+    return refuse(m, "undecided: its expressions cannot be evaluated", notes, std::nullopt);
   }
 }
-
-}  // namespace
-
-namespace {
 
 struct VerdictCache {
   std::mutex mutex;

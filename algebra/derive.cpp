@@ -11,23 +11,6 @@ using namespace Halide::Internal;
 
 namespace {
 
-std::vector<std::string> names_of(const std::vector<Component>& components) {
-  std::vector<std::string> out;
-  for (const Component& c : components) out.push_back(c.name);
-  return out;
-}
-
-std::vector<Type> types_of(const std::vector<Component>& components) {
-  std::vector<Type> out;
-  for (const Component& c : components) out.push_back(c.type);
-  return out;
-}
-
-Values concat(Values a, const Values& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 void validate(const LeftFold& fold) {
   if (fold.name.empty()) fail("a fold to derive a monoid from needs a name");
   if (fold.state.empty()) fail("fold '{}' needs a state", fold.name);
@@ -86,7 +69,7 @@ struct CompiledFold {
         element_size(fold.elements.size()) {}
   Values operator()(std::span<const Values> list) const {
     Values s = initial;
-    for (const Values& x : list) s = step(concat(s, x));
+    for (const Values& x : list) s = step(joined(s, x));
     return s;
   }
   // g(s), as a list of elements.
@@ -160,7 +143,7 @@ std::optional<Monoid> affine_derivation(const LeftFold& fold, const CheckOptions
     int conclusive = 0;
     for (int trial = 0; trial < options.trials; ++trial) {
       const Values args =
-          concat(states.element(rng, Regime::spread), elements.element(rng, elements.any_regime(rng)));
+          joined(states.element(rng, Regime::spread), elements.element(rng, elements.any_regime(rng)));
       Evaluated step{step_e(args), step_d(args)}, affine{rec_e(args), rec_d(args)};
       uint64_t seed = rng();
       for (int redraw = 0; redraw < 3; ++redraw) {
@@ -168,7 +151,7 @@ std::optional<Monoid> affine_derivation(const LeftFold& fold, const CheckOptions
         step.redrawn.push_back(step_d(nearby));
         affine.redrawn.push_back(rec_d(nearby));
       }
-      const Comparison cmp = compare(types_of(fold.state), step, affine);
+      const Comparison cmp = compare(component_types(fold.state), step, affine);
       if (cmp.agreement == Agreement::disagree) {
         notes.push_back(
             fmt::format("the step is not affine in the state: at a random state it differs from "
@@ -256,8 +239,8 @@ Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options
   };
   LawTester tester(*m, options);
   const ElementSampler sampler(fold.elements);
-  const auto state_names = names_of(fold.state);
-  const auto state_types = types_of(fold.state);
+  const auto state_names = component_names(fold.state);
+  const auto state_types = component_types(fold.state);
 
   if (through_inverse) {
     const LawResult inverse = tester.run(Law::weak_right_inverse, state_names, state_types, [&](Rng& rng) {

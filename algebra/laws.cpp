@@ -11,18 +11,6 @@ namespace twist::algebra {
 
 namespace {
 
-std::vector<std::string> names_of(const std::vector<Component>& components) {
-  std::vector<std::string> out;
-  for (const Component& c : components) out.push_back(c.name);
-  return out;
-}
-
-std::vector<Type> types_of(const std::vector<Component>& components) {
-  std::vector<Type> out;
-  for (const Component& c : components) out.push_back(c.type);
-  return out;
-}
-
 bool has_nan(const Values& v) {
   for (Real x : v)
     if (std::isnan(x)) return true;
@@ -44,11 +32,6 @@ bool all_finite(const Counterexample& c) {
 
 int uniform(Rng& rng, int lo, int hi) {
   return std::uniform_int_distribution<int>(lo, hi)(rng);
-}
-
-Values concat(Values a, const Values& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
 }
 
 }  // namespace
@@ -134,8 +117,8 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
     if (c.agreement == Agreement::agree) ++result.conclusive;
     if (c.agreement == Agreement::inconclusive) ++result.inconclusive;
     if (c.agreement != Agreement::disagree) continue;
-    Counterexample ce{law, monoid_.name, names_of(monoid_.state), names_of(monoid_.elements), instance.states,
-                      instance.elements, instance.split,
+    Counterexample ce{law, monoid_.name, component_names(monoid_.state), component_names(monoid_.elements),
+                      instance.states, instance.elements, instance.split,
                       // Without a reference the maps do not read the one the instance carries.
                       monoid_.twist && reference_type(*monoid_.twist) ? instance.reference : std::nullopt,
                       side_names, l.extended, r.extended, c.component, c.difference, c.tolerance};
@@ -149,8 +132,8 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
 }
 
 LawResult LawTester::identity_law(Law which) {
-  const auto names = names_of(monoid_.state);
-  const auto types = types_of(monoid_.state);
+  const auto names = component_names(monoid_.state);
+  const auto types = component_types(monoid_.state);
   return run(which, names, types, [&](Rng& rng) {
     Side combined = [which](const MonoidEvaluator& m, const Instance& in) {
       const Values& a = in.states[0];
@@ -162,8 +145,8 @@ LawResult LawTester::identity_law(Law which) {
 }
 
 std::vector<LawResult> LawTester::monoid_laws() {
-  const auto names = names_of(monoid_.state);
-  const auto types = types_of(monoid_.state);
+  const auto names = component_names(monoid_.state);
+  const auto types = component_types(monoid_.state);
   std::vector<LawResult> results;
   results.push_back(run(Law::associativity, names, types, [&](Rng& rng) {
     Side left = [](const MonoidEvaluator& m, const Instance& in) {
@@ -210,20 +193,12 @@ struct TwistMaps {
   MonoidEvaluator base;
 
   TwistMaps(const Monoid& m, const Monoid::Twist& twist, const Type& ref_type, Arithmetic arithmetic)
-      : psi(arithmetic, concat_names(variable_names(m.one()), {kReferenceName}), twist.to_base),
-        psi_inverse(arithmetic, concat_names(variable_names(twist.base->one()), {kReferenceName}),
-                    twist.from_base),
-        transported(
-            arithmetic,
-            concat_names(concat_names(variable_names(m.lhs()), variable_names(m.rhs())), {kReferenceName}),
-            transported_combine(m, twist, reference_variable(ref_type))),
+      : psi(arithmetic, joined(variable_names(m.one()), {kReferenceName}), twist.to_base),
+        psi_inverse(arithmetic, joined(variable_names(twist.base->one()), {kReferenceName}), twist.from_base),
+        transported(arithmetic,
+                    joined(joined(variable_names(m.lhs()), variable_names(m.rhs())), {kReferenceName}),
+                    transported_combine(m, twist, reference_variable(ref_type))),
         base(*twist.base, arithmetic) {}
-
-  static std::vector<std::string> concat_names(std::vector<std::string> a,
-                                               const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-  }
 };
 
 }  // namespace
@@ -245,8 +220,7 @@ std::vector<LawResult> LawTester::twist_premises() {
   std::optional<VectorFunction> rule;
   if (ref_type)
     if (auto r = reference_rule(monoid_))
-      rule.emplace(Arithmetic::exact,
-                   TwistMaps::concat_names(variable_names(monoid_.lhs()), variable_names(monoid_.rhs())),
+      rule.emplace(Arithmetic::exact, joined(variable_names(monoid_.lhs()), variable_names(monoid_.rhs())),
                    std::vector<Expr>{r->rule});
   auto draw_reference = [&](Rng& rng, const Values& a, const Values& b) -> std::optional<Real> {
     if (!ref_type) return Real(0);
@@ -254,9 +228,9 @@ std::vector<LawResult> LawTester::twist_premises() {
       Real r;
       const int kind = uniform(rng, 0, rule ? 2 : 0);
       if (kind == 1)
-        r = (*rule)(concat(a, b))[0];
+        r = (*rule)(joined(a, b))[0];
       else if (kind == 2)
-        r = (*rule)(concat(random_state(rng), random_state(rng)))[0];
+        r = (*rule)(joined(random_state(rng), random_state(rng)))[0];
       else {
         const Values s = random_state(rng);
         std::vector<int> candidates;
@@ -270,8 +244,8 @@ std::vector<LawResult> LawTester::twist_premises() {
     return std::nullopt;
   };
 
-  const auto names = names_of(monoid_.state), base_names = names_of(twist.base->state);
-  const auto types = types_of(monoid_.state), base_types = types_of(twist.base->state);
+  const auto names = component_names(monoid_.state), base_names = component_names(twist.base->state);
+  const auto types = component_types(monoid_.state), base_types = component_types(twist.base->state);
   Side nothing = [](const MonoidEvaluator&, const Instance&) -> Values {
     throw Error("no reference could be drawn");
   };
@@ -285,7 +259,7 @@ std::vector<LawResult> LawTester::twist_premises() {
       return m.combine(in.states[0], in.states[1]);
     };
     Side transported = [&maps](const MonoidEvaluator& m, const Instance& in) {
-      return maps(m).transported(concat(concat(in.states[0], in.states[1]), {*in.reference}));
+      return maps(m).transported(joined(joined(in.states[0], in.states[1]), {*in.reference}));
     };
     return std::tuple{Instance{.states = {a, b}, .reference = r}, combined, transported};
   }));
@@ -295,7 +269,7 @@ std::vector<LawResult> LawTester::twist_premises() {
     if (!r) return std::tuple{Instance{}, nothing, nothing};
     Side round_trip = [&maps](const MonoidEvaluator& m, const Instance& in) {
       const TwistMaps& t = maps(m);
-      return t.psi_inverse(concat(t.psi(concat(in.states[0], {*in.reference})), {*in.reference}));
+      return t.psi_inverse(joined(t.psi(joined(in.states[0], {*in.reference})), {*in.reference}));
     };
     Side itself = [](const MonoidEvaluator&, const Instance& in) { return in.states[0]; };
     return std::tuple{Instance{.states = {s}, .reference = r}, round_trip, itself};
@@ -305,10 +279,10 @@ std::vector<LawResult> LawTester::twist_premises() {
     const auto r = draw_reference(rng, a, b);
     if (!r) return std::tuple{Instance{}, nothing, nothing};
     // B is a base state the combine passes through: psi(a; r) (+) psi(b; r), computed once in double.
-    Values B = dbl.base.combine(dbl.psi(concat(a, {*r})), dbl.psi(concat(b, {*r})));
+    Values B = dbl.base.combine(dbl.psi(joined(a, {*r})), dbl.psi(joined(b, {*r})));
     Side round_trip = [&maps](const MonoidEvaluator& m, const Instance& in) {
       const TwistMaps& t = maps(m);
-      return t.psi(concat(t.psi_inverse(concat(in.base_states[0], {*in.reference})), {*in.reference}));
+      return t.psi(joined(t.psi_inverse(joined(in.base_states[0], {*in.reference})), {*in.reference}));
     };
     Side itself = [](const MonoidEvaluator&, const Instance& in) { return in.base_states[0]; };
     return std::tuple{Instance{.states = {a, b}, .reference = r, .base_states = {B}}, round_trip, itself};
@@ -319,7 +293,7 @@ std::vector<LawResult> LawTester::twist_premises() {
         const auto r = draw_reference(rng, random_state(rng), random_state(rng));
         if (!r) return std::tuple{Instance{}, nothing, nothing};
         Side mapped = [&maps](const MonoidEvaluator& m, const Instance& in) {
-          return maps(m).psi(concat(m.identity(), {*in.reference}));
+          return maps(m).psi(joined(m.identity(), {*in.reference}));
         };
         Side base_identity = [&maps](const MonoidEvaluator& m, const Instance&) {
           return maps(m).base.identity();

@@ -10,6 +10,18 @@ std::vector<std::string> variable_names(const State& state) {
   return names;
 }
 
+std::vector<std::string> component_names(const std::vector<Component>& components) {
+  std::vector<std::string> names;
+  for (const Component& c : components) names.push_back(c.name);
+  return names;
+}
+
+std::vector<Type> component_types(const std::vector<Component>& components) {
+  std::vector<Type> types;
+  for (const Component& c : components) types.push_back(c.type);
+  return types;
+}
+
 VectorFunction::VectorFunction(Arithmetic arithmetic, const std::vector<std::string>& parameters,
                                const std::vector<Expr>& results)
     : arity_(static_cast<int>(parameters.size())) {
@@ -29,20 +41,11 @@ Values VectorFunction::operator()(const Values& arguments) const {
   return out;
 }
 
-namespace {
-
-std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-}  // namespace
-
 MonoidEvaluator::MonoidEvaluator(const Monoid& monoid, Arithmetic arithmetic)
     : monoid_(monoid), arithmetic_(arithmetic) {
   identity_ = VectorFunction(arithmetic, {}, monoid.identity)({});
   lift_ = VectorFunction(arithmetic, variable_names(monoid.element()), monoid.lift);
-  combine_ = VectorFunction(arithmetic, concat(variable_names(monoid.lhs()), variable_names(monoid.rhs())),
+  combine_ = VectorFunction(arithmetic, joined(variable_names(monoid.lhs()), variable_names(monoid.rhs())),
                             monoid.combine);
   finalize_ = VectorFunction(arithmetic, variable_names(monoid.one()), monoid.finalize);
 }

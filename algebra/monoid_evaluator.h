@@ -18,6 +18,16 @@ using Values = std::vector<Real>;
 
 // The variable names of a symbolic state, in component order ("a.m", "a.l", ...).
 std::vector<std::string> variable_names(const State& state);
+// The names and the types of components, in order.
+std::vector<std::string> component_names(const std::vector<Component>& components);
+std::vector<Type> component_types(const std::vector<Component>& components);
+
+// a followed by b: the arguments of a function of several states, or its parameter names.
+template <typename T>
+std::vector<T> joined(std::vector<T> a, const std::vector<T>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 // Expressions over named variables, compiled once and evaluated many times.
 class VectorFunction {

@@ -21,28 +21,18 @@ TEST_SUITE_BEGIN("algebra");
 
 namespace {
 
-std::vector<std::string> with(std::vector<std::string> names, std::initializer_list<const char*> more) {
-  for (const char* m : more) names.push_back(m);
-  return names;
-}
-
-Values concat(Values a, const Values& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // A model of what the lowering does with a relative form, in one arithmetic.
 class TileFolder {
  public:
   TileFolder(const RelativeForm& form, Arithmetic arithmetic) : form_(form) {
     const auto b = variable_names(form.base_vars());
     const auto x = variable_names(form.monoid->element());
-    lift_ = VectorFunction(arithmetic, with(x, {kReferenceName}), form.relative_lift);
-    rebase_ = VectorFunction(arithmetic, with(b, {kOldReferenceName, kNewReferenceName}), form.rebase);
-    to_state_ = VectorFunction(arithmetic, with(b, {kReferenceName}), form.to_state);
+    lift_ = VectorFunction(arithmetic, joined(x, {kReferenceName}), form.relative_lift);
+    rebase_ = VectorFunction(arithmetic, joined(b, {kOldReferenceName, kNewReferenceName}), form.rebase);
+    to_state_ = VectorFunction(arithmetic, joined(b, {kReferenceName}), form.to_state);
     identity_ = VectorFunction(arithmetic, {}, form.base_identity)({});
     if (form.has_reference) {
-      reference_of_ = VectorFunction(arithmetic, with(b, {kReferenceName}), {form.reference_of});
+      reference_of_ = VectorFunction(arithmetic, joined(b, {kReferenceName}), {form.reference_of});
       initial_reference_ = VectorFunction(arithmetic, {}, {form.initial_reference})({})[0];
     }
   }
@@ -57,7 +47,7 @@ class TileFolder {
       // 1. the selectors, as they are
       Values selected = b;
       for (size_t j = begin; j < end; ++j) {
-        const Values lifted = lift_(concat(elements[j], {ref}));
+        const Values lifted = lift_(joined(elements[j], {ref}));
         for (size_t k = 0; k < b.size(); ++k) {
           if (form_.ops[k] == RelativeForm::BaseOp::max) selected[k] = std::fmax(selected[k], lifted[k]);
           if (form_.ops[k] == RelativeForm::BaseOp::min) selected[k] = std::fmin(selected[k], lifted[k]);
@@ -66,22 +56,22 @@ class TileFolder {
       // 2. the new reference
       Real new_ref = ref;
       if (form_.has_reference) {
-        new_ref = reference_of_(concat(selected, {ref}))[0];
+        new_ref = reference_of_(joined(selected, {ref}))[0];
         if (std::isfinite(new_ref)) new_ref += offsets[t];
       }
       // 3. the additive components rebased, from the consistent old state
-      const Values rebased = rebase_(concat(b, {ref, new_ref}));
+      const Values rebased = rebase_(joined(b, {ref, new_ref}));
       for (size_t k = 0; k < b.size(); ++k)
         b[k] = form_.is_selector(static_cast<int>(k)) ? selected[k] : rebased[k];
       // 4. the tile's contributions, a plain sum
       for (size_t j = begin; j < end; ++j) {
-        const Values lifted = lift_(concat(elements[j], {new_ref}));
+        const Values lifted = lift_(joined(elements[j], {new_ref}));
         for (size_t k = 0; k < b.size(); ++k)
           if (!form_.is_selector(static_cast<int>(k))) b[k] += lifted[k];
       }
       ref = new_ref;
     }
-    return to_state_(concat(b, {ref}));
+    return to_state_(joined(b, {ref}));
   }
 
  private:
@@ -122,9 +112,9 @@ TEST_CASE("softmax's relative form is a max selector and an additive sum relativ
   REQUIRE(initial);
   CHECK(initial->value == -INFINITY);
   // The rebase of l is l * exp(ref.old - ref.new), with exp(-inf - -inf) counted as 0.
-  const VectorFunction rebase(Arithmetic::extended,
-                              with(variable_names(form->base_vars()), {kOldReferenceName, kNewReferenceName}),
-                              form->rebase);
+  const VectorFunction rebase(
+      Arithmetic::extended, joined(variable_names(form->base_vars()), {kOldReferenceName, kNewReferenceName}),
+      form->rebase);
   CHECK(std::fabs(rebase({1.5, 2.0, 0.5, 1.5})[1] - 2.0L * std::exp(-1.0L)) < 1e-18L);
   CHECK(rebase({-INFINITY, 0.0, -INFINITY, -INFINITY})[1] == 0);
   CHECK(rebase({1.0, 3.0, -INFINITY, 1.0})[1] == 0);
@@ -134,7 +124,7 @@ TEST_CASE("attention's relative lift is the contraction exp(s - ref) * v") {
   const auto form = relative_form(attention(f64, 2));
   REQUIRE(form);
   const VectorFunction lift(Arithmetic::extended,
-                            with(variable_names(form->monoid->element()), {kReferenceName}),
+                            joined(variable_names(form->monoid->element()), {kReferenceName}),
                             form->relative_lift);
   const Values lifted = lift({1.0, 2.0, 3.0, 0.5});
   const Real p = std::exp(0.5L);
