@@ -44,44 +44,40 @@ LeftFold with_typed_constants(LeftFold fold) {
   return fold;
 }
 
+// All the weak right inverse's element values, one element after another.
+std::vector<Expr> flattened_inverse(const LeftFold& fold) {
+  std::vector<Expr> all;
+  for (const auto& element : fold.weak_right_inverse) all.insert(all.end(), element.begin(), element.end());
+  return all;
+}
+
 // The given fold, compiled for one arithmetic: h(list) from the initial state, and the weak right inverse.
-struct CompiledFold {
-  Values initial;
-  VectorFunction step;
+class CompiledFold {
+ public:
   CompiledFold(const LeftFold& fold, Arithmetic arithmetic)
-      : initial(VectorFunction(arithmetic, {}, fold.initial)({})),
-        step(
-            arithmetic,
-            [&] {
-              auto names = variable_names(fold.current());
-              auto x = variable_names(fold.element());
-              names.insert(names.end(), x.begin(), x.end());
-              return names;
-            }(),
-            fold.step),
-        g(arithmetic, variable_names(fold.current()),
-          [&] {
-            std::vector<Expr> all;
-            for (const auto& element : fold.weak_right_inverse)
-              all.insert(all.end(), element.begin(), element.end());
-            return all;
-          }()),
-        element_size(fold.elements.size()) {}
+      : initial_(VectorFunction(arithmetic, {}, fold.initial)({})),
+        step_(arithmetic, joined(variable_names(fold.current()), variable_names(fold.element())), fold.step),
+        g_(arithmetic, variable_names(fold.current()), flattened_inverse(fold)),
+        element_size_(fold.elements.size()) {}
+
   Values operator()(std::span<const Values> list) const {
-    Values s = initial;
-    for (const Values& x : list) s = step(joined(s, x));
+    Values s = initial_;
+    for (const Values& x : list) s = step_(joined(s, x));
     return s;
   }
   // g(s), as a list of elements.
   std::vector<Values> inverse(const Values& s) const {
-    const Values flat = g(s);
+    const Values flat = g_(s);
     std::vector<Values> list;
-    for (size_t i = 0; i < flat.size(); i += element_size)
-      list.emplace_back(flat.begin() + i, flat.begin() + i + element_size);
+    for (size_t i = 0; i < flat.size(); i += element_size_)
+      list.emplace_back(flat.begin() + i, flat.begin() + i + element_size_);
     return list;
   }
-  VectorFunction g;
-  size_t element_size;
+
+ private:
+  Values initial_;
+  VectorFunction step_, g_;
+  size_t element_size_;
 };
 
 // The step with the state bound to `state` and the element to `element`.
@@ -129,8 +125,7 @@ std::optional<Monoid> affine_derivation(const LeftFold& fold, const CheckOptions
   if (!symbolic) {
     // Halide's simplifier could not show it: compare the step with A(x) s + c(x) at random states and
     // elements instead (a nonlinear step differs there).
-    auto parameters = variable_names(fold.current());
-    for (const std::string& x : variable_names(fold.element())) parameters.push_back(x);
+    const auto parameters = joined(variable_names(fold.current()), variable_names(fold.element()));
     const VectorFunction step_e(Arithmetic::extended, parameters, fold.step),
         step_d(Arithmetic::exact, parameters, fold.step);
     const VectorFunction rec_e(Arithmetic::extended, parameters, reconstruction),
