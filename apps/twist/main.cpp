@@ -3,9 +3,10 @@
 //       Defines a row softmax and a GEMM in the DSL, checks both on the CPU reference against plain loops,
 //       lowers the GEMM with a tensor-core schedule, runs the lowered loop nest on the CPU interpreter,
 //       compiles it for sm_80 and sm_90a, and (where there is a GPU) runs and checks it there.
-//   twist export gemm --shape MxNxK [--dtype f16|bf16] [--block 128x128x32] [--warp 64x64] [--stages 3]
-//                     [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G] --out DIR
-//       Writes the kernels, cubins (sm_90a) and a launch manifest for those shapes.
+//   twist export gemm --shape MxNxK [--dtype f16|bf16] [--output f16|bf16|f32] [--block 128x128x32] [--warp 64x64]
+//                     [--stages 3] [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G] --out DIR
+//       Writes the kernels, cubins (sm_90a) and a launch manifest for those shapes; the output type is
+//       the input type unless --output says otherwise.
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -92,6 +93,12 @@ Accumulation parse_accumulation(const std::string &text) {
   if (text == "f16") return Accumulation::fp16();
   if (text.rfind("hybrid:", 0) == 0) return Accumulation::hybrid(std::stoi(text.substr(7)));
   fail("--accumulation {}: use f32, f16 or hybrid:N (f16 atoms promoted to f32 every N k-steps)", text);
+}
+
+// The spelling parse_accumulation takes, so that a manifest's note can be read back by scripts and flags.
+std::string accumulation_flag(const Accumulation &a) {
+  if (a.kind == Accumulation::Kind::hybrid) return fmt::format("hybrid:{}", a.promote_every);
+  return to_string(a);
 }
 
 apps::GemmTiling parse_tiling(const Options &o) {
@@ -228,27 +235,32 @@ int export_gemm(const Options &o) {
   if (out_dir.empty()) fail("twist export gemm needs --out DIR");
   const std::vector<int> shape = parse_dims(o.get("shape", ""), 3, "--shape");
   const Type dtype = parse_type(o.get("dtype", "f16"));
-  apps::Gemm g = apps::make_gemm({.input = dtype, .output = dtype});
+  const Type output = parse_type(o.get("output", type_name(dtype)));
+  if (output != f16 && output != bf16 && output != f32) fail("--output {}: use f16, bf16 or f32", type_name(output));
+  apps::Gemm g = apps::make_gemm({.input = dtype, .output = output});
   const apps::GemmTiling tiling = parse_tiling(o);
   const Schedule s = apps::schedule_tensor_core(g, tiling);
   const LoweredProgram p = lower(g.out, s, Target::sm90a());
   dump(o, g.out, s, p);
   const Scalars scalars = {{"M", shape[0]}, {"N", shape[1]}, {"K", shape[2]}};
   ExportRequest r;
-  r.label = o.get("label", fmt::format("gemm_{}_{}x{}x{}_{}", type_name(dtype), shape[0], shape[1], shape[2], tiling.name()));
+  // An output type other than the input's is part of the default label, so both can share a directory.
+  const std::string types = output == dtype ? type_name(dtype) : type_name(dtype) + "_" + type_name(output) + "out";
+  r.label = o.get("label", fmt::format("gemm_{}_{}x{}x{}_{}", types, shape[0], shape[1], shape[2], tiling.name()));
   r.scalars = scalars;
-  r.notes = {{"op", "gemm"}, {"dtype", type_name(dtype)}, {"schedule", tiling.name()},
+  r.notes = {{"op", "gemm"}, {"dtype", type_name(dtype)}, {"output", type_name(output)}, {"schedule", tiling.name()},
              {"shape", fmt::format("{}x{}x{}", shape[0], shape[1], shape[2])},
-             {"accumulation", to_string(tiling.accumulation)}};
+             {"accumulation", accumulation_flag(tiling.accumulation)}};
   std::cout << export_program(p, r, out_dir).string() << "\n";
   return 0;
 }
 
 int usage() {
   std::cerr << "usage: twist demo [--dump=funcs,schedule,loopnest,cuda]\n"
-               "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--block 128x128x32] [--warp 64x64]\n"
-               "                         [--stages 3] [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G]\n"
-               "                         [--transport cp_async|plain] [--label NAME] [--dump=...]\n";
+               "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
+               "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
+               "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
+               "                         [--dump=...]\n";
   return 2;
 }
 
