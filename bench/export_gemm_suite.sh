@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Exports every manifest (and its cubins, sm_90a) that apps/gemm/bench_gemm.py and apps/gemm/accuracy_study.py
+# read, on this machine: NVRTC compiles without a GPU. Run from the repository root:
+#
+#   bench/export_gemm_suite.sh OUT_DIR [TWIST_BINARY]
+#
+# OUT_DIR/gemm                 the benchmark shapes in f16 and bf16, two tilings each
+# OUT_DIR/accumulation         the study: f16 inputs, f32 output, M = N = 256, K = 256 .. 16384, per strategy
+# OUT_DIR/accumulation_timing  4096^3 with f16 inputs and output, per strategy
+#
+# TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
+set -euo pipefail
+
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "usage: $0 OUT_DIR [TWIST_BINARY]" >&2
+  exit 2
+fi
+out=$1
+twist=${2:-build/bench/apps/twist/twist}
+if [[ ! -x $twist ]]; then
+  echo "$0: no twist binary at $twist; build it first:" >&2
+  echo "  cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/bench --target twist" >&2
+  exit 2
+fi
+# The scripts read every manifest in a folder, so manifests left from an earlier export would be measured too.
+for sub in gemm accumulation accumulation_timing; do
+  if [[ -d $out/$sub && -n $(ls -A "$out/$sub") ]]; then
+    echo "$0: $out/$sub is not empty; remove it (or choose another OUT_DIR) so that no stale manifest is measured" >&2
+    exit 2
+  fi
+done
+
+export_gemm() {
+  "$twist" export gemm "$@" >/dev/null
+}
+
+# M x N x K, as baseline.py measured cuBLAS.
+shapes=(1024x1024x1024 2048x2048x2048 4096x4096x4096 8192x8192x8192 4096x15360x3840 4096x3840x15360
+        16x15360x3840 1x4096x4096)
+# The default tiling (block 128x128x32, warp 64x64, 3 stages) for every shape. The second tiling: for M >= 1024
+# a larger block, which halves the loads of A per flop and has the 228 KB of shared memory an H200 SM offers;
+# for the skinny shapes (M = 1, 16) a 128-row block computes mostly padding and covers few SMs, so instead small
+# blocks with K split 8 ways, to put more of the machine on reading B.
+large=(--block 128x256x32 --warp 64x64 --stages 4)
+skinny=(--block 64x64x32 --warp 32x32 --split-k 8)
+for dtype in f16 bf16; do
+  for shape in "${shapes[@]}"; do
+    export_gemm --shape "$shape" --dtype "$dtype" --out "$out/gemm"
+    if (( ${shape%%x*} < 1024 )); then
+      export_gemm --shape "$shape" --dtype "$dtype" "${skinny[@]}" --out "$out/gemm"
+    else
+      export_gemm --shape "$shape" --dtype "$dtype" "${large[@]}" --out "$out/gemm"
+    fi
+  done
+done
+
+# hybrid:N promotes every N k-steps of 16, and with block_k = 32 only an even N promotes inside the K loop (an
+# odd N > 1 would promote once, at the end, which is f16 accumulation); 2 promotes every block, 8 every 4 blocks.
+# The labels are explicit because the default label does not tell hybrid:2 from hybrid:8.
+strategies=(f32 f16 hybrid:2 hybrid:8)
+for k in 256 512 1024 2048 4096 8192 16384; do
+  for s in "${strategies[@]}"; do
+    export_gemm --shape "256x256x$k" --dtype f16 --output f32 --accumulation "$s" \
+      --label "acc_f16_f32out_256x256x${k}_${s/:/}" --out "$out/accumulation"
+  done
+done
+for s in "${strategies[@]}"; do
+  export_gemm --shape 4096x4096x4096 --dtype f16 --accumulation "$s" \
+    --label "acc_time_f16_4096x4096x4096_${s/:/}" --out "$out/accumulation_timing"
+done
+
+for sub in gemm accumulation accumulation_timing; do
+  echo "$out/$sub: $(ls "$out/$sub"/*.json | wc -l) manifests, $(du -sh "$out/$sub" | cut -f1)"
+done
+echo "total: $(du -sh "$out" | cut -f1)"
