@@ -141,10 +141,12 @@ std::optional<Monoid> affine_derivation(const LeftFold& fold, const CheckOptions
           joined(states.element(rng, Regime::spread), elements.element(rng, elements.any_regime(rng)));
       Evaluated step{step_e(args), step_d(args)}, affine{rec_e(args), rec_d(args)};
       uint64_t seed = rng();
-      for (int redraw = 0; redraw < 3; ++redraw) {
-        const Values nearby = perturbed(args, floating, seed);
-        step.redrawn.push_back(step_d(nearby));
-        affine.redrawn.push_back(rec_d(nearby));
+      for (int j = 0; j < 3; ++j) {
+        const Values near = nearby(args, floating, seed);
+        step.nearby_extended.push_back(step_e(near));
+        step.nearby_exact.push_back(step_d(near));
+        affine.nearby_extended.push_back(rec_e(near));
+        affine.nearby_exact.push_back(rec_d(near));
       }
       const Comparison cmp = compare(component_types(fold.state), step, affine);
       if (cmp.agreement == Agreement::disagree) {

@@ -76,16 +76,16 @@ std::vector<bool> floating(const std::vector<Component>& components) {
 
 }  // namespace
 
-Instance LawTester::perturbed(const Instance& instance, uint64_t& seed) const {
+Instance LawTester::nearby_instance(const Instance& instance, uint64_t& seed) const {
   Instance out = instance;
   const auto state_floats = floating(monoid_.state), element_floats = floating(monoid_.elements);
-  for (Values& s : out.states) s = algebra::perturbed(s, state_floats, seed);
-  for (Values& x : out.elements) x = algebra::perturbed(x, element_floats, seed);
+  for (Values& s : out.states) s = algebra::nearby(s, state_floats, seed);
+  for (Values& x : out.elements) x = algebra::nearby(x, element_floats, seed);
   if (monoid_.twist) {
     const auto base_floats = floating(monoid_.twist->base->state);
-    for (Values& b : out.base_states) b = algebra::perturbed(b, base_floats, seed);
+    for (Values& b : out.base_states) b = algebra::nearby(b, base_floats, seed);
   }
-  if (out.reference) *out.reference = algebra::perturbed({*out.reference}, {true}, seed)[0];
+  if (out.reference) *out.reference = algebra::nearby({*out.reference}, {true}, seed)[0];
   return out;
 }
 
@@ -103,10 +103,12 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
       l = {lhs(extended_, instance), lhs(exact_, instance)};
       r = {rhs(extended_, instance), rhs(exact_, instance)};
       uint64_t seed = rng_();
-      for (int redraw = 0; redraw < 3; ++redraw) {
-        const Instance nearby = perturbed(instance, seed);
-        l.redrawn.push_back(lhs(exact_, nearby));
-        r.redrawn.push_back(rhs(exact_, nearby));
+      for (int j = 0; j < 3; ++j) {
+        const Instance near = nearby_instance(instance, seed);
+        l.nearby_extended.push_back(lhs(extended_, near));
+        l.nearby_exact.push_back(lhs(exact_, near));
+        r.nearby_extended.push_back(rhs(extended_, near));
+        r.nearby_exact.push_back(rhs(exact_, near));
       }
     } catch (const Error&) {
       // An evaluation that fails on this instance (a NaN cast to an integer, say) decides nothing.

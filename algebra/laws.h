@@ -29,7 +29,7 @@ struct Instance {
   std::optional<Real> reference = {};
   std::vector<Values> base_states = {};
 };
-// One side of a law: a computation on an instance's inputs, run in each arithmetic (and on perturbed
+// One side of a law: a computation on an instance's inputs, run in each arithmetic (and at nearby
 // inputs, see Evaluated in algebra/tolerance.h).
 using Side = std::function<Values(const MonoidEvaluator&, const Instance&)>;
 
@@ -57,7 +57,7 @@ class LawTester {
 
  private:
   Values random_state(Rng& rng) const;
-  Instance perturbed(const Instance& instance, uint64_t& seed) const;
+  Instance nearby_instance(const Instance& instance, uint64_t& seed) const;
   std::vector<Values> random_list(Rng& rng, int max_length) const;
 
   Monoid monoid_;

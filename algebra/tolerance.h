@@ -11,17 +11,17 @@
 
 namespace twist::algebra {
 
-// One side, evaluated in both arithmetics. `redrawn` holds further double evaluations on the inputs
-// moved to neighbouring doubles (random directions): each re-draws the rounding errors, so that one
-// double evaluation that happens to round almost exactly cannot make the tolerance too small.
+// One side of a comparison, evaluated in both arithmetics at the instance's inputs, and at a few nearby
+// inputs (see nearby() and tolerance.cpp): the same side, in both arithmetics, at each.
 struct Evaluated {
   Values extended, exact;
-  std::vector<Values> redrawn = {};
+  std::vector<Values> nearby_extended = {}, nearby_exact = {};
 };
 
-// The inputs moved to a neighbouring double each, in random directions (finite nonzero values only;
-// `perturbable[k]` says whether component k may be perturbed: floating-point ones).
-Values perturbed(const Values& inputs, const std::vector<bool>& perturbable, uint64_t& seed);
+// The inputs moved by a random relative amount between 2^-40 and 2^-20 each (finite nonzero values only;
+// `movable[k]` says whether component k may move: the floating-point ones). It fills their significands
+// with random bits.
+Values nearby(const Values& inputs, const std::vector<bool>& movable, uint64_t& seed);
 
 enum class Agreement {
   agree,
@@ -37,10 +37,8 @@ struct Comparison {
   Real difference = 0, tolerance = 0;
 };
 
-// The tolerance for comparing the extended values of two sides of one component, from the double
-// evaluations of each side (the exact one and any re-drawn ones, in the same order on both sides).
-Real agreement_tolerance(Real lhs_extended, const std::vector<Real>& lhs_doubles, Real rhs_extended,
-                         const std::vector<Real>& rhs_doubles);
+// The tolerance for comparing the extended values of component k of two sides.
+Real agreement_tolerance(const Evaluated& lhs, const Evaluated& rhs, size_t k);
 
 // Compares two sides component by component; `types` are the components' types (integers and bools
 // compare exactly). Equal infinities make the comparison inconclusive unless `infinities_are_evidence`

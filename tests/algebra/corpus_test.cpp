@@ -227,6 +227,36 @@ std::pair<Evaluated, Evaluated> sides_of(const Monoid& m, const Counterexample& 
   return {{side(ext, true), side(dbl, true)}, {side(ext, false), side(dbl, false)}};
 }
 
+std::vector<Monoid> non_associative_corpus() {
+  auto binary = [](const std::string& name, double identity, const Combine& combine) {
+    return scalar(name, identity, combine);
+  };
+  return {
+      binary("minus", 0.0, [](const State& a, const State& b) { return std::vector<Expr>{a[0] - b[0]}; }),
+      binary("average", 0.0,
+             [](const State& a, const State& b) { return std::vector<Expr>{(a[0] + b[0]) / 2}; }),
+      binary("square_plus", 0.0,
+             [](const State& a, const State& b) { return std::vector<Expr>{a[0] * a[0] + b[0]}; }),
+      binary("times_plus_one", 0.0,
+             [](const State& a, const State& b) { return std::vector<Expr>{a[0] * b[0] + 1}; }),
+      binary("abs_difference", 0.0,
+             [](const State& a, const State& b) { return std::vector<Expr>{abs(a[0] - b[0])}; }),
+      binary("power", 1.0, [](const State& a, const State& b) { return std::vector<Expr>{pow(a[0], b[0])}; }),
+      binary("max_plus_one", -INFINITY,
+             [](const State& a, const State& b) { return std::vector<Expr>{max(a[0], b[0] + 1)}; }),
+      softmax_by_hand(true),
+      welford_by_hand(true),
+      argmax_missing_tie_condition(),
+      max_plus_matrices(true),
+      mean_with_wrong_inverse(),
+      // Associative, and Halide proves it, but 1 is no identity of +: each tile of a split fold would add
+      // it once more. (0 as the identity of max would pass: every state a fold from 0 reaches is >= 0,
+      // where 0 is an identity.)
+      binary("plus_with_identity_one", 1.0,
+             [](const State& a, const State& b) { return std::vector<Expr>{a[0] + b[0]}; }),
+  };
+}
+
 struct Associative {
   Monoid monoid;
   Level level;
@@ -283,33 +313,7 @@ TEST_CASE("associative operations are accepted each at the level that should dec
 TEST_CASE(
     "non-associative look-alikes are refused with a counterexample that re-evaluates to two different "
     "sides") {
-  auto binary = [](const std::string& name, double identity, const Combine& combine) {
-    return scalar(name, identity, combine);
-  };
-  const std::vector<Monoid> corpus = {
-      binary("minus", 0.0, [](const State& a, const State& b) { return std::vector<Expr>{a[0] - b[0]}; }),
-      binary("average", 0.0,
-             [](const State& a, const State& b) { return std::vector<Expr>{(a[0] + b[0]) / 2}; }),
-      binary("square_plus", 0.0,
-             [](const State& a, const State& b) { return std::vector<Expr>{a[0] * a[0] + b[0]}; }),
-      binary("times_plus_one", 0.0,
-             [](const State& a, const State& b) { return std::vector<Expr>{a[0] * b[0] + 1}; }),
-      binary("abs_difference", 0.0,
-             [](const State& a, const State& b) { return std::vector<Expr>{abs(a[0] - b[0])}; }),
-      binary("power", 1.0, [](const State& a, const State& b) { return std::vector<Expr>{pow(a[0], b[0])}; }),
-      binary("max_plus_one", -INFINITY,
-             [](const State& a, const State& b) { return std::vector<Expr>{max(a[0], b[0] + 1)}; }),
-      softmax_by_hand(true),
-      welford_by_hand(true),
-      argmax_missing_tie_condition(),
-      max_plus_matrices(true),
-      mean_with_wrong_inverse(),
-      // Associative, and Halide proves it, but 1 is no identity of +: each tile of a split fold would add
-      // it once more. (0 as the identity of max would pass: every state a fold from 0 reaches is >= 0,
-      // where 0 is an identity.)
-      binary("plus_with_identity_one", 1.0,
-             [](const State& a, const State& b) { return std::vector<Expr>{a[0] + b[0]}; }),
-  };
+  const std::vector<Monoid> corpus = non_associative_corpus();
   for (const Monoid& m : corpus) {
     CAPTURE(m.name);
     const Verdict v = check_associativity(m);
@@ -346,6 +350,47 @@ TEST_CASE(
   INFO(v.to_string());
   CHECK(!v.accepted);
   CHECK(v.reason.find("undecided") != std::string::npos);
+}
+
+TEST_CASE("the verdicts do not depend on the seed") {
+  // Rounding alone must never refuse an associative combine, and no seed may let a look-alike through.
+  const std::vector<Monoid> associative = {sum(f32),
+                                           product(f64),
+                                           max(f64),
+                                           argmax(f32),
+                                           argmin(f64),
+                                           softmax(f32),
+                                           log_sum_exp(f64),
+                                           attention(f32, 3),
+                                           welford(f64),
+                                           welford(f32),
+                                           affine(f64),
+                                           affine(f32, 2),
+                                           twisted_softmax(f64),
+                                           twisted_welford(f64),
+                                           twisted_attention(f32, 2)};
+  const std::vector<Monoid> look_alikes = non_associative_corpus();
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    CAPTURE(seed);
+    for (const Monoid& m : associative) {
+      CAPTURE(m.name);
+      const Verdict tested = check_associativity(m, CheckOptions{.seed = seed, .first_level = Level::tested});
+      INFO(tested.to_string());
+      CHECK(tested.accepted);
+      if (m.twist) {
+        const Verdict proved = check_associativity(m, CheckOptions{.seed = seed});
+        INFO(proved.to_string());
+        CHECK(proved.level == Level::construction);
+      }
+    }
+    for (const Monoid& m : look_alikes) {
+      CAPTURE(m.name);
+      const Verdict v = check_associativity(m, CheckOptions{.seed = seed});
+      INFO(v.to_string());
+      CHECK(!v.accepted);
+      CHECK(v.counterexample.has_value());
+    }
+  }
 }
 
 TEST_SUITE_END();

@@ -32,18 +32,13 @@ inline bool agree(const Evaluated& a, const Evaluated& b) {
       if (!same_bits(x, y) && !(x == y)) return false;
       continue;
     }
-    std::vector<Real> a_doubles{a.exact[k]}, b_doubles{b.exact[k]};
-    for (size_t j = 0; j < a.redrawn.size() && j < b.redrawn.size(); ++j) {
-      a_doubles.push_back(a.redrawn[j][k]);
-      b_doubles.push_back(b.redrawn[j][k]);
-    }
-    if (std::fabs(x - y) > agreement_tolerance(x, a_doubles, y, b_doubles)) return false;
+    if (std::fabs(x - y) > agreement_tolerance(a, b, k)) return false;
   }
   return true;
 }
 
-// f evaluated in extended and in exact arithmetic, and three more times in exact arithmetic on the inputs
-// moved to neighbouring doubles (see Evaluated in algebra/tolerance.h). `inputs` are lists of
+// f evaluated in extended and in exact arithmetic, at the inputs and at three nearby inputs (see
+// Evaluated in algebra/tolerance.h). `inputs` are lists of
 // values of the components `components`.
 inline Evaluated evaluate(
     const MonoidEvaluator& extended, const MonoidEvaluator& exact, const std::vector<Component>& components,
@@ -53,10 +48,11 @@ inline Evaluated evaluate(
   for (const Component& c : components) floating.push_back(c.type.is_float());
   Evaluated out{f(extended, inputs), f(exact, inputs)};
   uint64_t seed = 12345;
-  for (int redraw = 0; redraw < 3; ++redraw) {
-    std::vector<Values> nearby;
-    for (const Values& v : inputs) nearby.push_back(perturbed(v, floating, seed));
-    out.redrawn.push_back(f(exact, nearby));
+  for (int j = 0; j < 3; ++j) {
+    std::vector<Values> near;
+    for (const Values& v : inputs) near.push_back(nearby(v, floating, seed));
+    out.nearby_extended.push_back(f(extended, near));
+    out.nearby_exact.push_back(f(exact, near));
   }
   return out;
 }
