@@ -101,6 +101,10 @@ Expr operator!(const Expr &a);
 Expr select(const Expr &condition, const Expr &if_true, const Expr &if_false);
 Expr clamp(const Expr &x, const Expr &lo, const Expr &hi);
 Expr cast(const Type &t, const Expr &x);
+template <Number N>
+Expr cast(const Type &t, N x) {
+  return cast(t, to_expr(x));
+}
 Expr abs(const Expr &x);
 
 // Floating-point functions. Each keeps its argument's type (f16, bf16, f32 or f64); integers are refused.

@@ -36,8 +36,14 @@ std::string LoopStructure::names() const {
 
 namespace {
 
-void substitute_all(LoopStructure &loops, const std::string &var, const Halide::Expr &replacement) {
+void substitute_all(LoopStructure &loops, const std::string &var, const Halide::Expr &replacement,
+                    const Halide::Expr &unclamped) {
   for (auto &[name, value] : loops.value_of) value = substitute(var, replacement, value);
+  for (auto &[name, value] : loops.unclamped_value_of) value = substitute(var, unclamped, value);
+}
+
+void substitute_all(LoopStructure &loops, const std::string &var, const Halide::Expr &replacement) {
+  substitute_all(loops, var, replacement, replacement);
 }
 
 void apply_split(LoopStructure &loops, const SplitDirective &s) {
@@ -51,7 +57,12 @@ void apply_split(LoopStructure &loops, const SplitDirective &s) {
   LoopDim inner{s.inner, Halide::Expr(s.factor), old.reduction, Binding::serial};
   loops.dims[at] = outer;
   loops.dims.insert(loops.dims.begin() + at + 1, inner);
-  substitute_all(loops, old.name, outer.var() * s.factor + inner.var());
+  // A split wider than a loop of known extent (16 rows of an atom over 4 heads) repeats its last point
+  // instead of running past it, so every read stays inside the footprint the loop really has.
+  Halide::Expr inner_value = inner.var();
+  if (const auto *e = as_const_int(simplify(old.extent)); e && *e < s.factor)
+    inner_value = Halide::min(inner.var(), static_cast<int>(*e - 1));
+  substitute_all(loops, old.name, outer.var() * s.factor + inner_value, outer.var() * s.factor + inner.var());
 }
 
 void apply_fuse(LoopStructure &loops, const FuseDirective &f) {
@@ -99,6 +110,7 @@ LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents
   for (size_t k = 0; k < d.args.size(); ++k) {
     LoopDim dim{d.args[k].name(), extents[k], false, Binding::serial};
     loops.value_of[dim.name] = dim.var();
+    loops.unclamped_value_of[dim.name] = dim.var();
     loops.pure_guards.push_back(dim.var() < extents[k]);
     loops.dims.push_back(dim);
   }
@@ -108,6 +120,7 @@ LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents
       RVar v = r[k];
       LoopDim dim{v.name(), v.extent(), true, Binding::serial};
       loops.value_of[dim.name] = simplify(v.min() + dim.var());
+      loops.unclamped_value_of[dim.name] = loops.value_of[dim.name];
       loops.reduction_guards.push_back(dim.var() < v.extent());
       loops.dims.push_back(dim);
     }
@@ -127,11 +140,12 @@ LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents
   }
   // Guards in terms of the final loops: each original loop variable is (value_of - min) of its variable.
   std::map<std::string, Halide::Expr> original_in_loops;
-  for (size_t k = 0; k < d.args.size(); ++k) original_in_loops[d.args[k].name()] = loops.value_of[d.args[k].name()];
+  for (size_t k = 0; k < d.args.size(); ++k)
+    original_in_loops[d.args[k].name()] = loops.unclamped_value_of[d.args[k].name()];
   if (d.reduction) {
     const RDom &r = d.reduction->domain;
     for (int k = 0; k < r.dimensions(); ++k)
-      original_in_loops[r[k].name()] = simplify(loops.value_of[r[k].name()] - r[k].min());
+      original_in_loops[r[k].name()] = simplify(loops.unclamped_value_of[r[k].name()] - r[k].min());
   }
   for (auto *guards : {&loops.pure_guards, &loops.reduction_guards})
     for (Halide::Expr &g : *guards) g = simplify(substitute(original_in_loops, g));
@@ -160,7 +174,8 @@ void split_into_parts(LoopStructure &loops, const std::string &name, const std::
   const Halide::Expr value = part.var() * chunk + dim.var();
   const Halide::Expr old_extent = dim.extent;
   dim.extent = chunk;
-  for (auto &[var, v] : loops.value_of) v = simplify(substitute(name, value, v));
+  for (auto *values : {&loops.value_of, &loops.unclamped_value_of})
+    for (auto &[var, v] : *values) v = simplify(substitute(name, value, v));
   for (auto &g : loops.reduction_guards) g = simplify(substitute(name, value, g));
   // The last part may run past the end of the loop it was cut from.
   loops.reduction_guards.push_back(value < old_extent);

@@ -26,6 +26,9 @@ struct LoopStructure {
   std::vector<LoopDim> dims;  // outermost first
   // Each of the func's pure variables and RVars as an expression of the loop variables.
   std::map<std::string, Halide::Expr> value_of;
+  // The same without the clamps of splits wider than their loop (see apply_split): what the guards test,
+  // so that a repeated point is not stored twice.
+  std::map<std::string, Halide::Expr> unclamped_value_of;
   // Conditions that hold exactly at the points of the func's domain (splits that do not divide leave tails).
   std::vector<Halide::Expr> pure_guards;
   // Conditions that hold exactly at the points of the reduction domain, its predicates included.

@@ -3,6 +3,7 @@
 #include "algebra/legality.h"
 #include "lang/error.h"
 #include "lang/graph.h"
+#include "scheduler/chained_kernel.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
@@ -164,10 +165,29 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
     approve(fmt::format("split_reduction of {} over {} into {} parts", reduction, request.schedule->reduction_split()->var,
                         request.schedule->reduction_split()->parts));
 
+  // A reduction whose elements read another reduction computed at its tile is one chained kernel.
+  std::vector<std::string> producers;
+  for (const Expr &e : request.reduction.definition().reduction->elements) reductions_called(graph, e, producers);
+  std::optional<ChainedKernelRequest> chained;
+  if (!producers.empty()) {
+    const FuncSchedule *ps = schedule.find(producers[0]);
+    if (producers.size() != 1 || !ps || !ps->compute_at() || ps->compute_at()->consumer != reduction)
+      fail("func '{}' reads the reduction '{}' in its elements; schedule that reduction compute_at({}, <key tile "
+           "loop>) so that it is computed tile by tile inside '{}'",
+           reduction, producers[0], reduction, reduction);
+    chained = ChainedKernelRequest{request, graph.func(producers[0]), ps};
+  }
+  auto build = [&](const ReductionKernelRequest &r) {
+    if (!chained) return build_reduction_kernel(r);
+    ChainedKernelRequest c = *chained;
+    c.consumer = r;
+    return build_chained_kernel(c);
+  };
+
   request.kernel_name = program.name;
   const auto &split = request.schedule->reduction_split();
   if (!split) {
-    program.kernels.push_back(build_reduction_kernel(request));
+    program.kernels.push_back(build(request));
   } else if (split->combine == SplitCombine::kernel) {
     std::vector<BufferArg> partials;
     std::vector<Halide::Expr> shape = {Halide::Expr(split->parts)};
@@ -180,7 +200,7 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
     parts.output = ReductionKernelRequest::Output::partial_states;
     parts.output_buffers = partials;
     parts.kernel_name = program.name + "_parts";
-    program.kernels.push_back(build_reduction_kernel(parts));
+    program.kernels.push_back(build(parts));
     Kernel combine = combine_kernel(request, partials, split->parts);
     std::vector<BufferArg> written = program.outputs;
     collect_arguments(graph, combine, written);
@@ -205,7 +225,7 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
     ReductionKernelRequest parts = request;
     parts.output = ReductionKernelRequest::Output::atomic_sum;
     parts.kernel_name = program.name + "_atomic";
-    program.kernels.push_back(build_reduction_kernel(parts));
+    program.kernels.push_back(build(parts));
   }
   for (Kernel &k : program.kernels) k.schedule_summary = approvals + k.schedule_summary;
   for (const Kernel &k : program.kernels)

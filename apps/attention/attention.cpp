@@ -1,0 +1,132 @@
+#include "apps/attention/attention.h"
+
+#include "algebra/builtins.h"
+#include "algebra/twist.h"
+
+namespace twist::apps {
+
+Monoid attention_base2(const Type &t) {
+  const Expr none = neg_infinity(t);
+  // 2^(m - r), and 0 for an empty state (m = -inf), whose l and o are 0 anyway: no 2^(-inf - -inf).
+  auto weight = [&](const Expr &m, const Expr &r, bool inverse) {
+    return select(m == none, cast(t, 0), exp2(inverse ? r - m : m - r));
+  };
+  return algebra::TwistBuilder("attention_base2_" + type_name(t),
+                               algebra::product({algebra::max(t), algebra::sum(t), algebra::sum(t)}, {"m", "l", "o"}))
+      .state({{"m", t}, {"l", t}, {"o", t}})
+      .elements({{"s", t}, {"v", t}})
+      .identity({none, cast(t, 0), cast(t, 0)})
+      .lift([&](const State &x) { return std::vector<Expr>{x["s"], cast(t, 1), x["v"]}; })
+      .reference(t, [](const State &a, const State &b) { return max(a["m"], b["m"]); })
+      .to_base([&](const State &s, const Expr &r) {
+        const Expr w = weight(s["m"], r, false);
+        return std::vector<Expr>{s["m"], s["l"] * w, s["o"] * w};
+      })
+      .from_base([&](const State &b, const Expr &r) {
+        const Expr w = weight(b["m"], r, true);
+        return std::vector<Expr>{b["m"], b["l"] * w, b["o"] * w};
+      })
+      .finalize({{"out", t}}, [&](const State &s) {
+        return std::vector<Expr>{select(s["l"] == cast(t, 0), cast(t, 0), s["o"] / s["l"])};
+      })
+      .build();
+}
+
+Attention make_attention(const AttentionOptions &o) {
+  const std::string &p = o.prefix;
+  SizeParam batch(p + "B"), heads(p + "H"), queries(p + "S"), keys(p + "L");
+  const Expr kv_heads = heads / o.group;
+  const int D = o.head_dim;
+  const Expr query_count = o.decode ? Expr(1) : Expr(queries);
+  Attention a{o,
+              batch,
+              heads,
+              queries,
+              keys,
+              query_count,
+              Input(p + "Q", o.dtype, {batch, heads, query_count, D}),
+              Input(p + "K", o.dtype, {batch, kv_heads, keys, D}),
+              Input(p + "V", o.dtype, {batch, kv_heads, keys, D}),
+              std::nullopt,
+              Param<float>(p + "qk_scale"),
+              RDom({{0, D}}, p + "d"),
+              RDom({{0, keys}}, p + "j"),
+              Func(p + "S"),
+              Func(p + "O"),
+              Func(p + "out")};
+  Var b("b"), h("h"), i("i"), j("j"), d("d");
+  const RVar dd = a.d.x, kv = a.j.x;
+  a.S(b, h, i, j) = reduce(algebra::sum(f32), a.d, cast(f32, a.Q(b, h, i, dd)) * cast(f32, a.K(b, h / o.group, j, dd)));
+  Expr s = a.S(b, h, i, kv) * a.qk_scale;
+  if (o.softcap) s = *o.softcap * tanh(s / *o.softcap);
+  if (o.alibi) {
+    a.slopes.emplace(p + "slopes", f32, std::vector<Expr>{heads});
+    s = s + (*a.slopes)(h) * cast(f32, kv - i);
+  }
+  RDom keys_seen = a.j;
+  const Expr diagonal = i + (keys - query_count);
+  if (o.causal) keys_seen = keys_seen.where(kv <= diagonal);
+  if (o.window) keys_seen = keys_seen.where(kv > diagonal - *o.window);
+  a.O(b, h, i, d) = reduce(attention_base2(f32), keys_seen, {s, cast(f32, a.V(b, h / o.group, kv, d))});
+  a.out(b, h, i, d) = cast(o.dtype, a.O(b, h, i, d));
+  a.out.set_shape({batch, heads, query_count, D});
+  return a;
+}
+
+std::string AttentionTiling::name() const {
+  std::string s = fmt::format("flash_{}x{}_s{}", block_rows, key_tile, stages);
+  if (split_kv > 1) s += fmt::format("_splitkv{}", split_kv);
+  return s;
+}
+
+namespace {
+
+// What both schedules share: heads x batch on block.y, the head dimension in register atoms, the key loop in
+// tiles of 16-key steps, the consumer's atom, and the producer computed at the key loop with its operands
+// staged.
+void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) {
+  const std::string kv = a.j.x.name();
+  FuncSchedule &o = s[a.O];
+  o.split("d", "dn", "da", 8)
+      .split(kv, "jo", "jj", t.key_tile)
+      .split("jj", "jk", "jka", 16)
+      .unroll("dn")
+      .unroll("jk")
+      .matrix_atom(MatrixAtom::mma_m16n8k16, "ia", "da", "jka")
+      .stage(a.V, "jo", Transport::cp_async, t.stages);
+  if (t.split_kv > 1) o.split_reduction("jo", t.split_kv);
+  s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::cp_async).stage(a.K, "jo", Transport::cp_async, t.stages);
+}
+
+}  // namespace
+
+Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
+  Schedule s;
+  s[a.O]
+      .fuse("h", "b", "bh")
+      .bind("bh", Binding::block_y)
+      .split("i", "io", "ii", t.block_rows)
+      .bind("io", Binding::block_x)
+      .split("ii", "iw", "ia", 16)
+      .bind("iw", Binding::warp);
+  schedule_common(s, a, t);
+  s[a.O].reorder({"jka", "da", "ia", "dn", "jk", "jo", "iw", "io", "bh"});
+  return s;
+}
+
+Schedule schedule_decode(const Attention &a, const AttentionTiling &t) {
+  Schedule s;
+  // Rows are (query head within its group, query): one atom of 16 rows per block.
+  s[a.O]
+      .split("h", "hk", "hg", a.options.group)
+      .fuse("hk", "b", "bh")
+      .bind("bh", Binding::block_y)
+      .fuse("i", "hg", "r")
+      .split("r", "ro", "ia", 16)
+      .bind("ro", Binding::block_x);
+  schedule_common(s, a, t);
+  s[a.O].reorder({"jka", "da", "ia", "dn", "jk", "jo", "ro", "bh"});
+  return s;
+}
+
+}  // namespace twist::apps

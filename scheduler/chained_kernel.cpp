@@ -1,0 +1,739 @@
+#include "scheduler/chained_kernel.h"
+
+#include <functional>
+#include <set>
+
+#include "algebra/relative_form.h"
+#include "lang/error.h"
+#include "scheduler/contraction.h"
+#include "scheduler/epilogue.h"
+#include "scheduler/expr_lowering.h"
+#include "scheduler/fragments.h"
+#include "scheduler/intrinsics.h"
+#include "scheduler/loops.h"
+#include "scheduler/staging.h"
+#include "scheduler/thread_mapping.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+using algebra::RelativeForm;
+
+namespace {
+
+Halide::Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
+
+Stmt block(const std::vector<Stmt> &stmts) {
+  std::vector<Stmt> defined;
+  for (const Stmt &s : stmts)
+    if (s.defined()) defined.push_back(s);
+  return defined.empty() ? Evaluate::make(0) : Block::make(defined);
+}
+
+Stmt store(const std::string &buffer, const Halide::Expr &value, const Halide::Expr &index) {
+  return Store::make(buffer, value, index, Parameter(), const_true(), ModulusRemainder());
+}
+
+Stmt unrolled(const std::string &name, int extent, const Stmt &body) {
+  return For::make(name, 0, extent, ForType::Unrolled, Halide::DeviceAPI::None, body);
+}
+
+Halide::Expr all_of(const std::vector<Halide::Expr> &conditions) {
+  Halide::Expr c = const_true();
+  for (const Halide::Expr &e : conditions) c = c && e;
+  return simplify(c);
+}
+
+Halide::Expr combine_op(RelativeForm::BaseOp op, const Halide::Expr &a, const Halide::Expr &b) {
+  switch (op) {
+    case RelativeForm::BaseOp::max: return Halide::max(a, b);
+    case RelativeForm::BaseOp::min: return Halide::min(a, b);
+    case RelativeForm::BaseOp::add: return a + b;
+  }
+  return a;
+}
+
+const char *const kReference = "ref";
+
+class ChainedKernelBuilder {
+ public:
+  explicit ChainedKernelBuilder(const ChainedKernelRequest &r)
+      : req_(r.consumer),
+        chain_(r),
+        def_(r.consumer.reduction.definition()),
+        monoid_(*def_.reduction->monoid),
+        lowering_(*r.consumer.graph) {}
+
+  Kernel build();
+
+ private:
+  void plan_loops();
+  void plan_producer();
+  void plan_components();
+  void plan_stages();
+
+  int extent_of(const std::string &loop, const char *why) const { return loops_.dim(loop).constant_extent(loops_.func, why); }
+  // Flat register index over loops (name, extent), outermost first.
+  static Halide::Expr flat(const std::vector<std::pair<std::string, int>> &loops) {
+    Halide::Expr index = 0;
+    for (const auto &[name, extent] : loops) index = index * extent + var(name);
+    return simplify(index);
+  }
+  Stmt over(const std::vector<std::pair<std::string, int>> &loops, Stmt body) const {
+    for (auto it = loops.rbegin(); it != loops.rend(); ++it) body = unrolled(it->first, it->second, body);
+    return body;
+  }
+  // The row slot of accumulator element e (rows g and g + 8 of each atom of rows).
+  Halide::Expr row_slot(const Halide::Expr &e) const { return flat(row_loops_) * 2 + e / 2; }
+  int row_slots() const {
+    int n = 2;
+    for (const auto &[name, e] : row_loops_) n *= e;
+    return n;
+  }
+  // Lets that place the current S point (row loops, S.jn, S.e) in the consumer's loops.
+  std::map<std::string, Halide::Expr> s_point(const Halide::Expr &jn, const Halide::Expr &e) const;
+  Halide::Expr s_index(const Halide::Expr &jn, const Halide::Expr &e) const {
+    return (flat(row_loops_) * jn_extent_ + jn) * 4 + e;
+  }
+  Halide::Expr o_index(const Halide::Expr &e) const {
+    return (flat(row_loops_) * col_points_ + flat(col_loops_)) * 4 + e;
+  }
+  Halide::Expr valid_at(const Halide::Expr &jn, const Halide::Expr &e) const;
+  // The base state's variables bound to the row arrays at `slot` and, for the column component, `column`.
+  std::map<std::string, Halide::Expr> base_at(const Halide::Expr &slot, const Halide::Expr &column) const;
+  std::map<std::string, Halide::Expr> elements_at(const Halide::Expr &jn, const Halide::Expr &e) const;
+
+  Stmt scores();
+  Stmt tile_selectors();
+  Stmt move_reference();
+  Stmt contributions();
+  Stmt quad_reduce(const std::string &array, int count, RelativeForm::BaseOp op, const Type &t) const;
+  Stmt epilogue();
+
+  const ReductionKernelRequest &req_;
+  const ChainedKernelRequest &chain_;
+  const Definition &def_;
+  const Monoid &monoid_;
+  ExprLowering lowering_;
+  LoopStructure loops_;
+  ThreadMapping mapping_;
+  std::optional<RelativeForm> form_;
+  std::vector<StagePlan> stages_;
+  std::string summary_;
+
+  // The consumer's atom over (rows, columns, keys) and the loops around it.
+  std::string atom_row_, atom_col_, atom_key_;
+  std::string key_loop_;                                  // jo: one key tile per iteration
+  std::string key_step_;                                  // the consumer's k-steps inside a tile ("" if one)
+  int key_steps_ = 1;                                     // atoms of 16 keys per tile
+  std::vector<std::pair<std::string, int>> row_loops_;    // register loops over atoms of rows
+  std::vector<std::pair<std::string, int>> col_loops_;    // register loops over atoms of columns
+  int col_points_ = 1;                                    // product of col_loops_ extents
+  std::string column_arg_;                                // the consumer's column variable (d)
+  std::string key_var_;                                   // the consumer's RVar (j)
+  Halide::Expr key_base_;                                 // the first key of the tile, in loop terms
+
+  // The producer S: its contraction and its synthetic loops.
+  std::optional<Contraction> contraction_;
+  ContractionOperand rows_operand_, keys_operand_;        // A(i, k) and B(j, k), in S's terms
+  std::vector<Halide::Expr> q_coords_, k_coords_;         // their coordinates in loop terms
+  std::vector<Halide::Expr> s_call_args_;                 // the consumer's call of S, in its own variables
+  int jn_extent_ = 0, dk_extent_ = 0;
+  Type s_type_;
+
+  // The consumer's elements and components.
+  std::vector<int> row_elements_;                          // elements evaluated at S points
+  int column_element_ = -1;                                // the element read at (j, d): V(j, d)
+  ContractionOperand column_operand_;
+  std::vector<Halide::Expr> v_coords_;
+  int column_component_ = -1;                              // the base component that depends on d
+  Halide::Expr column_row_factor_;                         // its relative lift with the column element as 1
+  std::vector<int> row_components_;                        // the others
+};
+
+std::map<std::string, Halide::Expr> ChainedKernelBuilder::s_point(const Halide::Expr &jn, const Halide::Expr &e) const {
+  // Key j_local = jn * 8 + col(e) of the tile; the consumer's own loops over the tile are its key steps and
+  // atom keys: j_local = key_step * 16 + atom_key.
+  const Halide::Expr local = jn * 8 + accumulator_col(0) + e % 2;
+  std::map<std::string, Halide::Expr> at = {{atom_row_, lane() / 4 + 8 * (e / 2)}, {atom_col_, 0}};
+  at[atom_key_] = local % 16;
+  if (!key_step_.empty()) at[key_step_] = local / 16;
+  return at;
+}
+
+Halide::Expr ChainedKernelBuilder::valid_at(const Halide::Expr &jn, const Halide::Expr &e) const {
+  return simplify(substitute(s_point(jn, e), all_of(loops_.reduction_guards)));
+}
+
+void ChainedKernelBuilder::plan_loops() {
+  const std::string &fname = req_.reduction.name();
+  const FuncSchedule &s = *req_.schedule;
+  loops_ = make_loops(req_.reduction, req_.extents, &s);
+  if (s.reduction_split())
+    split_into_parts(loops_, s.reduction_split()->var, s.reduction_split()->var + ".part", s.reduction_split()->parts,
+                     Binding::block_z);
+  mapping_ = map_threads(loops_, s.raster_group(), true, req_.target);
+  summary_ += mapping_.summary;
+  if (!s.atom())
+    fail("schedule of '{}': a reduction fed by a contraction computed at its tile needs matrix_atom(rows, columns, "
+         "keys)",
+         fname);
+  atom_row_ = s.atom()->i, atom_col_ = s.atom()->j, atom_key_ = s.atom()->k;
+  const int want[3] = {16, 8, 16};
+  const std::string *names[3] = {&atom_row_, &atom_col_, &atom_key_};
+  for (int k = 0; k < 3; ++k)
+    if (extent_of(*names[k], "a matrix atom") != want[k])
+      fail("schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16, but loop '{}' has extent {}", fname, *names[k],
+           loops_.dim(*names[k]).extent);
+  key_loop_ = chain_.producer_schedule->compute_at()->at;
+  const int at = loops_.index(key_loop_);
+  if (at < 0) loops_.dim(key_loop_);
+  if (!loops_.dims[at].reduction || loops_.dims[at].binding != Binding::serial)
+    fail("schedule of '{}': '{}' is computed at loop '{}', which must be a serial reduction loop of '{}'",
+         chain_.producer.name(), chain_.producer.name(), key_loop_, fname);
+  if (def_.reduction->domain.dimensions() != 1)
+    fail("func '{}': a reduction fed by a contraction must reduce over a one-dimensional RDom", fname);
+  key_var_ = def_.reduction->domain[0].name();
+  // The loops inside the key tile: key steps (reduction), register loops over rows and columns (pure).
+  std::set<std::string> atom = {atom_row_, atom_col_, atom_key_};
+  for (size_t k = at + 1; k < loops_.dims.size(); ++k) {
+    const LoopDim &d = loops_.dims[k];
+    if (d.binding != Binding::serial && d.binding != Binding::unrolled) continue;
+    if (atom.count(d.name)) continue;
+    const int extent = d.constant_extent(fname, "a loop inside the key tile");
+    if (d.reduction) {
+      if (!key_step_.empty())
+        fail("schedule of '{}': split the key tile into one loop of 16-key steps ('{}' and '{}' are both inside '{}')",
+             fname, key_step_, d.name, key_loop_);
+      key_step_ = d.name, key_steps_ = extent;
+    } else {
+      std::string row_arg, uses;
+      bool row = false, col = false;
+      for (const Var &v : def_.args) {
+        const Halide::Expr value = loops_.value_of.at(v.name());
+        if (!expr_uses_var(value, d.name)) continue;
+        (expr_uses_var(value, atom_row_) ? row : col) = true;
+      }
+      if (row == col)
+        fail("schedule of '{}': register loop '{}' must tile either the atom's rows or its columns", fname, d.name);
+      (row ? row_loops_ : col_loops_).push_back({d.name, extent});
+    }
+  }
+  for (size_t k = 0; k < static_cast<size_t>(at); ++k) {
+    const LoopDim &d = loops_.dims[k];
+    if ((d.binding == Binding::serial || d.binding == Binding::unrolled) && d.constant_extent(fname, "a loop") != 1)
+      fail("schedule of '{}': loop '{}' outside the key loop '{}' must be bound to blocks or warps", fname, d.name,
+           key_loop_);
+  }
+  for (const auto &[name, extent] : col_loops_) col_points_ *= extent;
+  for (const Var &v : def_.args)
+    if (expr_uses_var(loops_.value_of.at(v.name()), atom_col_)) column_arg_ = v.name();
+  // The tile's keys: key = key_base + key_step * 16 + atom_key.
+  const Halide::Expr key = loops_.value_of.at(key_var_);
+  std::map<std::string, Halide::Expr> zero = {{atom_key_, 0}};
+  if (!key_step_.empty()) zero[key_step_] = 0;
+  key_base_ = simplify(substitute(zero, key));
+  if (!is_const_one(simplify(substitute(atom_key_, 1, key) - substitute(atom_key_, 0, key))) ||
+      (!key_step_.empty() && !is_const(simplify(substitute(key_step_, 1, key) - substitute(key_step_, 0, key)), 16)))
+    fail("schedule of '{}': the keys of a tile must be key_step * 16 + {} (split the key loop by the tile, then by "
+         "16)",
+         fname, atom_key_);
+  jn_extent_ = key_steps_ * 2;
+}
+
+void ChainedKernelBuilder::plan_producer() {
+  const Func &s = chain_.producer;
+  const Definition &sd = s.definition();
+  contraction_ = as_contraction(*sd.reduction->monoid, sd.reduction->elements);
+  if (!contraction_)
+    fail("func '{}' is computed at '{}' through matrix atoms, so it must be a sum of products of two f16 or bf16 "
+         "inputs",
+         s.name(), key_loop_);
+  s_type_ = sd.reduction->monoid->state[0].type;
+  if (s_type_ != f32) fail("func '{}': its sum must be f32 to accumulate in mma atoms", s.name());
+  const RDom &dd = sd.reduction->domain;
+  if (dd.dimensions() != 1) fail("func '{}' must reduce over a one-dimensional RDom", s.name());
+  const auto *depth = as_const_int(simplify(dd[0].extent()));
+  if (!depth || *depth % 16 != 0 || !is_const_zero(simplify(dd[0].min())))
+    fail("func '{}': its reduction over '{}' must have a constant extent that is a multiple of 16 (the atom's k), "
+         "starting at 0",
+         s.name(), dd.name());
+  dk_extent_ = static_cast<int>(*depth / 16);
+  // The consumer's call of S, which must be the same at every use.
+  struct Calls : IRVisitor {
+    std::string name;
+    std::vector<std::vector<Halide::Expr>> args;
+    using IRVisitor::visit;
+    void visit(const Call *c) override {
+      IRVisitor::visit(c);
+      if (c->call_type == Call::Halide && c->name == name) args.push_back(c->args);
+    }
+  } calls;
+  calls.name = s.name();
+  for (const Expr &e : def_.reduction->elements) e.accept(&calls);
+  if (calls.args.empty()) fail("func '{}' is computed at '{}' but '{}' does not read it", s.name(), key_loop_, req_.reduction.name());
+  for (const auto &a : calls.args)
+    for (size_t k = 0; k < a.size(); ++k)
+      if (!equal(a[k], calls.args[0][k]))
+        fail("func '{}' reads '{}' at two different points; a producer computed at its tile is read at one", req_.reduction.name(), s.name());
+  s_call_args_ = calls.args[0];
+  // S's variables at the S point (row loops, S.jn, S.ja) and its reduction at (S.dk, S.dka).
+  ExprLowering at_point(*req_.graph);
+  at_point.bind(loops_.value_of);
+  const Halide::Expr key = key_base_ + var("S.jn") * 8 + var("S.ja");
+  at_point.bind(key_var_, key);
+  std::map<std::string, Halide::Expr> s_vars;
+  for (size_t k = 0; k < sd.args.size(); ++k) s_vars[sd.args[k].name()] = at_point.lower(s_call_args_[k]);
+  s_vars[dd[0].name()] = var("S.dk") * 16 + var("S.dka");
+  auto coords = [&](const ContractionOperand &o) {
+    std::vector<Halide::Expr> c;
+    for (const Halide::Expr &x : o.coords) c.push_back(simplify(substitute(s_vars, x)));
+    return c;
+  };
+  auto uses = [](const std::vector<Halide::Expr> &c, const std::string &v) {
+    return std::any_of(c.begin(), c.end(), [&](const Halide::Expr &x) { return expr_uses_var(x, v); });
+  };
+  // A coordinate that stays constant over a loop's range (h / group over the rows of one group) does not
+  // depend on it: fold it to that constant, so that each operand follows only its own loops.
+  auto eliminate = [&](std::vector<Halide::Expr> c, const std::string &loop, int extent) {
+    Scope<Interval> scope;
+    scope.push(loop, Interval(0, extent - 1));
+    for (Halide::Expr &x : c) {
+      if (!expr_uses_var(x, loop)) continue;
+      const Interval range = bounds_of_expr_in_scope(x, scope);
+      if (range.is_bounded() && is_const_zero(simplify(range.max - range.min))) x = simplify(range.min);
+    }
+    return c;
+  };
+  std::vector<Halide::Expr> a = coords(contraction_->a), b = coords(contraction_->b);
+  for (std::vector<Halide::Expr> *c : {&a, &b}) *c = eliminate(eliminate(*c, atom_row_, 16), "S.ja", 8);
+  rows_operand_ = contraction_->a, keys_operand_ = contraction_->b;
+  if (uses(a, "S.ja")) {
+    std::swap(a, b);
+    std::swap(rows_operand_, keys_operand_);
+  }
+  if (uses(a, "S.ja") || uses(b, atom_row_))
+    fail("func '{}': one factor of its products must follow the rows ({}) and the other the keys", s.name(), atom_row_);
+  q_coords_ = a, k_coords_ = b;
+}
+
+void ChainedKernelBuilder::plan_components() {
+  const std::string &fname = req_.reduction.name();
+  std::string why;
+  form_ = algebra::relative_form(monoid_, &why);
+  if (!form_)
+    fail("func '{}': its monoid '{}' has no relative form ({}), which a reduction fed tile by tile by a contraction "
+         "needs",
+         fname, monoid_.name, why);
+  // Elements: those that do not depend on the column are evaluated where S's accumulators are.
+  lowering_.bind(loops_.value_of);
+  for (size_t e = 0; e < def_.reduction->elements.size(); ++e) {
+    const Expr &x = def_.reduction->elements[e];
+    ExprLowering probe(*req_.graph);
+    probe.bind(loops_.value_of);
+    probe.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
+      if (c->name == chain_.producer.name()) return Halide::Expr(0.0f);
+      return std::nullopt;
+    });
+    const Halide::Expr lowered = probe.lower(x);
+    bool per_column = expr_uses_var(lowered, atom_col_);
+    for (const auto &[c, extent] : col_loops_) per_column = per_column || expr_uses_var(lowered, c);
+    if (!per_column) {
+      row_elements_.push_back(static_cast<int>(e));
+      continue;
+    }
+    if (column_element_ >= 0)
+      fail("func '{}': only one of its elements may depend on '{}' (the second atom's B operand)", fname, column_arg_);
+    column_element_ = static_cast<int>(e);
+    Halide::Expr inner = x;
+    if (const auto *c = inner.as<Cast>()) inner = c->value;
+    const auto *call = inner.as<Call>();
+    if (!call || call->call_type != Call::Image || (call->type != f16 && call->type != bf16))
+      fail("func '{}': its element {} depends on '{}', so it must read an f16 or bf16 input (V(j, d)), not {}", fname,
+           monoid_.elements[e].name, column_arg_, x);
+    column_operand_ = ContractionOperand{call->name, call->type, call->args};
+    for (const Halide::Expr &c : call->args) {
+      Halide::Expr lowered = simplify(lowering_.lower(c));
+      // As for S's operands: V does not follow the rows, though h / group is written over them.
+      Scope<Interval> scope;
+      scope.push(atom_row_, Interval(0, 15));
+      const Interval range = bounds_of_expr_in_scope(lowered, scope);
+      if (expr_uses_var(lowered, atom_row_) && range.is_bounded() && is_const_zero(simplify(range.max - range.min)))
+        lowered = simplify(range.min);
+      v_coords_.push_back(lowered);
+    }
+  }
+  if (column_element_ < 0) fail("func '{}': none of its elements depends on '{}'", fname, column_arg_);
+  const std::string column_var = monoid_.element()[column_element_].as<Variable>()->name;
+  for (size_t k = 0; k < form_->base.size(); ++k) {
+    if (!expr_uses_var(form_->relative_lift[k], column_var)) {
+      row_components_.push_back(static_cast<int>(k));
+      continue;
+    }
+    if (column_component_ >= 0 || form_->is_selector(static_cast<int>(k)))
+      fail("monoid '{}': one additive component may depend on the element '{}'", monoid_.name, column_var);
+    column_component_ = static_cast<int>(k);
+    // Its contribution must be (row part) x (column element): then the tile's sum is a matrix product.
+    column_row_factor_ = simplify(substitute(column_var, make_one(monoid_.elements[column_element_].type),
+                                             form_->relative_lift[k]));
+    const Halide::Expr residue = simplify(form_->relative_lift[k] -
+                                          column_row_factor_ * Variable::make(monoid_.elements[column_element_].type, column_var));
+    if (!is_const_zero(residue))
+      fail("monoid '{}': the contribution {} of component '{}' is not a multiple of '{}', so it is no contraction",
+           monoid_.name, form_->relative_lift[k], form_->base[k].name, column_var);
+  }
+  summary_ += fmt::format("  {} over tiles of {} keys, fed by {} (mma.m16n8k16, k = {}) at '{}'; relative form of "
+                          "'{}': {} row component(s), 1 column component\n",
+                          fname, key_steps_ * 16, chain_.producer.name(), dk_extent_ * 16, key_loop_, monoid_.name,
+                          row_components_.size());
+}
+
+void ChainedKernelBuilder::plan_stages() {
+  // The producer's loops, for the footprints: S.dk (k-steps), S.jn (atoms of keys), S.ja, S.dka (the atom).
+  for (const auto &[name, extent, reduction] : std::vector<std::tuple<std::string, int, bool>>{
+           {"S.dk", dk_extent_, true}, {"S.jn", jn_extent_, false}, {"S.ja", 8, false}, {"S.dka", 16, true}})
+    loops_.dims.push_back({name, Halide::Expr(extent), reduction, Binding::serial});
+  std::vector<StageDirective> directives = req_.schedule->stages();
+  for (const StageDirective &d : chain_.producer_schedule->stages()) directives.push_back(d);
+  const std::map<std::string, std::vector<Halide::Expr>> reads = {
+      {rows_operand_.input, q_coords_}, {keys_operand_.input, k_coords_}, {column_operand_.input, v_coords_}};
+  for (const StageDirective &d : directives) {
+    const Input *in = nullptr;
+    for (const Input &i : req_.graph->inputs)
+      if (i.name() == d.input) in = &i;
+    auto it = reads.find(d.input);
+    if (!in || it == reads.end())
+      fail("schedule of '{}': stage({}) names no operand of its matrix atoms", req_.reduction.name(), d.input);
+    stages_.push_back(plan_stage(d, *in, loops_, {it->second}, req_.element_copies));
+    summary_ += stages_.back().summary();
+  }
+  for (const std::string &operand : {rows_operand_.input, keys_operand_.input, column_operand_.input})
+    if (std::none_of(stages_.begin(), stages_.end(), [&](const StagePlan &p) { return p.input == operand; }))
+      fail("schedule of '{}': '{}' is read by ldmatrix, so it must be staged in shared memory", req_.reduction.name(),
+           operand);
+}
+
+std::map<std::string, Halide::Expr> ChainedKernelBuilder::base_at(const Halide::Expr &slot,
+                                                                  const Halide::Expr &column) const {
+  std::map<std::string, Halide::Expr> b;
+  const State vars = form_->base_vars();
+  for (int k : row_components_)
+    b[vars[k].as<Variable>()->name] = load(form_->base[k].type, "row." + form_->base[k].name, slot);
+  if (column.defined()) b[vars[column_component_].as<Variable>()->name] = column;
+  if (form_->has_reference) b[kReference] = load(form_->ref_type, "row.ref", slot);
+  return b;
+}
+
+std::map<std::string, Halide::Expr> ChainedKernelBuilder::elements_at(const Halide::Expr &jn, const Halide::Expr &e) const {
+  std::map<std::string, Halide::Expr> x;
+  const State vars = monoid_.element();
+  for (int k : row_elements_)
+    x[vars[k].as<Variable>()->name] = load(monoid_.elements[k].type, "elem." + monoid_.elements[k].name, s_index(jn, e));
+  return x;
+}
+
+Stmt ChainedKernelBuilder::scores() {
+  // S for the tile: acc_s = sum over k-steps of Q fragments (loaded once, before the key loop) x K fragments.
+  const StagePlan *k_stage = nullptr;
+  for (const StagePlan &p : stages_)
+    if (p.input == keys_operand_.input) k_stage = &p;
+  FragmentLoad k{AtomOperand::b, k_coords_, "S.dka", "S.ja", atom_row_, {{"S.jn", jn_extent_}}, "frag.k", k_stage,
+                 k_stage->directive.depth > 1 ? var(k_stage->directive.at) % k_stage->directive.depth : Halide::Expr(0)};
+  std::vector<std::pair<std::string, int>> q_loops = row_loops_;
+  q_loops.push_back({"S.dk", dk_extent_});
+  Stmt mma = intrinsic::mma({"acc.s", "frag.q", "frag.k", "acc.s", s_index(var("S.jn"), 0), flat(q_loops) * 8,
+                             var("S.jn") * 4, s_index(var("S.jn"), 0)});
+  std::vector<std::pair<std::string, int>> mma_loops = row_loops_;
+  mma_loops.push_back({"S.jn", jn_extent_});
+  Stmt step = block({load_fragments(k, req_.reduction.name()), over(mma_loops, mma)});
+  std::vector<std::pair<std::string, int>> all = row_loops_;
+  all.push_back({"S.jn", jn_extent_});
+  all.push_back({"S.e", 4});
+  Stmt zero = over(all, store("acc.s", make_zero(s_type_), s_index(var("S.jn"), var("S.e"))));
+  // The elements at each S point: the consumer's expressions with S replaced by its accumulator.
+  std::vector<Stmt> element_stores;
+  for (int k : row_elements_) {
+    ExprLowering at(*req_.graph);
+    std::map<std::string, Halide::Expr> values = loops_.value_of;
+    for (auto &[name, v] : values) v = substitute(s_point(var("S.jn"), var("S.e")), v);
+    at.bind(values);
+    const Halide::Expr score = load(s_type_, "acc.s", s_index(var("S.jn"), var("S.e")));
+    at.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
+      if (c->name == chain_.producer.name()) return score;
+      return std::nullopt;
+    });
+    element_stores.push_back(store("elem." + monoid_.elements[k].name, at.lower(def_.reduction->elements[k]),
+                                   s_index(var("S.jn"), var("S.e"))));
+  }
+  return block({zero, unrolled("S.dk", dk_extent_, step), over(all, block(element_stores))});
+}
+
+Stmt ChainedKernelBuilder::quad_reduce(const std::string &array, int count, RelativeForm::BaseOp op,
+                                       const Type &t) const {
+  // The four lanes of a quad hold the same rows: a butterfly over lane bits 0 and 1 gives each the whole row.
+  std::vector<Stmt> steps;
+  for (int mask : {1, 2}) {
+    const Halide::Expr i = var(array + ".i");
+    steps.push_back(unrolled(array + ".i", count,
+                             block({intrinsic::shuffle_xor({"peer", 0, load(t, array, i), mask}),
+                                    store(array, combine_op(op, load(t, array, i), load(t, "peer", 0)), i)})));
+  }
+  return Allocate::make("peer", t, Halide::MemoryType::Register, {1}, const_true(), block(steps));
+}
+
+Stmt ChainedKernelBuilder::tile_selectors() {
+  // tile.<k>[slot] = op over the tile's valid points of selector k's contribution, over the whole row.
+  const int slots = row_slots();
+  std::vector<Stmt> steps;
+  std::vector<int> selectors;
+  for (int k : row_components_) {
+    if (!form_->is_selector(k)) continue;
+    selectors.push_back(k);
+    const Component &c = form_->base[k];
+    const std::string tile = "tile." + c.name;
+    const Halide::Expr identity = form_->base_identity[k];
+    const Halide::Expr slot = flat(row_loops_) * 2 + var("S.h");
+    const Halide::Expr e = var("S.h") * 2 + var("S.e2");
+    const Halide::Expr lift = substitute(elements_at(var("S.jn"), e), form_->relative_lift[k]);
+    Stmt fold = store(tile, combine_op(form_->ops[k], load(c.type, tile, slot),
+                                       Halide::select(valid_at(var("S.jn"), e), lift, identity)),
+                      slot);
+    steps.push_back(over(row_loops_, unrolled("S.h", 2, block({store(tile, identity, slot),
+                                                                unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, fold))}))));
+    steps.push_back(quad_reduce(tile, slots, form_->ops[k], c.type));
+  }
+  if (selectors.empty() && !form_->has_reference) return Stmt();
+  steps.push_back(move_reference());
+  Stmt s = block(steps);
+  for (int k : selectors)
+    s = Allocate::make("tile." + form_->base[k].name, form_->base[k].type, Halide::MemoryType::Register, {slots},
+                       const_true(), s);
+  return s;
+}
+
+Stmt ChainedKernelBuilder::move_reference() {
+  const int slots = row_slots();
+  const Halide::Expr slot = flat(row_loops_) * 2 + var("S.h");
+  const State vars = form_->base_vars();
+  // The selectors after the tile, and the reference they choose.
+  std::map<std::string, Halide::Expr> updated = base_at(slot, Halide::Expr());
+  for (int k : row_components_)
+    if (form_->is_selector(k))
+      updated[vars[k].as<Variable>()->name] =
+          combine_op(form_->ops[k], load(form_->base[k].type, "row." + form_->base[k].name, slot),
+                     load(form_->base[k].type, "tile." + form_->base[k].name, slot));
+  std::vector<Stmt> steps;
+  if (form_->has_reference)
+    steps.push_back(over(row_loops_, unrolled("S.h", 2, store("ref.new", substitute(updated, form_->reference_of), slot))));
+  auto rebased = [&](int k, const Halide::Expr &column) {
+    std::map<std::string, Halide::Expr> b = base_at(slot, column);
+    if (form_->has_reference) {
+      b[algebra::kOldReferenceName] = load(form_->ref_type, "row.ref", slot);
+      b[algebra::kNewReferenceName] = load(form_->ref_type, "ref.new", slot);
+    }
+    return substitute(b, form_->rebase[k]);
+  };
+  // The column component moves first, while the rows still hold the old state (rebase reads it).
+  if (form_->has_reference) {
+    std::vector<std::pair<std::string, int>> cols = col_loops_;
+    cols.push_back({"S.e2", 2});
+    const Halide::Expr e = var("S.h") * 2 + var("S.e2");
+    const Halide::Expr index = o_index(e);
+    const Type ot = form_->base[column_component_].type;
+    steps.push_back(over(row_loops_, unrolled("S.h", 2, over(cols, store("acc.o", rebased(column_component_, load(ot, "acc.o", index)), index)))));
+  }
+  // Then the rows: every additive component rebased from the old state, then the selectors and reference.
+  std::vector<Stmt> row_updates;
+  std::vector<std::pair<std::string, Halide::Expr>> lets;
+  for (int k : row_components_) {
+    const std::string name = "new." + form_->base[k].name;
+    lets.push_back({name, form_->is_selector(k) ? updated[vars[k].as<Variable>()->name]
+                                                : (form_->has_reference ? rebased(k, Halide::Expr())
+                                                                        : load(form_->base[k].type, "row." + form_->base[k].name, slot))});
+    row_updates.push_back(store("row." + form_->base[k].name, Variable::make(form_->base[k].type, name), slot));
+  }
+  if (form_->has_reference) row_updates.push_back(store("row.ref", load(form_->ref_type, "ref.new", slot), slot));
+  Stmt update = block(row_updates);
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it) update = LetStmt::make(it->first, it->second, update);
+  steps.push_back(over(row_loops_, unrolled("S.h", 2, update)));
+  Stmt body = block(steps);
+  if (form_->has_reference)
+    body = Allocate::make("ref.new", form_->ref_type, Halide::MemoryType::Register, {slots}, const_true(), body);
+  return body;
+}
+
+Stmt ChainedKernelBuilder::contributions() {
+  const Halide::Expr slot = flat(row_loops_) * 2 + var("S.h");
+  const std::map<std::string, Halide::Expr> b = base_at(slot, Halide::Expr());
+  std::vector<Stmt> steps;
+  // Row components: lane-partial sums over the lane's points of each row.
+  for (int k : row_components_) {
+    if (form_->is_selector(k)) continue;
+    const Component &c = form_->base[k];
+    const Halide::Expr e = var("S.h") * 2 + var("S.e2");
+    std::map<std::string, Halide::Expr> at = elements_at(var("S.jn"), e);
+    if (form_->has_reference) at[kReference] = b.at(kReference);
+    const Halide::Expr lift = substitute(at, form_->relative_lift[k]);
+    Stmt add = store("row." + c.name,
+                     load(c.type, "row." + c.name, slot) + Halide::select(valid_at(var("S.jn"), e), lift, make_zero(c.type)),
+                     slot);
+    steps.push_back(over(row_loops_, unrolled("S.h", 2, unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, add)))));
+  }
+  // The column component: its row part in the A fragments of the second atom (accumulator element c of
+  // key atom 2s + q/4 is fragment element q of key step s), then the atoms against V's fragments.
+  {
+    const Halide::Expr q = var("P.q");
+    const Halide::Expr jn = var("P.step") * 2 + q / 4, e = q % 4;
+    std::map<std::string, Halide::Expr> at = elements_at(jn, e);
+    if (form_->has_reference) at[kReference] = load(form_->ref_type, "row.ref", flat(row_loops_) * 2 + e / 2);
+    const Halide::Expr part = substitute(at, column_row_factor_);
+    std::vector<std::pair<std::string, int>> p_loops = row_loops_;
+    p_loops.push_back({"P.step", key_steps_});
+    p_loops.push_back({"P.q", 8});
+    const Type pt = column_operand_.type;
+    steps.push_back(over(p_loops, store("frag.p", Halide::cast(pt, Halide::select(valid_at(jn, e), part, make_zero(part.type()))),
+                                        flat(p_loops))));
+  }
+  const StagePlan *v_stage = nullptr;
+  for (const StagePlan &p : stages_)
+    if (p.input == column_operand_.input) v_stage = &p;
+  const std::string step = key_step_.empty() ? std::string("P.one") : key_step_;
+  std::vector<Halide::Expr> v_coords = v_coords_;
+  FragmentLoad v{AtomOperand::b, v_coords, atom_key_, atom_col_, atom_row_, col_loops_, "frag.v", v_stage,
+                 v_stage->directive.depth > 1 ? var(v_stage->directive.at) % v_stage->directive.depth : Halide::Expr(0)};
+  std::vector<std::pair<std::string, int>> p_at_step = row_loops_;
+  p_at_step.push_back({step, key_steps_});
+  Stmt mma = intrinsic::mma({"acc.o", "frag.p", "frag.v", "acc.o", o_index(0), flat(p_at_step) * 8, flat(col_loops_) * 4,
+                             o_index(0)});
+  std::vector<std::pair<std::string, int>> mma_loops = row_loops_;
+  for (const auto &c : col_loops_) mma_loops.push_back(c);
+  steps.push_back(unrolled(step, key_steps_, block({load_fragments(v, req_.reduction.name()), over(mma_loops, mma)})));
+  return block(steps);
+}
+
+Stmt ChainedKernelBuilder::epilogue() {
+  std::vector<Halide::Expr> coords;
+  std::map<std::string, Halide::Expr> at = {{atom_row_, accumulator_row(0) + 8 * (var("S.e") / 2)},
+                                            {atom_col_, accumulator_col(0) + var("S.e") % 2}};
+  for (const Var &v : def_.args) coords.push_back(substitute(at, loops_.value_of.at(v.name())));
+  std::map<std::string, Halide::Expr> b = base_at(row_slot(var("S.e")), load(form_->base[column_component_].type, "acc.o", o_index(var("S.e"))));
+  std::vector<Halide::Expr> state;
+  for (const Expr &s : form_->to_state) state.push_back(simplify(substitute(b, s)));
+  std::vector<Halide::Expr> guards;
+  for (const Halide::Expr &g : loops_.pure_guards) guards.push_back(substitute(at, g));
+  const Halide::Expr part = req_.output == ReductionKernelRequest::Output::partial_states
+                                ? var(req_.schedule->reduction_split()->var + ".part")
+                                : Halide::Expr();
+  Stmt stores = epilogue_stores(req_, coords, state, part);
+  std::vector<std::pair<std::string, int>> points = row_loops_;
+  for (const auto &c : col_loops_) points.push_back(c);
+  points.push_back({"S.e", 4});
+  return over(points, IfThenElse::make(all_of(guards), stores));
+}
+
+Kernel ChainedKernelBuilder::build() {
+  plan_loops();
+  plan_producer();
+  plan_components();
+  plan_stages();
+  const int slots = row_slots();
+  int row_points = 1;
+  for (const auto &[name, e] : row_loops_) row_points *= e;
+
+  // Once per block: Q's tile into shared memory, then into registers for the whole key loop.
+  std::vector<const StagePlan *> root, at_key;
+  for (const StagePlan &p : stages_) (p.at < 0 ? root : at_key).push_back(&p);
+  std::vector<Stmt> prologue;
+  for (const StagePlan *p : root) prologue.push_back(p->copy(Halide::Expr(), 0, mapping_.threads));
+  prologue.push_back(intrinsic::async_commit());
+  prologue.push_back(intrinsic::async_wait(0));
+  prologue.push_back(intrinsic::barrier());
+  const StagePlan *q_stage = nullptr;
+  for (const StagePlan &p : stages_)
+    if (p.input == rows_operand_.input) q_stage = &p;
+  if (q_stage->at >= 0)
+    fail("schedule of '{}': '{}' is the same for every key tile: stage it once per block (at \"\")",
+         chain_.producer.name(), rows_operand_.input);
+  std::vector<std::pair<std::string, int>> q_loops = row_loops_;
+  q_loops.push_back({"S.dk", dk_extent_});
+  prologue.push_back(load_fragments({AtomOperand::a, q_coords_, "S.dka", atom_row_, "S.ja", q_loops, "frag.q", q_stage, 0},
+                                    req_.reduction.name()));
+  // The states: rows at the base identity and the initial reference, the column accumulators at 0.
+  std::vector<Stmt> init;
+  for (int k : row_components_)
+    init.push_back(unrolled("S.slot", slots, store("row." + form_->base[k].name, form_->base_identity[k], var("S.slot"))));
+  if (form_->has_reference)
+    init.push_back(unrolled("S.slot", slots, store("row.ref", form_->initial_reference, var("S.slot"))));
+  init.push_back(unrolled("S.o", row_points * col_points_ * 4,
+                          store("acc.o", form_->base_identity[column_component_], var("S.o"))));
+
+  Stmt tile = block({scores(), tile_selectors(), contributions()});
+  const LoopDim &key = loops_.dim(key_loop_);
+  Stmt loop = staged_loop(key_loop_, 0, key.extent, ForType::Serial, at_key, mapping_.threads, tile, loops_.func);
+  std::vector<Stmt> finish;
+  for (int k : row_components_)
+    if (!form_->is_selector(k))
+      finish.push_back(quad_reduce("row." + form_->base[k].name, slots, form_->ops[k], form_->base[k].type));
+  Stmt body = block({block(prologue), block(init), loop, block(finish), epilogue()});
+
+  // Registers: the Q fragments for every k-step, one key tile's K, P and V fragments, S's accumulators and the
+  // consumer's elements at S's points, the column accumulators and the rows' states.
+  const int s_points = row_points * jn_extent_ * 4;
+  auto reg = [&](const std::string &name, const Type &t, int n, Stmt s) {
+    return Allocate::make(name, t, Halide::MemoryType::Register, {n}, const_true(), s);
+  };
+  body = reg("frag.q", rows_operand_.type, row_points * dk_extent_ * 8, body);
+  body = reg("frag.k", keys_operand_.type, jn_extent_ * 4, body);
+  body = reg("frag.p", column_operand_.type, row_points * key_steps_ * 8, body);
+  body = reg("frag.v", column_operand_.type, col_points_ * 4, body);
+  body = reg("acc.s", s_type_, s_points, body);
+  for (int k : row_elements_) body = reg("elem." + monoid_.elements[k].name, monoid_.elements[k].type, s_points, body);
+  body = reg("acc.o", form_->base[column_component_].type, row_points * col_points_ * 4, body);
+  for (int k : row_components_) body = reg("row." + form_->base[k].name, form_->base[k].type, slots, body);
+  if (form_->has_reference) body = reg("row.ref", form_->ref_type, slots, body);
+  int shared = 0;
+  for (const StagePlan &p : stages_) {
+    body = Allocate::make(p.buffer, p.type, Halide::MemoryType::GPUShared, {p.slot_elems * p.directive.depth},
+                          const_true(), body);
+    shared += p.bytes();
+  }
+  body = define_bound_loops(mapping_, body);
+
+  Kernel k;
+  k.name = req_.kernel_name;
+  k.grid = mapping_.grid;
+  k.threads = mapping_.threads;
+  k.min_blocks_per_sm = req_.schedule->min_blocks();
+  k.shared_bytes = shared;
+  k.body = simplify_exprs(body);
+  for (const StagePlan &p : stages_) {
+    k.requirements.insert(k.requirements.end(), p.requirements.begin(), p.requirements.end());
+    if (p.directive.transport == Transport::cp_async && p.copy_bytes >= 4)
+      k.required_instructions.push_back(p.copy_bytes == 16 ? "cp.async.cg.shared.global" : "cp.async.ca.shared.global");
+  }
+  k.required_instructions.push_back("ldmatrix.sync.aligned");
+  k.required_instructions.push_back("mma.sync.aligned.m16n8k16.row.col");
+  k.required_instructions.push_back("__shfl_xor_sync");
+  k.schedule_summary = summary_;
+  if (k.shared_bytes > req_.target.max_shared_bytes_per_block)
+    fail("schedule of '{}' needs {} bytes of shared memory per block, but {} allows {}; use smaller tiles or fewer "
+         "stages",
+         req_.reduction.name(), k.shared_bytes, req_.target.arch, req_.target.max_shared_bytes_per_block);
+  collect_arguments(*req_.graph, k, req_.output_buffers);
+  return k;
+}
+
+}  // namespace
+
+Kernel build_chained_kernel(const ChainedKernelRequest &request) {
+  Kernel k = ChainedKernelBuilder(request).build();
+  if (!k.requirements.empty() && !request.consumer.element_copies) {
+    ChainedKernelRequest narrow = request;
+    narrow.consumer.element_copies = true;
+    narrow.consumer.kernel_name = request.consumer.kernel_name + "_any_shape";
+    k.fallback = std::make_shared<const Kernel>(build_chained_kernel(narrow));
+  }
+  return k;
+}
+
+}  // namespace twist
