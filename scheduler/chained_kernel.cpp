@@ -109,6 +109,8 @@ class ChainedKernelBuilder {
   Stmt contributions();
   Stmt quad_reduce(const std::string &array, int count, RelativeForm::BaseOp op, const Type &t) const;
   Stmt epilogue();
+  // The first key tile and the number of tiles a block visits.
+  std::pair<Halide::Expr, Halide::Expr> key_tiles();
 
   const ReductionKernelRequest &req_;
   const ChainedKernelRequest &chain_;
@@ -611,6 +613,52 @@ Stmt ChainedKernelBuilder::contributions() {
   return block(steps);
 }
 
+std::pair<Halide::Expr, Halide::Expr> ChainedKernelBuilder::key_tiles() {
+  const LoopDim &key = loops_.dim(key_loop_);
+  const int tile = key_steps_ * 16;
+  // Tiles whose every key is masked out for every row of the block are skipped, not masked: the RDom's
+  // predicates that bound the key by an expression of the rows (causal: j <= i + offset; a window:
+  // j > i + offset - w) bound the key loop over the block's rows.
+  if (!equal(key_base_, simplify(var(key_loop_) * tile))) return {0, key.extent};
+  Scope<Interval> rows;
+  for (const LoopDim &d : loops_.dims)
+    if (d.binding == Binding::warp || d.binding == Binding::thread || !d.reduction)
+      if (d.binding != Binding::block_x && d.binding != Binding::block_y && d.binding != Binding::block_z)
+        rows.push(d.name, Interval(0, simplify(d.extent - 1)));
+  const std::string &j = key_var_;
+  Halide::Expr last = simplify(key.extent - 1), first = 0;
+  for (const Expr &p : def_.reduction->domain.predicates()) {
+    auto bound = [&](const Halide::Expr &side) { return bounds_of_expr_in_scope(simplify(lowering_.lower(side)), rows); };
+    auto is_key = [&](const Halide::Expr &e) {
+      const auto *v = e.as<Variable>();
+      return v && v->name == j;
+    };
+    auto upper = [&](const Halide::Expr &e, int slack) {  // key <= e - slack
+      const Interval r = bound(e);
+      if (r.has_upper_bound()) last = simplify(Halide::min(last, (r.max - slack) / tile));
+    };
+    auto lower = [&](const Halide::Expr &e, int slack) {  // key >= e + slack
+      const Interval r = bound(e);
+      if (r.has_lower_bound()) first = simplify(Halide::max(first, (r.min + slack) / tile));
+    };
+    if (const auto *le = p.as<LE>()) {
+      if (is_key(le->a)) upper(le->b, 0);
+      if (is_key(le->b)) lower(le->a, 0);
+    } else if (const auto *lt = p.as<LT>()) {
+      if (is_key(lt->a)) upper(lt->b, 1);
+      if (is_key(lt->b)) lower(lt->a, 1);
+    } else if (const auto *ge = p.as<GE>()) {
+      if (is_key(ge->a)) lower(ge->b, 0);
+      if (is_key(ge->b)) upper(ge->a, 0);
+    } else if (const auto *gt = p.as<GT>()) {
+      if (is_key(gt->a)) lower(gt->b, 1);
+      if (is_key(gt->b)) upper(gt->a, 1);
+    }
+  }
+  first = simplify(Halide::max(first, 0));
+  return {first, simplify(Halide::max(last - first + 1, 0))};
+}
+
 Stmt ChainedKernelBuilder::epilogue() {
   std::vector<Halide::Expr> coords;
   std::map<std::string, Halide::Expr> at = {{atom_row_, accumulator_row(0) + 8 * (var("S.e") / 2)},
@@ -668,8 +716,8 @@ Kernel ChainedKernelBuilder::build() {
                           store("acc.o", form_->base_identity[column_component_], var("S.o"))));
 
   Stmt tile = block({scores(), tile_selectors(), contributions()});
-  const LoopDim &key = loops_.dim(key_loop_);
-  Stmt loop = staged_loop(key_loop_, 0, key.extent, ForType::Serial, at_key, mapping_.threads, tile, loops_.func);
+  const auto [first, count] = key_tiles();
+  Stmt loop = staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile, loops_.func);
   std::vector<Stmt> finish;
   for (int k : row_components_)
     if (!form_->is_selector(k))

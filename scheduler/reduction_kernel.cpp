@@ -430,6 +430,15 @@ Kernel ReductionKernelBuilder::build() {
   }
 
   Stmt reduction = nest(0, [&] { return atom_ ? atom_update() : fold_update(); });
+  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid && promote_loop_ < 0) {
+    std::string steps;
+    for (size_t d : nest_)
+      if (loops_.dims[d].reduction) steps += fmt::format("{}{} ({})", steps.empty() ? "" : ", ", loops_.dims[d].name, loops_.dims[d].extent);
+    fail("schedule of '{}': hybrid accumulation promotes every {} k-steps, but no reduction loop ends after a whole "
+         "number of such groups (the k-step loops are {}); choose a count that divides or is a multiple of the "
+         "k-steps per tile",
+         req_.reduction.name(), req_.schedule->accumulation().promote_every, steps);
+  }
   std::vector<Stmt> parts = {init_states(), reduction};
   if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) parts.push_back(promote_partials());
   parts.push_back(epilogue());

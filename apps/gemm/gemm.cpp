@@ -62,7 +62,8 @@ Gemm make_gemm(const GemmOptions &o) {
 std::string GemmTiling::name() const {
   std::string s = fmt::format("mma_{}x{}x{}_w{}x{}_s{}_{}", block_m, block_n, block_k, warp_m, warp_n, stages,
                               transport == Transport::cp_async ? "cpasync" : "plain");
-  if (accumulation.kind != Accumulation::Kind::f32) s += "_" + twist::to_string(accumulation).substr(0, 6);
+  if (accumulation.kind == Accumulation::Kind::f16) s += "_f16acc";
+  if (accumulation.kind == Accumulation::Kind::hybrid) s += fmt::format("_hybrid{}", accumulation.promote_every);
   if (split_k > 1) s += fmt::format("_splitk{}", split_k);
   return s;
 }

@@ -7,6 +7,7 @@
 //                     [--stages 3] [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G] --out DIR
 //       Writes the kernels, cubins (sm_90a) and a launch manifest for those shapes; the output type is
 //       the input type unless --output says otherwise.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "algebra/online.h"
+#include "apps/attention/attention.h"
 #include "apps/gemm/gemm.h"
 #include "apps/twist/export_program.h"
 #include "backends/cuda/codegen/cuda_printer.h"
@@ -255,6 +257,40 @@ int export_gemm(const Options &o) {
   return 0;
 }
 
+int export_attention(const Options &o) {
+  const std::string out_dir = o.get("out", "");
+  if (out_dir.empty()) fail("twist export attention needs --out DIR");
+  // --shape BxHxSxLxD: batch, query heads, queries, keys, head dimension.
+  const std::vector<int> shape = parse_dims(o.get("shape", ""), 5, "--shape");
+  const Type dtype = parse_type(o.get("dtype", "f16"));
+  const bool decode = o.get("decode", "false") == "true";
+  const bool causal = o.get("causal", "false") == "true";
+  const int group = std::stoi(o.get("group", "1"));
+  if (shape[1] % group != 0) fail("--group {} must divide the {} query heads", group, shape[1]);
+  if (decode && shape[2] != 1) fail("--decode true needs one query per head (the S of --shape must be 1)");
+  apps::Attention a = apps::make_attention(
+      {.dtype = dtype, .head_dim = shape[4], .group = group, .causal = causal, .decode = decode});
+  apps::AttentionTiling t;
+  t.block_rows = std::stoi(o.get("block-rows", "128"));
+  t.key_tile = std::stoi(o.get("key-tile", "64"));
+  t.stages = std::stoi(o.get("stages", "2"));
+  t.split_kv = std::stoi(o.get("split-kv", "1"));
+  const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
+  const LoweredProgram p = lower(a.out, s, Target::sm90a());
+  dump(o, a.out, s, p);
+  ExportRequest r;
+  const std::string shape_text = fmt::format("B{}_H{}_S{}_L{}_D{}", shape[0], shape[1], shape[2], shape[3], shape[4]);
+  r.label = o.get("label", fmt::format("{}_{}_{}{}{}_{}", decode ? "decode" : "attention", type_name(dtype), shape_text,
+                                       causal ? "_causal" : "", group > 1 ? fmt::format("_gqa{}", group) : "", t.name()));
+  r.scalars = {{"B", shape[0]}, {"H", shape[1]}, {"L", shape[3]},
+               {"qk_scale", std::log2(std::exp(1.0)) / std::sqrt(static_cast<double>(shape[4]))}};
+  if (!decode) r.scalars["S"] = shape[2];
+  r.notes = {{"op", decode ? "decode" : "attention"}, {"dtype", type_name(dtype)}, {"schedule", t.name()},
+             {"shape", shape_text}, {"causal", causal ? "true" : "false"}, {"group", std::to_string(group)}};
+  std::cout << export_program(p, r, out_dir).string() << "\n";
+  return 0;
+}
+
 int usage() {
   std::cerr << "usage: twist demo [--dump=funcs,schedule,loopnest,cuda]\n"
                "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
@@ -275,6 +311,8 @@ int main(int argc, char **argv) {
   try {
     if (command == "demo") return demo(parse(argc, argv, 2));
     if (command == "export" && argc >= 3 && std::string(argv[2]) == "gemm") return export_gemm(parse(argc, argv, 3));
+    if (command == "export" && argc >= 3 && std::string(argv[2]) == "attention")
+      return export_attention(parse(argc, argv, 3));
   } catch (const twist::Error &e) {
     std::cerr << "twist: " << e.what() << "\n";
     return 1;

@@ -84,3 +84,13 @@ TEST_CASE("a matrix atom over loops of the wrong size, or over a reduction that 
   const std::string msg = lowering_error(C, renamed);
   CHECK(msg.find("sum of products") != std::string::npos);
 }
+
+TEST_CASE("hybrid accumulation whose promotion count fits no k-step loop is refused") {
+  Gemm g = make_gemm();
+  GemmTiling t;
+  t.accumulation = Accumulation::hybrid(3);  // 2 k-steps per 32-deep tile: neither divides nor is divided by 3
+  const std::string msg = lowering_error(g.out, schedule_tensor_core(g, t));
+  CHECK(msg.find("promotes every 3 k-steps") != std::string::npos);
+  t.accumulation = Accumulation::hybrid(4);  // every second tile: fine
+  CHECK(lowering_error(g.out, schedule_tensor_core(g, t)).empty());
+}

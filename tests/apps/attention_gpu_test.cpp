@@ -1,0 +1,85 @@
+// Attention programs on the GPU against the algorithm oracle: prefill (plain, causal with masked rows,
+// grouped-query, soft-capped, ALiBi, sliding window), split-KV and packed grouped-query decoding.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "apps/attention/attention.h"
+#include "backends/cuda/program/gpu_program.h"
+#include "backends/reference/evaluate_funcs.h"
+#include "scheduler/lower.h"
+#include "tests/gpu_support.h"
+
+using namespace twist;
+using namespace twist::apps;
+using reference::HostTensor;
+
+namespace {
+
+struct Case {
+  const char *name;
+  AttentionOptions options;
+  int batch, heads, queries, keys;
+  AttentionTiling tiling;
+};
+
+double gpu_error(const Case &c) {
+  static cuda::Device device;
+  Attention a = make_attention(c.options);
+  const Schedule s = c.options.decode ? schedule_decode(a, c.tiling) : schedule_attention(a, c.tiling);
+  const LoweredProgram p = lower(a.out, s, Target::sm90a());
+  cuda::GpuProgram gpu(p, device);
+  const int kv_heads = c.heads / c.options.group, d = c.options.head_dim;
+  std::map<std::string, HostTensor> inputs = {
+      {a.Q.name(), reference::random_normal(c.options.dtype, {c.batch, c.heads, c.queries, d}, 1)},
+      {a.K.name(), reference::random_normal(c.options.dtype, {c.batch, kv_heads, c.keys, d}, 2)},
+      {a.V.name(), reference::random_normal(c.options.dtype, {c.batch, kv_heads, c.keys, d}, 3)}};
+  if (a.slopes) inputs.emplace(a.slopes->name(), reference::random_uniform(f32, {c.heads}, 4, 0.01, 0.5));
+  const std::map<std::string, double> scalars = {{a.qk_scale.name(), std::log2(std::exp(1.0)) / std::sqrt(double(d))},
+                                                 {a.queries.name(), c.queries}};
+  const HostTensor got = gpu.run(inputs, scalars).at(a.out.name());
+  const HostTensor want = reference::evaluate(a.out, {inputs, scalars}, Arithmetic::exact)[0];
+  HostTensor wide(f64, got.shape());
+  for (int64_t e = 0; e < got.size(); ++e) wide.set_linear(e, got.get_linear(e));
+  return reference::relative_l2_error(wide, want);
+}
+
+}  // namespace
+
+TEST_CASE("GPU: attention prefill and its generality variants match the oracle") {
+  TWIST_REQUIRE_GPU();
+  AttentionTiling big;  // the benchmark's tiling
+  AttentionTiling d256;
+  d256.key_tile = 32;
+  for (const Case &c : {
+           Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "a"}, 2, 3, 200, 200, big},
+           Case{"bf16 D128 causal", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "b"}, 1, 2, 300, 300, big},
+           Case{"f16 D128 causal, more queries than keys", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "c"}, 1, 2, 190, 90, big},
+           Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "d"}, 1, 2, 130, 77, d256},
+           Case{"f16 D128 GQA 4", {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "e"}, 1, 8, 150, 150, big},
+           Case{"soft-capping", {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "f"}, 1, 2, 100, 160, big},
+           Case{"ALiBi", {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "g"}, 1, 4, 129, 129, big},
+           Case{"sliding window", {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "h"}, 1, 2, 257, 257, big},
+       }) {
+    const double err = gpu_error(c);
+    INFO(c.name, ": relative L2 error ", err);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
+
+TEST_CASE("GPU: split-KV prefill and packed grouped-query decoding match the oracle") {
+  TWIST_REQUIRE_GPU();
+  AttentionTiling split;
+  split.split_kv = 5;
+  AttentionTiling decode;
+  decode.key_tile = 32, decode.stages = 3, decode.split_kv = 16;
+  for (const Case &c : {
+           Case{"split-KV causal", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "s"}, 1, 2, 80, 1000, split},
+           Case{"decode", {.dtype = f16, .head_dim = 128, .decode = true, .prefix = "t"}, 2, 4, 1, 3000, decode},
+           Case{"decode GQA 4", {.dtype = bf16, .head_dim = 128, .group = 4, .decode = true, .prefix = "u"}, 1, 8, 1, 5000, decode},
+       }) {
+    const double err = gpu_error(c);
+    INFO(c.name, ": relative L2 error ", err);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
