@@ -74,7 +74,7 @@ TEST_CASE("GPU: tensor-core GEMM on odd shapes matches a double loop at every el
   }
 }
 
-TEST_CASE("GPU: tensor-core GEMM at the benchmark's shapes, f16 and bf16 outputs") {
+TEST_CASE("GPU: tensor-core GEMM at the benchmark's shapes with f16 and bf16 outputs") {
   TWIST_REQUIRE_GPU();
   for (const Type &type : {f16, bf16}) {
     Gemm g = make_gemm({.input = type, .output = type, .prefix = type_name(type)});
@@ -88,7 +88,7 @@ TEST_CASE("GPU: tensor-core GEMM at the benchmark's shapes, f16 and bf16 outputs
   }
 }
 
-TEST_CASE("GPU: split-K, fused epilogues, batching and f16/hybrid accumulation match the oracle") {
+TEST_CASE("GPU: split-K and fused epilogues and batching and f16 or hybrid accumulation match the oracle") {
   TWIST_REQUIRE_GPU();
   static cuda::Device device;
   auto check = [&](const Func &out, const Schedule &s, const std::map<std::string, double> &scalars,

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Everything the GPU machine runs in one call (device time is short): the GPU test suite, the demo under
+# compute-sanitizer, the SASS of the benchmark kernels, and the benchmarks. Run from the repository root on
+# the GPU machine, with .gpu/ (binaries and manifests, see bench/README.md) and .device-runtime/ carried:
+#
+#   bench/gpu_suite.sh [tests] [sanitizer] [sass] [gemm] [accumulation] [attention]    (default: all)
+#
+# Results go to $OUT (at most 8 files come back): suite.log, and the benchmarks' JSON.
+set -uo pipefail
+out=${OUT:-/tmp/twist-out}
+mkdir -p "$out"
+log=$out/suite.log
+parts=${*:-tests sanitizer sass gemm accumulation attention}
+wants() { [[ " $parts " == *" $1 "* ]]; }
+# The C++ binaries need the Debian runtime libraries; PyTorch must not see them.
+cpp() { (source .device-runtime/enter.sh && "$@"); }
+export TWIST_CUDA_INCLUDE=/usr/local/cuda/include TWIST_CACHE_DIR=/tmp/twist-cache PYTHONUNBUFFERED=1
+status=0
+section() { echo -e "\n=== $* ($(date +%T))" | tee -a "$log"; }
+
+section "machine"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$log"
+
+if wants tests; then
+  section "GPU tests (one process per case, in parallel)"
+  mapfile -t cases < <(cpp .gpu/bin/twist_apps_gpu_tests --list-test-cases --no-intro 2>/dev/null | grep '^GPU:')
+  pids=()
+  for i in "${!cases[@]}"; do
+    # (doctest splits filters at commas, so GPU test names have none)
+    cpp .gpu/bin/twist_apps_gpu_tests --test-case="${cases[$i]}" >"/tmp/case$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!cases[@]}"; do
+    r=FAIL
+    # A pass needs exit 0 and exactly one case run and passed (a filter that matched nothing also exits 0).
+    if wait "${pids[$i]}" && grep -qE 'test cases: +1 \| +1 passed' "/tmp/case$i.log"; then r=PASS; fi
+    [[ $r == FAIL ]] && status=1
+    echo "[$r] ${cases[$i]}" | tee -a "$log"
+    [[ $r == FAIL ]] && tail -40 "/tmp/case$i.log" >>"$log"
+  done
+fi
+
+if wants sanitizer; then
+  section "twist demo under compute-sanitizer (memcheck, racecheck)"
+  for tool in memcheck racecheck; do
+    cpp compute-sanitizer --tool $tool --error-exitcode 3 .gpu/bin/twist demo >/tmp/san_$tool.log 2>&1
+    r=$?
+    echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $tool: $(grep -E 'ERROR SUMMARY|checks passed|FAILED' /tmp/san_$tool.log | tr '\n' ' ')" | tee -a "$log"
+    [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_$tool.log >>"$log"; }
+  done
+fi
+
+if wants sass; then
+  section "SASS of the benchmark kernels (instruction counts)"
+  for cubin in .gpu/manifests/gemm/gemm_f16_4096x4096x4096_mma_128x128x32*.cubin .gpu/manifests/attention/attention_f16_B4_H16_S4096_L4096_D128_*.cubin .gpu/manifests/attention/decode_*.cubin; do
+    [[ -e $cubin ]] || continue
+    sass=$(cuobjdump --dump-sass "$cubin")
+    printf '%s: HMMA %d LDSM %d LDGSTS %d HGMMA %d UTMALDG %d LDL/STL %d\n' "$(basename "$cubin")" \
+      "$(grep -c 'HMMA' <<<"$sass")" "$(grep -c 'LDSM' <<<"$sass")" "$(grep -c 'LDGSTS' <<<"$sass")" \
+      "$(grep -c 'HGMMA' <<<"$sass")" "$(grep -c 'UTMALDG' <<<"$sass")" "$(grep -cE '\bLDL|\bSTL' <<<"$sass")" | tee -a "$log"
+  done
+fi
+
+if wants gemm; then
+  section "GEMM benchmark"
+  python3 apps/gemm/bench_gemm.py .gpu/manifests/gemm --out "$out/gemm.json" 2>&1 | tee -a "$log" || status=1
+  if [[ -d .gpu/manifests/gemm_explore ]]; then
+    python3 apps/gemm/bench_gemm.py .gpu/manifests/gemm_explore --out "$out/gemm_explore.json" 2>&1 | tee -a "$log" || status=1
+  fi
+fi
+
+if wants accumulation; then
+  section "accumulation study"
+  python3 apps/gemm/accuracy_study.py .gpu/manifests/accumulation --timing .gpu/manifests/accumulation_timing \
+    --out "$out/accumulation.json" 2>&1 | tee -a "$log" || status=1
+fi
+
+if wants attention && [[ -d .gpu/manifests/attention ]]; then
+  section "attention benchmark"
+  python3 apps/attention/bench_attention.py .gpu/manifests/attention --out "$out/attention.json" 2>&1 | tee -a "$log" || status=1
+fi
+
+section "done, status $status"
+exit $status
