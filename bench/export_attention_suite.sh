@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Exports every manifest (and its cubins, sm_90a) that apps/attention/bench_attention.py reads, on this machine:
+# NVRTC compiles without a GPU. Run from the repository root:
+#
+#   bench/export_attention_suite.sh OUT_DIR [TWIST_BINARY]
+#
+# OUT_DIR gets, for the shapes ../shared/device/baseline.py measured FlashAttention-2 and cuDNN at:
+#   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: two tilings per shape
+#   decode (one query per head), f16, split-KV, and grouped-query decode (8 key/value heads for 32 query heads)
+#
+# TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
+set -euo pipefail
+
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "usage: $0 OUT_DIR [TWIST_BINARY]" >&2
+  exit 2
+fi
+out=$1
+twist=${2:-build/bench/apps/twist/twist}
+if [[ ! -x $twist ]]; then
+  echo "$0: no twist binary at $twist; build it first:" >&2
+  echo "  cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/bench --target twist" >&2
+  exit 2
+fi
+# A binary older than `twist export attention` answers with its usage text instead of asking for --out.
+probe=$("$twist" export attention 2>&1 || true)
+if [[ $probe != *"needs --out"* ]]; then
+  echo "$0: $twist has no 'export attention' command; rebuild it from this tree" >&2
+  exit 2
+fi
+# The benchmark reads every manifest in the folder, so manifests left from an earlier export would be measured too.
+if [[ -e $out && ! -d $out ]]; then
+  echo "$0: $out exists and is not a directory" >&2
+  exit 2
+fi
+if [[ -d $out && -n $(ls -A "$out") ]]; then
+  echo "$0: $out is not empty; remove it (or choose another OUT_DIR) so that no stale manifest is measured" >&2
+  exit 2
+fi
+mkdir -p "$out"
+
+count=0
+export_attention() {
+  "$twist" export attention "$@" --out "$out" >/dev/null
+  count=$((count + 1))
+}
+
+# --- prefill: B H S D causal (S = L) ------------------------------------------------------------------------
+# The first tiling is the GPU tests' benchmark tiling: 128 query rows per block (8 warps of 16), key tiles of 64
+# (32 for D = 256, whose Q, K and V tiles would not fit 227 KB of shared memory at 64 with 3 stages), 2 stages.
+# The second changes one thing (ptxas's figures at export, f16, as of this script's commit):
+#   D = 64:  3 stages: a deeper pipeline at the same 188 registers, 64 KB of shared memory
+#   D = 128: key tiles of 32: 211-213 registers instead of 251-255 (64-key tiles are at the limit), 64 KB
+#   D = 256: 3 stages at key tile 32: 160 KB of shared memory, 255 registers and no spills, as with 2 stages
+# Every prefill block has 256 threads at more than 128 registers, so one block per SM whichever tiling.
+first_tiling() {
+  if (( $1 == 256 )); then
+    echo "--block-rows 128 --key-tile 32 --stages 2"
+  else
+    echo "--block-rows 128 --key-tile 64 --stages 2"
+  fi
+}
+second_tiling() {
+  case $1 in
+    64) echo "--block-rows 128 --key-tile 64 --stages 3" ;;
+    128) echo "--block-rows 128 --key-tile 32 --stages 2" ;;
+    256) echo "--block-rows 128 --key-tile 32 --stages 3" ;;
+    *) echo "$0: no tiling for D = $1" >&2; exit 2 ;;
+  esac
+}
+prefill() {  # dtype B H S D causal
+  local dtype=$1 b=$2 h=$3 s=$4 d=$5 causal=$6
+  for tiling in "$(first_tiling "$d")" "$(second_tiling "$d")"; do
+    # shellcheck disable=SC2086  # the tiling is a list of flags
+    export_attention --shape "${b}x${h}x${s}x${s}x${d}" --dtype "$dtype" --causal "$causal" $tiling
+  done
+}
+prefill f16 1 8 4096 64 false
+prefill f16 4 16 4096 128 false
+prefill f16 4 16 4096 128 true
+prefill f16 2 16 8192 128 false
+prefill f16 16 16 1024 64 false
+prefill f16 1 16 16384 128 true
+prefill f16 4 16 4096 256 false
+prefill bf16 4 16 4096 128 false
+prefill bf16 4 16 4096 128 true
+
+# --- decode: B H L D group ------------------------------------------------------------------------------------
+# One block per (batch, key/value head) and part of the keys: split-KV so that the grid has at least 2 blocks per
+# SM (264 on the H200's 132 SMs), split = ceil(264 / (B * H / group)), but no part shorter than 512 keys.
+split_kv() {  # B H L group
+  local units=$(( $1 * $2 / $4 )) l=$3
+  local split=$(( (264 + units - 1) / units ))
+  if (( split > l / 512 )); then split=$(( l / 512 )); fi
+  if (( split < 1 )); then split=1; fi
+  echo "$split"
+}
+decode() {  # B H L D group key_tile
+  local b=$1 h=$2 l=$3 d=$4 g=$5 kt=$6
+  export_attention --shape "${b}x${h}x1x${l}x${d}" --dtype f16 --decode true --group "$g" --key-tile "$kt" --stages 3 \
+    --split-kv "$(split_kv "$b" "$h" "$l" "$g")"
+}
+decode 1 8 32768 128 1 32
+decode 8 8 8192 128 1 32
+decode 1 32 131072 128 1 32
+decode 1 32 131072 128 1 64
+decode 1 32 131072 128 4 32
+decode 1 32 131072 128 4 64
+
+json_files=$(find "$out" -maxdepth 1 -name '*.json' | wc -l)
+echo "$out: $count manifests ($json_files .json files), $(du -sh "$out" | cut -f1)"
