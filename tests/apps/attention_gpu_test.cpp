@@ -17,7 +17,7 @@ using reference::HostTensor;
 namespace {
 
 struct Case {
-  const char *name;
+  std::string name;
   AttentionOptions options;
   int batch, heads, queries, keys;
   AttentionTiling tiling;
@@ -41,7 +41,21 @@ double gpu_error(const Case &c) {
   const HostTensor want = reference::evaluate(a.out, {inputs, scalars}, Arithmetic::exact)[0];
   HostTensor wide(f64, got.shape());
   for (int64_t e = 0; e < got.size(); ++e) wide.set_linear(e, got.get_linear(e));
-  return reference::relative_l2_error(wide, want);
+  const double err = reference::relative_l2_error(wide, want);
+  if (err > 1e-2) {
+    // Where it goes wrong says more than how much: the first few elements off by more than 5%.
+    int shown = 0;
+    for (int64_t e = 0; e < got.size() && shown < 8; ++e) {
+      const double g = wide.get_linear(e), w = want.get_linear(e);
+      if (!(std::abs(g - w) <= 0.05 * (std::abs(w) + 0.05))) {
+        const int64_t d = e % c.options.head_dim, i = e / c.options.head_dim % c.queries;
+        const int64_t h = e / c.options.head_dim / c.queries % c.heads, b = e / c.options.head_dim / c.queries / c.heads;
+        MESSAGE(c.name, ": out[", b, ", ", h, ", ", i, ", ", d, "] = ", g, ", expected ", w);
+        ++shown;
+      }
+    }
+  }
+  return err;
 }
 
 }  // namespace

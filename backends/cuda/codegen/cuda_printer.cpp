@@ -249,7 +249,14 @@ std::string Printer::expr(const Halide::Expr &e) {
   if (const auto *i = e.as<IntImm>()) return constant(i->type, static_cast<double>(i->value));
   if (const auto *u = e.as<UIntImm>()) return constant(u->type, static_cast<double>(u->value));
   if (const auto *f = e.as<FloatImm>()) return constant(f->type, f->value);
-  if (const auto *v = e.as<Variable>()) return c_name(v->name);
+  if (const auto *v = e.as<Variable>()) {
+    // CUDA's threadIdx and blockIdx are unsigned; the IR's are i32. Without the cast a difference such as
+    // j - i turns into a huge unsigned number instead of a negative one.
+    if (v->name == intrinsic::kThreadIndex) return "static_cast<int>(threadIdx.x)";
+    for (const char *b : intrinsic::kBlockIndex)
+      if (v->name == b) return "static_cast<int>(" + std::string(b) + ")";
+    return c_name(v->name);
+  }
   if (const auto *c = e.as<Cast>()) return cast(c->type, c->value);
   auto binary = [&](const Halide::Expr &a, const char *op, const Halide::Expr &b) {
     return "(" + expr(a) + " " + op + " " + expr(b) + ")";
