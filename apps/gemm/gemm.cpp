@@ -65,6 +65,7 @@ std::string GemmTiling::name() const {
   if (accumulation.kind == Accumulation::Kind::f16) s += "_f16acc";
   if (accumulation.kind == Accumulation::Kind::hybrid) s += fmt::format("_hybrid{}", accumulation.promote_every);
   if (split_k > 1) s += fmt::format("_splitk{}", split_k);
+  if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   return s;
 }
 
@@ -91,7 +92,8 @@ Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t) {
       .stage(g.A, "ko", t.transport, t.stages, t.layout)
       .stage(g.B, "ko", t.transport, t.stages, t.layout)
       .accumulate(t.accumulation)
-      .raster(t.raster_group);
+      .raster(t.raster_group)
+      .min_blocks_per_sm(t.min_blocks_per_sm);
   if (g.options.batched) c.bind("b", Binding::block_z);
   if (t.split_k > 1) c.split_reduction("ko", t.split_k, t.split_combine);
   return s;

@@ -49,6 +49,7 @@ struct GemmTiling {
   int split_k = 1;  // > 1: split_reduction across blocks
   SplitCombine split_combine = SplitCombine::kernel;
   int raster_group = 8;
+  int min_blocks_per_sm = 1;  // blocks the compiler must fit on one SM (it caps registers accordingly)
   std::string name() const;
 };
 

@@ -113,6 +113,7 @@ apps::GemmTiling parse_tiling(const Options &o) {
   t.accumulation = parse_accumulation(o.get("accumulation", "f32"));
   t.split_k = std::stoi(o.get("split-k", "1"));
   t.raster_group = std::stoi(o.get("raster", "8"));
+  t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
   const std::string transport = o.get("transport", "cp_async");
   if (transport != "cp_async" && transport != "plain") fail("--transport {}: use cp_async or plain", transport);
   t.transport = transport == "plain" ? Transport::plain : Transport::cp_async;
