@@ -55,6 +55,19 @@ Halide::Expr combine_op(RelativeForm::BaseOp op, const Halide::Expr &a, const Ha
 
 const char *const kReference = "ref";
 
+// The factor f with e == f * v, when e is a product in which the variable v is one factor and nothing else
+// uses it (floating-point products are not reassociated, so this reads the product's own shape).
+std::optional<Halide::Expr> scale_of(const Halide::Expr &e, const std::string &v) {
+  if (const auto *var = e.as<Variable>(); var && var->name == v) return make_one(e.type());
+  const auto *mul = e.as<Mul>();
+  if (!mul) return std::nullopt;
+  if (!expr_uses_var(mul->b, v))
+    if (auto f = scale_of(mul->a, v)) return simplify(*f * mul->b);
+  if (!expr_uses_var(mul->a, v))
+    if (auto f = scale_of(mul->b, v)) return simplify(mul->a * *f);
+  return std::nullopt;
+}
+
 class ChainedKernelBuilder {
  public:
   explicit ChainedKernelBuilder(const ChainedKernelRequest &r)
@@ -98,7 +111,10 @@ class ChainedKernelBuilder {
   Halide::Expr o_index(const Halide::Expr &e) const {
     return (flat(row_loops_) * col_points_ + flat(col_loops_)) * 4 + e;
   }
+  // Whether the S point is in the reduction domain: its mask, or true on tiles that need none.
   Halide::Expr valid_at(const Halide::Expr &jn, const Halide::Expr &e) const;
+  Halide::Expr guards_at(const Halide::Expr &jn, const Halide::Expr &e) const;
+  Halide::Expr tile_is_full() const;
   // The base state's variables bound to the row arrays at `slot` and, for the column component, `column`.
   std::map<std::string, Halide::Expr> base_at(const Halide::Expr &slot, const Halide::Expr &column) const;
   std::map<std::string, Halide::Expr> elements_at(const Halide::Expr &jn, const Halide::Expr &e) const;
@@ -151,6 +167,7 @@ class ChainedKernelBuilder {
   int column_component_ = -1;                              // the base component that depends on d
   Halide::Expr column_row_factor_;                         // its relative lift with the column element as 1
   std::vector<int> row_components_;                        // the others
+  bool masked_ = true;                                     // the tile being built checks its points' masks
 };
 
 std::map<std::string, Halide::Expr> ChainedKernelBuilder::s_point(const Halide::Expr &jn, const Halide::Expr &e) const {
@@ -164,7 +181,22 @@ std::map<std::string, Halide::Expr> ChainedKernelBuilder::s_point(const Halide::
 }
 
 Halide::Expr ChainedKernelBuilder::valid_at(const Halide::Expr &jn, const Halide::Expr &e) const {
+  if (!masked_) return const_true();
+  return load(Halide::Bool(), "valid", s_index(jn, e));
+}
+
+Halide::Expr ChainedKernelBuilder::guards_at(const Halide::Expr &jn, const Halide::Expr &e) const {
   return simplify(substitute(s_point(jn, e), all_of(loops_.reduction_guards)));
+}
+
+Halide::Expr ChainedKernelBuilder::tile_is_full() const {
+  // The tile needs no mask when every guard holds for every key of the tile and every row of the block.
+  Scope<Interval> varying;
+  for (const LoopDim &d : loops_.dims) {
+    const bool block = d.binding == Binding::block_x || d.binding == Binding::block_y || d.binding == Binding::block_z;
+    if (!block && d.name != key_loop_) varying.push(d.name, Interval(0, simplify(d.extent - 1)));
+  }
+  return simplify(and_condition_over_domain(all_of(loops_.reduction_guards), varying));
 }
 
 void ChainedKernelBuilder::plan_loops() {
@@ -467,6 +499,7 @@ Stmt ChainedKernelBuilder::scores() {
     element_stores.push_back(store("elem." + monoid_.elements[k].name, at.lower(def_.reduction->elements[k]),
                                    s_index(var("S.jn"), var("S.e"))));
   }
+  if (masked_) element_stores.push_back(store("valid", guards_at(var("S.jn"), var("S.e")), s_index(var("S.jn"), var("S.e"))));
   return block({zero, unrolled("S.dk", dk_extent_, step), over(all, block(element_stores))});
 }
 
@@ -527,22 +560,32 @@ Stmt ChainedKernelBuilder::move_reference() {
   std::vector<Stmt> steps;
   if (form_->has_reference)
     steps.push_back(over(row_loops_, unrolled("S.h", 2, store("ref.new", substitute(updated, form_->reference_of), slot))));
-  auto rebased = [&](int k, const Halide::Expr &column) {
+  auto rebased_with = [&](const Halide::Expr &expr, const Halide::Expr &column) {
     std::map<std::string, Halide::Expr> b = base_at(slot, column);
     if (form_->has_reference) {
       b[algebra::kOldReferenceName] = load(form_->ref_type, "row.ref", slot);
       b[algebra::kNewReferenceName] = load(form_->ref_type, "ref.new", slot);
     }
-    return substitute(b, form_->rebase[k]);
+    return substitute(b, expr);
   };
-  // The column component moves first, while the rows still hold the old state (rebase reads it).
+  auto rebased = [&](int k, const Halide::Expr &column) { return rebased_with(form_->rebase[k], column); };
+  // The column component moves first, while the rows still hold the old state (rebase reads it). When its
+  // rebase scales it by a factor of the row alone (2^(ref.old - ref.new) for attention), the factor is
+  // computed once per row instead of once per element.
   if (form_->has_reference) {
     std::vector<std::pair<std::string, int>> cols = col_loops_;
     cols.push_back({"S.e2", 2});
     const Halide::Expr e = var("S.h") * 2 + var("S.e2");
     const Halide::Expr index = o_index(e);
     const Type ot = form_->base[column_component_].type;
-    steps.push_back(over(row_loops_, unrolled("S.h", 2, over(cols, store("acc.o", rebased(column_component_, load(ot, "acc.o", index)), index)))));
+    const std::string own = form_->base_vars()[column_component_].as<Variable>()->name;
+    const Halide::Expr rebase = form_->rebase[column_component_];
+    if (const auto factor = scale_of(rebase, own)) {
+      steps.push_back(over(row_loops_, unrolled("S.h", 2, store("rescale", rebased_with(*factor, Halide::Expr()), slot))));
+      steps.push_back(over(row_loops_, unrolled("S.h", 2, over(cols, store("acc.o", load(ot, "acc.o", index) * load(ot, "rescale", slot), index)))));
+    } else {
+      steps.push_back(over(row_loops_, unrolled("S.h", 2, over(cols, store("acc.o", rebased(column_component_, load(ot, "acc.o", index)), index)))));
+    }
   }
   // Then the rows: every additive component rebased from the old state, then the selectors and reference.
   std::vector<Stmt> row_updates;
@@ -559,8 +602,11 @@ Stmt ChainedKernelBuilder::move_reference() {
   for (auto it = lets.rbegin(); it != lets.rend(); ++it) update = LetStmt::make(it->first, it->second, update);
   steps.push_back(over(row_loops_, unrolled("S.h", 2, update)));
   Stmt body = block(steps);
-  if (form_->has_reference)
+  if (form_->has_reference) {
     body = Allocate::make("ref.new", form_->ref_type, Halide::MemoryType::Register, {slots}, const_true(), body);
+    body = Allocate::make("rescale", form_->base[column_component_].type, Halide::MemoryType::Register, {slots},
+                          const_true(), body);
+  }
   return body;
 }
 
@@ -568,6 +614,19 @@ Stmt ChainedKernelBuilder::contributions() {
   const Halide::Expr slot = flat(row_loops_) * 2 + var("S.h");
   const std::map<std::string, Halide::Expr> b = base_at(slot, Halide::Expr());
   std::vector<Stmt> steps;
+  // The column component's row part at every point, once (2^(s - ref) for attention): the P fragments and
+  // every row sum with the same contribution (the softmax denominator) read it.
+  const Type wt = column_row_factor_.type();
+  {
+    std::vector<std::pair<std::string, int>> all = row_loops_;
+    all.push_back({"S.jn", jn_extent_});
+    all.push_back({"S.e", 4});
+    std::map<std::string, Halide::Expr> at = elements_at(var("S.jn"), var("S.e"));
+    if (form_->has_reference) at[kReference] = load(form_->ref_type, "row.ref", row_slot(var("S.e")));
+    const Halide::Expr w = substitute(at, column_row_factor_);
+    steps.push_back(over(all, store("weight", Halide::select(valid_at(var("S.jn"), var("S.e")), w, make_zero(wt)),
+                                    s_index(var("S.jn"), var("S.e")))));
+  }
   // Row components: lane-partial sums over the lane's points of each row.
   for (int k : row_components_) {
     if (form_->is_selector(k)) continue;
@@ -575,10 +634,11 @@ Stmt ChainedKernelBuilder::contributions() {
     const Halide::Expr e = var("S.h") * 2 + var("S.e2");
     std::map<std::string, Halide::Expr> at = elements_at(var("S.jn"), e);
     if (form_->has_reference) at[kReference] = b.at(kReference);
-    const Halide::Expr lift = substitute(at, form_->relative_lift[k]);
-    Stmt add = store("row." + c.name,
-                     load(c.type, "row." + c.name, slot) + Halide::select(valid_at(var("S.jn"), e), lift, make_zero(c.type)),
-                     slot);
+    const bool same_as_weight = c.type == wt && equal(simplify(form_->relative_lift[k]), simplify(column_row_factor_));
+    const Halide::Expr contribution =
+        same_as_weight ? load(wt, "weight", s_index(var("S.jn"), e))
+                       : Halide::select(valid_at(var("S.jn"), e), substitute(at, form_->relative_lift[k]), make_zero(c.type));
+    Stmt add = store("row." + c.name, load(c.type, "row." + c.name, slot) + contribution, slot);
     steps.push_back(over(row_loops_, unrolled("S.h", 2, unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, add)))));
   }
   // The column component: its row part in the A fragments of the second atom (accumulator element c of
@@ -586,15 +646,11 @@ Stmt ChainedKernelBuilder::contributions() {
   {
     const Halide::Expr q = var("P.q");
     const Halide::Expr jn = var("P.step") * 2 + q / 4, e = q % 4;
-    std::map<std::string, Halide::Expr> at = elements_at(jn, e);
-    if (form_->has_reference) at[kReference] = load(form_->ref_type, "row.ref", flat(row_loops_) * 2 + e / 2);
-    const Halide::Expr part = substitute(at, column_row_factor_);
     std::vector<std::pair<std::string, int>> p_loops = row_loops_;
     p_loops.push_back({"P.step", key_steps_});
     p_loops.push_back({"P.q", 8});
     const Type pt = column_operand_.type;
-    steps.push_back(over(p_loops, store("frag.p", Halide::cast(pt, Halide::select(valid_at(jn, e), part, make_zero(part.type()))),
-                                        flat(p_loops))));
+    steps.push_back(over(p_loops, store("frag.p", Halide::cast(pt, load(wt, "weight", s_index(jn, e))), flat(p_loops))));
   }
   const StagePlan *v_stage = nullptr;
   for (const StagePlan &p : stages_)
@@ -715,7 +771,14 @@ Kernel ChainedKernelBuilder::build() {
   init.push_back(unrolled("S.o", row_points * col_points_ * 4,
                           store("acc.o", form_->base_identity[column_component_], var("S.o"))));
 
-  Stmt tile = block({scores(), tile_selectors(), contributions()});
+  auto tile_body = [&](bool masked) {
+    masked_ = masked;
+    return block({scores(), tile_selectors(), contributions()});
+  };
+  const Halide::Expr full = tile_is_full();
+  Stmt tile = tile_body(true);
+  if (!is_const_zero(full)) tile = is_const_one(full) ? tile_body(false) : IfThenElse::make(full, tile_body(false), tile);
+  if (!is_const_one(full)) summary_ += fmt::format("  tiles where {} need no mask\n", full);
   const auto [first, count] = key_tiles();
   Stmt loop = staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile, loops_.func);
   std::vector<Stmt> finish;
@@ -735,6 +798,8 @@ Kernel ChainedKernelBuilder::build() {
   body = reg("frag.p", column_operand_.type, row_points * key_steps_ * 8, body);
   body = reg("frag.v", column_operand_.type, col_points_ * 4, body);
   body = reg("acc.s", s_type_, s_points, body);
+  body = reg("valid", Halide::Bool(), s_points, body);
+  body = reg("weight", column_row_factor_.type(), s_points, body);
   for (int k : row_elements_) body = reg("elem." + monoid_.elements[k].name, monoid_.elements[k].type, s_points, body);
   body = reg("acc.o", form_->base[column_component_].type, row_points * col_points_ * 4, body);
   for (int k : row_components_) body = reg("row." + form_->base[k].name, form_->base[k].type, slots, body);
@@ -752,6 +817,7 @@ Kernel ChainedKernelBuilder::build() {
   k.grid = mapping_.grid;
   k.threads = mapping_.threads;
   k.min_blocks_per_sm = req_.schedule->min_blocks();
+  k.fast_math = req_.schedule->approximate();
   k.shared_bytes = shared;
   k.body = simplify_exprs(body);
   for (const StagePlan &p : stages_) {

@@ -54,6 +54,7 @@ struct Kernel {
   int threads = 0;                   // threads per block
   int min_blocks_per_sm = 1;         // for __launch_bounds__
   int shared_bytes = 0;              // dynamic shared memory, every GPUShared allocation of the body
+  bool fast_math = false;            // exp and exp2 of f32 as the approximate hardware instructions
   std::vector<Requirement> requirements;
   // The kernel to launch instead when a requirement does not hold: the same schedule with copies narrow
   // enough for any shape (see select_variant in scheduler/arguments.h).

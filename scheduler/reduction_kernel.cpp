@@ -481,6 +481,7 @@ Kernel ReductionKernelBuilder::build() {
   k.grid = mapping_.grid;
   k.threads = mapping_.threads;
   k.min_blocks_per_sm = req_.schedule ? req_.schedule->min_blocks() : 1;
+  k.fast_math = req_.schedule && req_.schedule->approximate();
   k.shared_bytes = shared;
   k.body = simplify_exprs(body);
   for (const StagePlan &p : stages_) {

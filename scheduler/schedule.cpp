@@ -131,6 +131,11 @@ FuncSchedule &FuncSchedule::min_blocks_per_sm(int blocks) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::approximate_math(bool on) {
+  approximate_ = on;
+  return *this;
+}
+
 std::string FuncSchedule::to_string() const {
   std::string s = fmt::format("schedule of {}:\n", func_);
   for (const Transform &t : transforms_) {
@@ -154,6 +159,7 @@ std::string FuncSchedule::to_string() const {
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
   if (compute_at_) s += fmt::format("  compute at {} loop {}\n", compute_at_->consumer, compute_at_->at);
   if (override_) s += fmt::format("  associativity assumed by the user: {}\n", *override_);
+  if (approximate_) s += "  approximate exp and exp2\n";
   return s;
 }
 

@@ -128,6 +128,9 @@ class FuncSchedule {
   // The reason is recorded with the schedule and printed with it.
   FuncSchedule &assume_associative(const std::string &reason);
   FuncSchedule &min_blocks_per_sm(int blocks);
+  // exp and exp2 of f32 values run on the approximate special-function unit (ex2.approx.ftz: a relative error
+  // of a few units in the last place, subnormal results flushed to 0), as FlashAttention kernels do.
+  FuncSchedule &approximate_math(bool on = true);
 
   const std::string &func() const { return func_; }
   // The loop transformations (splits, fuses, reorders) in the order they were given.
@@ -146,6 +149,7 @@ class FuncSchedule {
   const std::optional<std::string> &associativity_override() const { return override_; }
   int raster_group() const { return raster_group_; }
   int min_blocks() const { return min_blocks_; }
+  bool approximate() const { return approximate_; }
 
   std::string to_string() const;
   // This schedule without its reorders: the loop order the splits alone give (to tell whether a reorder
@@ -164,6 +168,7 @@ class FuncSchedule {
   std::optional<std::string> override_;
   int raster_group_ = 1;
   int min_blocks_ = 1;
+  bool approximate_ = false;
 };
 
 // The schedules of a program's funcs.

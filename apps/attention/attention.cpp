@@ -93,7 +93,8 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
       .unroll("dn")
       .unroll("jk")
       .matrix_atom(MatrixAtom::mma_m16n8k16, "ia", "da", "jka")
-      .stage(a.V, "jo", Transport::cp_async, t.stages);
+      .stage(a.V, "jo", Transport::cp_async, t.stages)
+      .approximate_math();
   if (t.split_kv > 1) o.split_reduction("jo", t.split_kv);
   s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::cp_async).stage(a.K, "jo", Transport::cp_async, t.stages);
 }

@@ -57,16 +57,15 @@ std::optional<int> power_of_two(const Halide::Expr &e) {
 const std::map<std::string, std::string> &helper_definitions() {
   static const std::map<std::string, std::string> defs = {
       {"div",
+       "// Halide's integer division and remainder: rounding towards negative infinity, a non-negative remainder, and\n"
+       "// x / 0 == x % 0 == 0. Branch-free, so that the compiler hoists and shares them like any arithmetic.\n"
        "__device__ __forceinline__ int twist_div(int a, int b) {\n"
-       "  // Halide's integer division: rounds towards negative infinity; x / 0 == 0.\n"
-       "  if (b == 0) return 0;\n"
-       "  int q = a / b, r = a % b;\n"
-       "  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n"
+       "  const int d = b == 0 ? 1 : b, q = a / d, r = a - q * d;\n"
+       "  return b == 0 ? 0 : q - ((r != 0) & ((r ^ d) < 0));\n"
        "}\n"
        "__device__ __forceinline__ int twist_mod(int a, int b) {\n"
-       "  if (b == 0) return 0;\n"
-       "  int r = a % b;\n"
-       "  return r < 0 ? r + (b < 0 ? -b : b) : r;\n"
+       "  const int d = b == 0 ? 1 : b, r = a - (a / d) * d;\n"
+       "  return b == 0 ? 0 : r + ((r < 0) ? (d < 0 ? -d : d) : 0);\n"
        "}\n"},
       {"copy",
        "template <int Bytes> struct twist_chunk;\n"
@@ -233,10 +232,10 @@ std::string Printer::math(const MathCall &m, const Call *c) {
   for (const Halide::Expr &a : c->args) args.push_back(narrow ? cast(Halide::Float(32), a) : expr(a));
   const bool f32 = narrow || m.type.bits() == 32;
   std::string call;
-  if (f32 && options_.fast_math && m.function == "exp2") {
+  if (f32 && (options_.fast_math || kernel_.fast_math) && m.function == "exp2") {
     helpers_.insert("ex2");
     call = "twist_ex2_approx(" + args[0] + ")";
-  } else if (f32 && options_.fast_math && m.function == "exp") {
+  } else if (f32 && (options_.fast_math || kernel_.fast_math) && m.function == "exp") {
     call = "__expf(" + args[0] + ")";
   } else {
     call = m.function + (f32 ? "f(" : "(") + args[0] + (args.size() > 1 ? ", " + args[1] : "") + ")";
