@@ -58,7 +58,7 @@ Halide::Internal::Stmt load_fragments(const FragmentLoad &f, const std::string &
   for (const Halide::Expr &c : f.coords) row_coords.push_back(substitute(at_row, c));
   Halide::Expr dst = 0;
   for (const auto &[name, extent] : f.register_loops) dst = dst * extent + var(name);
-  dst = dst * fragment_elements(f.op);
+  dst = dst * fragment_elements(f.op) + f.dst_offset;
   if (paired) dst = substitute(f.register_loops.back().first, var(pair_var) * 2, dst);
   Stmt s = intrinsic::ldmatrix({f.fragment, simplify(dst), paired ? 4 : fragment_matrices(f.op), !k_contiguous,
                                 f.stage->buffer, f.stage->index_of(row_coords, f.slot)});

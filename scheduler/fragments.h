@@ -47,6 +47,7 @@ struct FragmentLoad {
   std::string fragment;              // the register array
   const StagePlan *stage = nullptr;
   Halide::Expr slot;                 // the stage's pipeline slot at this point of the loops
+  Halide::Expr dst_offset = 0;       // where in the register array this load's fragments start
 };
 Halide::Internal::Stmt load_fragments(const FragmentLoad &f, const std::string &func);
 

@@ -77,7 +77,11 @@ class ReductionKernelBuilder {
   // The loop nest from the first reduction loop inwards, with the innermost statement `inner`.
   Stmt nest(size_t position, const std::function<Stmt()> &inner);
   Stmt wrap_with_stages(int dim, Stmt loop_body);
-  Stmt fragment_loads();
+  Stmt fragment_loads(const Halide::Expr &slice = 0);
+  // The staged k-tile loop of a tensor-core reduction with its fragment loads software-pipelined (see the
+  // definition), or an undefined Stmt when the loops do not have that shape.
+  Stmt pipelined_mainloop();
+  int fragment_count(const std::vector<int> &dims) const;
   Stmt promote_partials() const;
   Stmt fold_update();
   Stmt atom_update();
@@ -107,6 +111,7 @@ class ReductionKernelBuilder {
   Type accumulator_type_;
   int load_point_ = -1;     // the loop (index into dims) at the top of whose body fragments are loaded
   int promote_loop_ = -1;   // hybrid accumulation: the loop at the end of whose body partials are promoted
+  int fragment_slices_ = 1; // fragment arrays hold this many k-steps (the pipelined main loop keeps them all)
   std::vector<int> a_dims_, b_dims_;  // register dims each operand's fragment array spans
   std::string summary_;
 };
@@ -305,11 +310,87 @@ Stmt ReductionKernelBuilder::fold_update() {
 
 Stmt ReductionKernelBuilder::atom_update() {
   const Halide::Expr acc = register_index(register_dims_) * 4;
-  return intrinsic::mma({"acc", "frag.a", "frag.b", "acc", acc, register_index(a_dims_) * 8,
-                         register_index(b_dims_) * 4, acc});
+  const Halide::Expr slice = fragment_slices_ > 1 ? loops_.dims[load_point_].var() : Halide::Expr(0);
+  return intrinsic::mma({"acc", "frag.a", "frag.b", "acc", acc,
+                         (slice * fragment_count(a_dims_) + register_index(a_dims_)) * 8,
+                         (slice * fragment_count(b_dims_) + register_index(b_dims_)) * 4, acc});
 }
 
-Stmt ReductionKernelBuilder::fragment_loads() {
+Stmt ReductionKernelBuilder::pipelined_mainloop() {
+  // The shape this applies to: the staged k-tile loop, inside it the k-step loop whose top loads the
+  // fragments, and inside that only register loops (a GEMM's main loop).
+  if (!atom_ || req_.schedule->accumulation().kind == Accumulation::Kind::hybrid || nest_.size() < 2) return Stmt();
+  const int tile = static_cast<int>(nest_[0]), step = static_cast<int>(nest_[1]);
+  if (step != load_point_) return Stmt();
+  for (size_t p = 2; p < nest_.size(); ++p)
+    if (loops_.dims[nest_[p]].reduction) return Stmt();
+  std::vector<const StagePlan *> here;
+  for (const StagePlan &p : stages_) {
+    if (p.at != tile || p.directive.depth < 2 || p.directive.transport != Transport::cp_async) return Stmt();
+    here.push_back(&p);
+  }
+  if (here.empty()) return Stmt();
+  const int depth = here[0]->directive.depth;
+  for (const StagePlan *p : here)
+    if (p->directive.depth != depth) return Stmt();
+  const LoopDim &x = loops_.dims[tile], &k = loops_.dims[step];
+  const int steps = k.constant_extent(loops_.func, "pipelined fragments");
+  fragment_slices_ = steps;
+  auto copies = [&](const Halide::Expr &iteration) {
+    std::vector<Stmt> s;
+    for (const StagePlan *p : here) s.push_back(p->copy(iteration, iteration % depth, mapping_.threads));
+    return block(s);
+  };
+  // The fragments of k-step `s` of tile `t`, into slice `slice`.
+  auto loads = [&](const Halide::Expr &t, int s, int slice) {
+    return substitute(x.name, t, substitute(k.name, Halide::Expr(s), fragment_loads(slice)));
+  };
+  auto atoms = [&](int s) {
+    Stmt body = atom_update();
+    for (size_t p = nest_.size() - 1; p >= 2; --p) {
+      const LoopDim &d = loops_.dims[nest_[p]];
+      body = For::make(d.name, 0, d.extent, ForType::Unrolled, Halide::DeviceAPI::None, body);
+    }
+    return substitute(k.name, Halide::Expr(s), body);
+  };
+  // Each k-step loads the next one's fragments before its atoms run, and the last k-step of a tile waits
+  // for the next tile, synchronizes and loads its first fragments: so the atoms never wait on ldmatrix, and
+  // the barrier sits where the warp still has atoms to issue. After that barrier every warp has read the
+  // whole tile, so the copies issued at the next tile's first step may overwrite the slot it came from.
+  std::vector<Stmt> prologue;
+  for (int s = 0; s < depth - 1; ++s)
+    prologue.push_back(block({guarded(simplify(s < x.extent), copies(s)), intrinsic::async_commit()}));
+  prologue.push_back(intrinsic::async_wait(depth - 2));
+  prologue.push_back(intrinsic::barrier());
+  prologue.push_back(loads(0, 0, 0));
+  std::vector<Stmt> body;
+  const Halide::Expr t = x.var();
+  for (int s = 0; s < steps; ++s) {
+    if (s == 0) {
+      body.push_back(guarded(t + (depth - 1) < x.extent, copies(t + (depth - 1))));
+      body.push_back(intrinsic::async_commit());
+    }
+    if (s + 1 < steps) {
+      body.push_back(loads(t, s + 1, s + 1));
+    } else {
+      body.push_back(intrinsic::async_wait(depth - 2));
+      body.push_back(intrinsic::barrier());
+      body.push_back(loads(t + 1, 0, 0));
+    }
+    body.push_back(atoms(s));
+  }
+  summary_ += fmt::format("  fragments software-pipelined over the {} k-steps of each '{}' tile\n", steps, x.name);
+  return block({block(prologue), For::make(x.name, 0, x.extent, ForType::Serial, Halide::DeviceAPI::None, block(body)),
+                intrinsic::async_wait(0)});
+}
+
+int ReductionKernelBuilder::fragment_count(const std::vector<int> &dims) const {
+  int n = 1;
+  for (int d : dims) n *= loops_.dims[d].constant_extent(loops_.func, "fragments");
+  return n;
+}
+
+Stmt ReductionKernelBuilder::fragment_loads(const Halide::Expr &slice) {
   std::vector<Stmt> loads;
   for (const AtomOperand op : {AtomOperand::a, AtomOperand::b}) {
     const ContractionOperand &operand = op == AtomOperand::a ? contraction_->a : contraction_->b;
@@ -327,6 +408,7 @@ Stmt ReductionKernelBuilder::fragment_loads() {
       f.register_loops.push_back({loops_.dims[d].name, loops_.dims[d].constant_extent(loops_.func, "fragments")});
     f.fragment = op == AtomOperand::a ? "frag.a" : "frag.b";
     f.slot = f.stage->directive.depth > 1 ? var(f.stage->directive.at) % f.stage->directive.depth : Halide::Expr(0);
+    f.dst_offset = slice * (fragment_count(op == AtomOperand::a ? a_dims_ : b_dims_) * fragment_elements(op));
     loads.push_back(load_fragments(f, req_.reduction.name()));
   }
   return block(loads);
@@ -429,7 +511,8 @@ Kernel ReductionKernelBuilder::build() {
     }
   }
 
-  Stmt reduction = nest(0, [&] { return atom_ ? atom_update() : fold_update(); });
+  Stmt reduction = pipelined_mainloop();
+  if (!reduction.defined()) reduction = nest(0, [&] { return atom_ ? atom_update() : fold_update(); });
   if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid && promote_loop_ < 0) {
     std::string steps;
     for (size_t d : nest_)
@@ -448,15 +531,10 @@ Kernel ReductionKernelBuilder::build() {
   int points = 1;
   for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
   if (atom_) {
-    auto fragment_count = [&](const std::vector<int> &dims) {
-      int n = 1;
-      for (int d : dims) n *= loops_.dims[d].constant_extent(loops_.func, "fragments");
-      return n;
-    };
-    body = Allocate::make("frag.a", contraction_->a.type, Halide::MemoryType::Register, {fragment_count(a_dims_) * 8},
-                          const_true(), body);
-    body = Allocate::make("frag.b", contraction_->b.type, Halide::MemoryType::Register, {fragment_count(b_dims_) * 4},
-                          const_true(), body);
+    body = Allocate::make("frag.a", contraction_->a.type, Halide::MemoryType::Register,
+                          {fragment_slices_ * fragment_count(a_dims_) * 8}, const_true(), body);
+    body = Allocate::make("frag.b", contraction_->b.type, Halide::MemoryType::Register,
+                          {fragment_slices_ * fragment_count(b_dims_) * 4}, const_true(), body);
     body = Allocate::make("acc", accumulator_type_, Halide::MemoryType::Register, {points * 4}, const_true(), body);
     if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
       body = Allocate::make("acc.f32", f32, Halide::MemoryType::Register, {points * 4}, const_true(), body);
