@@ -12,37 +12,16 @@
 #include "scheduler/intrinsics.h"
 #include "scheduler/loops.h"
 #include "scheduler/staging.h"
+#include "scheduler/stmt_building.h"
 #include "scheduler/thread_mapping.h"
 
 namespace twist {
 
 using namespace Halide::Internal;
+using namespace twist::stmt;
 using algebra::RelativeForm;
 
 namespace {
-
-Halide::Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
-
-Stmt block(const std::vector<Stmt> &stmts) {
-  std::vector<Stmt> defined;
-  for (const Stmt &s : stmts)
-    if (s.defined()) defined.push_back(s);
-  return defined.empty() ? Evaluate::make(0) : Block::make(defined);
-}
-
-Stmt store(const std::string &buffer, const Halide::Expr &value, const Halide::Expr &index) {
-  return Store::make(buffer, value, index, Parameter(), const_true(), ModulusRemainder());
-}
-
-Stmt unrolled(const std::string &name, int extent, const Stmt &body) {
-  return For::make(name, 0, extent, ForType::Unrolled, Halide::DeviceAPI::None, body);
-}
-
-Halide::Expr all_of(const std::vector<Halide::Expr> &conditions) {
-  Halide::Expr c = const_true();
-  for (const Halide::Expr &e : conditions) c = c && e;
-  return simplify(c);
-}
 
 Halide::Expr combine_op(RelativeForm::BaseOp op, const Halide::Expr &a, const Halide::Expr &b) {
   switch (op) {

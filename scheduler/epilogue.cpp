@@ -3,16 +3,14 @@
 #include "lang/error.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
+#include "scheduler/stmt_building.h"
 
 namespace twist {
 
 using namespace Halide::Internal;
+using namespace twist::stmt;
 
 namespace {
-
-Stmt store(const std::string &buffer, const Halide::Expr &value, const Halide::Expr &index) {
-  return Store::make(buffer, value, index, Parameter(), const_true(), ModulusRemainder());
-}
 
 // The values the output stores: the monoid's finalize, or the fused consumer's values with its call of the
 // reduction replaced by them.

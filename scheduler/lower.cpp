@@ -9,6 +9,7 @@
 #include "scheduler/intrinsics.h"
 #include "scheduler/loops.h"
 #include "scheduler/reduction_kernel.h"
+#include "scheduler/stmt_building.h"
 
 namespace twist {
 
@@ -80,8 +81,7 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
     shape.insert(shape.end(), values.extents.begin(), values.extents.end());
     std::vector<Stmt> folds;
     for (size_t c = 0; c < m.state.size(); ++c)
-      folds.push_back(Store::make("state." + m.state[c].name, m.combine[c], 0, Parameter(), const_true(),
-                                  ModulusRemainder()));
+      folds.push_back(stmt::store("state." + m.state[c].name, m.combine[c], 0));
     Stmt fold = Block::make(folds);
     for (int c = static_cast<int>(m.state.size()) - 1; c >= 0; --c) {
       fold = LetStmt::make(b[c].as<Variable>()->name, load(m.state[c].type, partials[c].name, flat_index(at, shape)), fold);
@@ -90,8 +90,7 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
     std::vector<Stmt> init;
     std::vector<Halide::Expr> state;
     for (size_t c = 0; c < m.state.size(); ++c) {
-      init.push_back(Store::make("state." + m.state[c].name, m.identity[c], 0, Parameter(), const_true(),
-                                 ModulusRemainder()));
+      init.push_back(stmt::store("state." + m.state[c].name, m.identity[c], 0));
       state.push_back(load(m.state[c].type, "state." + m.state[c].name, 0));
     }
     Stmt body = Block::make({Block::make(init),
@@ -217,8 +216,7 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
            "epilogue); use SplitCombine::kernel",
            reduction);
     Kernel zero = pointwise_kernel(program.name + "_zero", extents, [&](const std::vector<Halide::Expr> &coords) {
-      return Store::make(output.name(), make_zero(output.output_types()[0]), flat_index(coords, extents), Parameter(),
-                         const_true(), ModulusRemainder());
+      return stmt::store(output.name(), make_zero(output.output_types()[0]), flat_index(coords, extents));
     });
     collect_arguments(graph, zero, program.outputs);
     program.kernels.push_back(zero);

@@ -12,42 +12,15 @@
 #include "scheduler/intrinsics.h"
 #include "scheduler/loops.h"
 #include "scheduler/staging.h"
+#include "scheduler/stmt_building.h"
 #include "scheduler/thread_mapping.h"
 
 namespace twist {
 
 using namespace Halide::Internal;
+using namespace twist::stmt;
 
 namespace {
-
-Halide::Expr var(const std::string &name) { return Variable::make(Halide::Int(32), name); }
-
-Stmt block(const std::vector<Stmt> &stmts) {
-  std::vector<Stmt> defined;
-  for (const Stmt &s : stmts)
-    if (s.defined()) defined.push_back(s);
-  return defined.empty() ? Stmt() : Block::make(defined);
-}
-
-Halide::Expr all_of(const std::vector<Halide::Expr> &conditions) {
-  Halide::Expr c = const_true();
-  for (const Halide::Expr &e : conditions) c = c && e;
-  return simplify(c);
-}
-
-Stmt guarded(const Halide::Expr &condition, const Stmt &s) {
-  if (is_const_one(condition)) return s;
-  return IfThenElse::make(condition, s);
-}
-
-Stmt store(const std::string &buffer, const Halide::Expr &value, const Halide::Expr &index) {
-  return Store::make(buffer, value, index, Parameter(), const_true(), ModulusRemainder());
-}
-
-Stmt let_all(const std::vector<std::pair<std::string, Halide::Expr>> &lets, Stmt body) {
-  for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = LetStmt::make(it->first, it->second, body);
-  return body;
-}
 
 // The variables a monoid's expressions are written over, bound to kernel values.
 std::map<std::string, Halide::Expr> bind_state(const State &s, const std::vector<Halide::Expr> &values) {
