@@ -48,6 +48,12 @@ if wants sanitizer; then
     echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $tool: $(grep -E 'ERROR SUMMARY|checks passed|FAILED' /tmp/san_$tool.log | tr '\n' ' ')" | tee -a "$log"
     [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_$tool.log >>"$log"; }
   done
+  # Attention kernels too: split-KV prefill and decoding, small shapes.
+  TWIST_LINEINFO=1 cpp compute-sanitizer --tool memcheck --error-exitcode 3 .gpu/bin/twist_apps_gpu_tests \
+    --test-case="GPU: split-KV prefill and packed grouped-query decoding match the oracle" >/tmp/san_att.log 2>&1
+  r=$?
+  echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] memcheck on attention: $(grep -E 'ERROR SUMMARY|test cases' /tmp/san_att.log | tr '\n' ' ')" | tee -a "$log"
+  [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_att.log >>"$log"; }
 fi
 
 if wants sass; then

@@ -1,6 +1,7 @@
 #include "backends/cuda/program/gpu_program.h"
 
 #include "backends/cuda/runtime/kernel_cache.h"
+#include <cstdlib>
 #include <cstring>
 
 #include "lang/error.h"
@@ -9,7 +10,10 @@ namespace twist::cuda {
 
 CompiledKernel compile_kernel(const twist::Kernel &k, const std::string &arch, const CodegenOptions &options) {
   CompiledKernel c{k, cuda_source(k, options), {}, {}};
-  CompileResult r = default_kernel_cache().compile(c.source, k.name + ".cu", {arch});
+  // TWIST_LINEINFO=1 asks for line tables, for compute-sanitizer and ncu to point at the generated source.
+  const char *line_info = std::getenv("TWIST_LINEINFO");
+  CompileResult r = default_kernel_cache().compile(c.source, k.name + ".cu",
+                                                   {arch, line_info != nullptr && std::string(line_info) == "1"});
   c.cubin = std::move(r.cubin);
   if (!r.resources.empty()) c.resources = r.resources.front();
   return c;
