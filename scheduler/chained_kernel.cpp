@@ -9,6 +9,7 @@
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/fragments.h"
+#include "scheduler/kernel_assembly.h"
 #include "scheduler/intrinsics.h"
 #include "scheduler/loops.h"
 #include "scheduler/staging.h"
@@ -783,50 +784,16 @@ Kernel ChainedKernelBuilder::build() {
   body = reg("acc.o", form_->base[column_component_].type, row_points * col_points_ * 4, body);
   for (int k : row_components_) body = reg("row." + form_->base[k].name, form_->base[k].type, slots, body);
   if (form_->has_reference) body = reg("row.ref", form_->ref_type, slots, body);
-  int shared = 0;
-  for (const StagePlan &p : stages_) {
-    body = Allocate::make(p.buffer, p.type, Halide::MemoryType::GPUShared, {p.slot_elems * p.directive.depth},
-                          const_true(), body);
-    shared += p.bytes();
-  }
-  body = define_bound_loops(mapping_, body);
-
-  Kernel k;
-  k.name = req_.kernel_name;
-  k.grid = mapping_.grid;
-  k.threads = mapping_.threads;
-  k.min_blocks_per_sm = req_.schedule->min_blocks();
-  k.fast_math = req_.schedule->approximate();
-  k.shared_bytes = shared;
-  k.body = simplify_exprs(body);
-  for (const StagePlan &p : stages_) {
-    k.requirements.insert(k.requirements.end(), p.requirements.begin(), p.requirements.end());
-    if (p.directive.transport == Transport::cp_async && p.copy_bytes >= 4)
-      k.required_instructions.push_back(p.copy_bytes == 16 ? "cp.async.cg.shared.global" : "cp.async.ca.shared.global");
-  }
-  k.required_instructions.push_back("ldmatrix.sync.aligned");
-  k.required_instructions.push_back("mma.sync.aligned.m16n8k16.row.col");
-  k.required_instructions.push_back("__shfl_xor_sync");
-  k.schedule_summary = summary_;
-  if (k.shared_bytes > req_.target.max_shared_bytes_per_block)
-    fail("schedule of '{}' needs {} bytes of shared memory per block, but {} allows {}; use smaller tiles or fewer "
-         "stages",
-         req_.reduction.name(), k.shared_bytes, req_.target.arch, req_.target.max_shared_bytes_per_block);
-  collect_arguments(*req_.graph, k, req_.output_buffers);
-  return k;
+  return assemble_kernel(req_, body, stages_, mapping_,
+                         {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col", "__shfl_xor_sync"}, summary_);
 }
 
 }  // namespace
 
 Kernel build_chained_kernel(const ChainedKernelRequest &request) {
-  Kernel k = ChainedKernelBuilder(request).build();
-  if (!k.requirements.empty() && !request.consumer.element_copies) {
-    ChainedKernelRequest narrow = request;
-    narrow.consumer.element_copies = true;
-    narrow.consumer.kernel_name = request.consumer.kernel_name + "_any_shape";
-    k.fallback = std::make_shared<const Kernel>(build_chained_kernel(narrow));
-  }
-  return k;
+  return with_fallback<ChainedKernelRequest>(
+      request, [](ChainedKernelRequest &r) -> ReductionKernelRequest & { return r.consumer; },
+      [](const ChainedKernelRequest &r) { return ChainedKernelBuilder(r).build(); });
 }
 
 }  // namespace twist

@@ -9,6 +9,7 @@
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/fragments.h"
+#include "scheduler/kernel_assembly.h"
 #include "scheduler/intrinsics.h"
 #include "scheduler/loops.h"
 #include "scheduler/staging.h"
@@ -45,7 +46,7 @@ class ReductionKernelBuilder {
   void plan_loops();
   void plan_stages();
   void plan_atom();
-  void check_budgets(const Kernel &k) const;
+  void check_register_budget() const;
 
   // The loop nest from the first reduction loop inwards, with the innermost statement `inner`.
   Stmt nest(size_t position, const std::function<Stmt()> &inner);
@@ -520,46 +521,13 @@ Kernel ReductionKernelBuilder::build() {
     body = For::make(d.name, 0, d.extent, d.binding == Binding::unrolled ? ForType::Unrolled : ForType::Serial,
                      Halide::DeviceAPI::None, body);
   }
-  int shared = 0;
-  for (const StagePlan &p : stages_) {
-    body = Allocate::make(p.buffer, p.type, Halide::MemoryType::GPUShared, {p.slot_elems * p.directive.depth}, const_true(), body);
-    shared += p.bytes();
-  }
-  body = define_bound_loops(mapping_, body);
-
-  Kernel k;
-  k.name = req_.kernel_name;
-  k.grid = mapping_.grid;
-  k.threads = mapping_.threads;
-  k.min_blocks_per_sm = req_.schedule ? req_.schedule->min_blocks() : 1;
-  k.fast_math = req_.schedule && req_.schedule->approximate();
-  k.shared_bytes = shared;
-  k.body = simplify_exprs(body);
-  for (const StagePlan &p : stages_) {
-    k.requirements.insert(k.requirements.end(), p.requirements.begin(), p.requirements.end());
-    if (p.directive.transport == Transport::cp_async && p.copy_bytes >= 4)
-      k.required_instructions.push_back(p.copy_bytes == 16 ? "cp.async.cg.shared.global" : "cp.async.ca.shared.global");
-  }
-  if (atom_) {
-    k.required_instructions.push_back("ldmatrix.sync.aligned");
-    k.required_instructions.push_back("mma.sync.aligned.m16n8k16.row.col");
-  }
-  k.schedule_summary = summary_;
-  check_budgets(k);
-  collect_arguments(*req_.graph, k, req_.output_buffers);
-  return k;
+  check_register_budget();
+  std::vector<std::string> instructions;
+  if (atom_) instructions = {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col"};
+  return assemble_kernel(req_, body, stages_, mapping_, instructions, summary_);
 }
 
-void ReductionKernelBuilder::check_budgets(const Kernel &k) const {
-  if (k.shared_bytes > req_.target.max_shared_bytes_per_block) {
-    std::string demand;
-    for (const StagePlan &p : stages_)
-      demand += fmt::format("{}{} {} B ({} slot(s) of {} B)", demand.empty() ? "" : ", ", p.buffer, p.bytes(),
-                            p.directive.depth, p.slot_elems * p.elem_bytes);
-    fail("schedule of '{}' needs {} bytes of shared memory per block ({}), but {} allows {} bytes; use fewer pipeline "
-         "stages or smaller tiles",
-         req_.reduction.name(), k.shared_bytes, demand, req_.target.arch, req_.target.max_shared_bytes_per_block);
-  }
+void ReductionKernelBuilder::check_register_budget() const {
   // A floor on registers per thread: the states (or accumulators and fragments) alone, 4 bytes per register.
   int points = 1;
   for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
@@ -581,14 +549,9 @@ void ReductionKernelBuilder::check_budgets(const Kernel &k) const {
 }  // namespace
 
 Kernel build_reduction_kernel(const ReductionKernelRequest &request) {
-  Kernel k = ReductionKernelBuilder(request).build();
-  if (!k.requirements.empty() && !request.element_copies) {
-    ReductionKernelRequest narrow = request;
-    narrow.element_copies = true;
-    narrow.kernel_name = request.kernel_name + "_any_shape";
-    k.fallback = std::make_shared<const Kernel>(build_reduction_kernel(narrow));
-  }
-  return k;
+  return with_fallback<ReductionKernelRequest>(
+      request, [](ReductionKernelRequest &r) -> ReductionKernelRequest & { return r; },
+      [](const ReductionKernelRequest &r) { return ReductionKernelBuilder(r).build(); });
 }
 
 void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<BufferArg> &outputs) {

@@ -1,0 +1,34 @@
+#pragma once
+// The last step of every kernel builder: the body wrapped in its shared arrays and the definitions of its
+// bound loops, and the kernel's launch shape, budgets, requirements and expected instructions filled in.
+#include <string>
+#include <vector>
+
+#include "scheduler/reduction_kernel.h"
+#include "scheduler/staging.h"
+#include "scheduler/thread_mapping.h"
+
+namespace twist {
+
+// `instructions` are the ones the body's atoms and shuffles ask for (the stages add their copies'). Throws,
+// naming every stage's share, when the shared arrays exceed the target's budget.
+Kernel assemble_kernel(const ReductionKernelRequest &request, Halide::Internal::Stmt body,
+                       const std::vector<StagePlan> &stages, const ThreadMapping &mapping,
+                       std::vector<std::string> instructions, const std::string &summary);
+
+// build(request), and when the kernel it gives has requirements (aligned rows for vector copies), the same
+// built again with element copies as the kernel's fallback for shapes that break them.
+template <typename Request, typename Build>
+Kernel with_fallback(const Request &request, ReductionKernelRequest &(*of)(Request &), Build build) {
+  Kernel k = build(request);
+  Request narrow = request;
+  ReductionKernelRequest &r = of(narrow);
+  if (!k.requirements.empty() && !r.element_copies) {
+    r.element_copies = true;
+    r.kernel_name += "_any_shape";
+    k.fallback = std::make_shared<const Kernel>(build(narrow));
+  }
+  return k;
+}
+
+}  // namespace twist
