@@ -6,27 +6,13 @@
 #include "backends/cuda/runtime/nvrtc_compiler.h"
 #include "lang/error.h"
 #include "tests/cuda/test_kernels.h"
+#include "tests/error_capture.h"
+
+using twist::testing::contains;
+using twist::testing::error_of;
 
 using namespace twist;
 using namespace twist::cuda;
-
-namespace {
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
 
 TEST_CASE(
     "the tensor-core tile kernel (f16, bf16, cp.async, ldmatrix, mma.sync) compiles for sm_80 and sm_90a") {

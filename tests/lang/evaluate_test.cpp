@@ -8,6 +8,10 @@
 #include "lang/error.h"
 #include "lang/evaluate.h"
 #include "lang/float_formats.h"
+#include "tests/error_capture.h"
+
+using twist::testing::contains;
+using twist::testing::error_of;
 
 using namespace twist;
 using namespace Halide::Internal;
@@ -31,19 +35,6 @@ Real evaluate(Arithmetic arithmetic, const Halide::Expr& e, const std::map<std::
 
 Real exact(const Halide::Expr& e, const std::map<std::string, Real>& values = {}) {
   return evaluate(Arithmetic::exact, e, values);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace

@@ -1,22 +1,12 @@
 #include <doctest/doctest.h>
 
 #include "lang/twist.h"
+#include "tests/error_capture.h"
+
+using twist::testing::contains;
+using twist::testing::error_of;
 
 using namespace twist;
-
-namespace {
-
-template <typename F>
-std::string error_of(F &&f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("type errors are reported at definition time with the func's name") {
   Var i("i");

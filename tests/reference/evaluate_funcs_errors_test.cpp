@@ -4,21 +4,16 @@
 #include "backends/reference/evaluate_funcs.h"
 #include "lang/twist.h"
 #include "tests/reference/test_monoids.h"
+#include "tests/error_capture.h"
+
+using twist::testing::contains;
+using twist::testing::error_of;
 
 using namespace twist;
 using namespace twist::reference;
 using namespace twist::testing;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // C = A * B over K, the shape every message below talks about.
 struct Gemm {

@@ -6,6 +6,10 @@
 #include "backends/reference/host_tensor.h"
 #include "lang/error.h"
 #include "lang/float_formats.h"
+#include "tests/error_capture.h"
+
+using twist::testing::contains;
+using twist::testing::error_of;
 
 using namespace twist;
 using namespace twist::reference;
@@ -17,19 +21,6 @@ T raw(const HostTensor& t, int64_t storage_offset) {
   T value;
   std::memcpy(&value, t.bytes().data() + storage_offset * sizeof(T), sizeof(T));
   return value;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace
