@@ -6,33 +6,62 @@ namespace twist {
 
 using namespace Halide::Internal;
 
-Kernel assemble_kernel(const ReductionKernelRequest &request, Stmt body, const std::vector<StagePlan> &stages,
-                       const ThreadMapping &mapping, std::vector<std::string> instructions, const std::string &summary) {
+namespace {
+
+// Halide's loop-invariant code motion leaves a statement's common subexpressions as Let expressions around
+// its call; intrinsics are recognized as Evaluate(Call), so the Lets become LetStmts around the statement.
+class LetsAroundEvaluate : public IRMutator {
+  using IRMutator::visit;
+  Stmt visit(const Evaluate* op) override {
+    std::vector<const Let*> lets;
+    Halide::Expr value = op->value;
+    while (const auto* l = value.as<Let>()) {
+      lets.push_back(l);
+      value = l->body;
+    }
+    Stmt s = Evaluate::make(value);
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it) s = LetStmt::make((*it)->name, (*it)->value, s);
+    return s;
+  }
+};
+
+}  // namespace
+
+Stmt hoist_invariants(const Stmt& body) {
+  return LetsAroundEvaluate().mutate(hoist_loop_invariant_values(body));
+}
+
+Kernel assemble_kernel(const ReductionKernelRequest& request, Stmt body, const std::vector<StagePlan>& stages,
+                       const ThreadMapping& mapping, std::vector<std::string> instructions,
+                       const std::string& summary) {
   Kernel k;
-  for (const StagePlan &p : stages) {
+  for (const StagePlan& p : stages) {
     body = Allocate::make(p.buffer, p.type, Halide::MemoryType::GPUShared, {p.slot_elems * p.directive.depth},
                           const_true(), body);
     k.shared_bytes += p.bytes();
     k.requirements.insert(k.requirements.end(), p.requirements.begin(), p.requirements.end());
     if (p.directive.transport == Transport::cp_async && p.copy_bytes >= 4)
-      k.required_instructions.push_back(p.copy_bytes == 16 ? "cp.async.cg.shared.global" : "cp.async.ca.shared.global");
+      k.required_instructions.push_back(p.copy_bytes == 16 ? "cp.async.cg.shared.global"
+                                                           : "cp.async.ca.shared.global");
   }
   if (k.shared_bytes > request.target.max_shared_bytes_per_block) {
     std::string demand;
-    for (const StagePlan &p : stages)
+    for (const StagePlan& p : stages)
       demand += fmt::format("{}{} {} B ({} slot(s) of {} B)", demand.empty() ? "" : ", ", p.buffer, p.bytes(),
                             p.directive.depth, p.slot_elems * p.elem_bytes);
-    fail("schedule of '{}' needs {} bytes of shared memory per block ({}), but {} allows {} bytes; use fewer pipeline "
-         "stages or smaller tiles",
-         request.reduction.name(), k.shared_bytes, demand, request.target.arch,
-         request.target.max_shared_bytes_per_block);
+    fail(
+        "schedule of '{}' needs {} bytes of shared memory per block ({}), but {} allows {} bytes; use fewer "
+        "pipeline "
+        "stages or smaller tiles",
+        request.reduction.name(), k.shared_bytes, demand, request.target.arch,
+        request.target.max_shared_bytes_per_block);
   }
   k.name = request.kernel_name;
   k.grid = mapping.grid;
   k.threads = mapping.threads;
   k.min_blocks_per_sm = request.schedule ? request.schedule->min_blocks() : 1;
   k.fast_math = request.schedule && request.schedule->approximate();
-  k.body = simplify_exprs(define_bound_loops(mapping, body));
+  k.body = hoist_invariants(simplify_exprs(define_bound_loops(mapping, body)));
   k.required_instructions.insert(k.required_instructions.end(), instructions.begin(), instructions.end());
   k.schedule_summary = summary;
   collect_arguments(*request.graph, k, request.output_buffers);

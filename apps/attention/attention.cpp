@@ -5,35 +5,39 @@
 
 namespace twist::apps {
 
-Monoid attention_base2(const Type &t) {
+Monoid attention_base2(const Type& t) {
   const Expr none = neg_infinity(t);
   // 2^(m - r), and 0 for an empty state (m = -inf), whose l and o are 0 anyway: no 2^(-inf - -inf).
-  auto weight = [&](const Expr &m, const Expr &r, bool inverse) {
+  auto weight = [&](const Expr& m, const Expr& r, bool inverse) {
     return select(m == none, cast(t, 0), exp2(inverse ? r - m : m - r));
   };
-  return algebra::TwistBuilder("attention_base2_" + type_name(t),
-                               algebra::product({algebra::max(t), algebra::sum(t), algebra::sum(t)}, {"m", "l", "o"}))
+  return algebra::TwistBuilder(
+             "attention_base2_" + type_name(t),
+             algebra::product({algebra::max(t), algebra::sum(t), algebra::sum(t)}, {"m", "l", "o"}))
       .state({{"m", t}, {"l", t}, {"o", t}})
       .elements({{"s", t}, {"v", t}})
       .identity({none, cast(t, 0), cast(t, 0)})
-      .lift([&](const State &x) { return std::vector<Expr>{x["s"], cast(t, 1), x["v"]}; })
-      .reference(t, [](const State &a, const State &b) { return max(a["m"], b["m"]); })
-      .to_base([&](const State &s, const Expr &r) {
+      .lift([&](const State& x) {
+        return std::vector<Expr>{x["s"], cast(t, 1), x["v"]};
+      })
+      .reference(t, [](const State& a, const State& b) { return max(a["m"], b["m"]); })
+      .to_base([&](const State& s, const Expr& r) {
         const Expr w = weight(s["m"], r, false);
         return std::vector<Expr>{s["m"], s["l"] * w, s["o"] * w};
       })
-      .from_base([&](const State &b, const Expr &r) {
+      .from_base([&](const State& b, const Expr& r) {
         const Expr w = weight(b["m"], r, true);
         return std::vector<Expr>{b["m"], b["l"] * w, b["o"] * w};
       })
-      .finalize({{"out", t}}, [&](const State &s) {
-        return std::vector<Expr>{select(s["l"] == cast(t, 0), cast(t, 0), s["o"] / s["l"])};
-      })
+      .finalize({{"out", t}},
+                [&](const State& s) {
+                  return std::vector<Expr>{select(s["l"] == cast(t, 0), cast(t, 0), s["o"] / s["l"])};
+                })
       .build();
 }
 
-Attention make_attention(const AttentionOptions &o) {
-  const std::string &p = o.prefix;
+Attention make_attention(const AttentionOptions& o) {
+  const std::string& p = o.prefix;
   SizeParam batch(p + "B"), heads(p + "H"), queries(p + "S"), keys(p + "L");
   const Expr kv_heads = heads / o.group;
   const int D = o.head_dim;
@@ -56,12 +60,13 @@ Attention make_attention(const AttentionOptions &o) {
               Func(p + "out")};
   Var b("b"), h("h"), i("i"), j("j"), d("d");
   const RVar dd = a.d.x, kv = a.j.x;
-  a.S(b, h, i, j) = reduce(algebra::sum(f32), a.d, cast(f32, a.Q(b, h, i, dd)) * cast(f32, a.K(b, h / o.group, j, dd)));
+  a.S(b, h, i, j) =
+      reduce(algebra::sum(f32), a.d, cast(f32, a.Q(b, h, i, dd)) * cast(f32, a.K(b, h / o.group, j, dd)));
   Expr s = a.S(b, h, i, kv) * a.qk_scale;
   if (o.softcap) s = *o.softcap * tanh(s / *o.softcap);
   if (o.alibi) {
     a.slopes.emplace(p + "slopes", f32, std::vector<Expr>{heads});
-    s = s + (*a.slopes)(h) * cast(f32, kv - i);
+    s = s + (*a.slopes)(h)*cast(f32, kv - i);
   }
   RDom keys_seen = a.j;
   const Expr diagonal = i + (keys - query_count);
@@ -84,9 +89,9 @@ namespace {
 // What both schedules share: heads x batch on block.y, the head dimension in register atoms, the key loop in
 // tiles of 16-key steps, the consumer's atom, and the producer computed at the key loop with its operands
 // staged.
-void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) {
+void schedule_common(Schedule& s, const Attention& a, const AttentionTiling& t) {
   const std::string kv = a.j.x.name();
-  FuncSchedule &o = s[a.O];
+  FuncSchedule& o = s[a.O];
   o.split("d", "dn", "da", 8)
       .split(kv, "jo", "jj", t.key_tile)
       .split("jj", "jk", "jka", 16)
@@ -94,14 +99,18 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
       .unroll("jk")
       .matrix_atom(MatrixAtom::mma_m16n8k16, "ia", "da", "jka")
       .stage(a.V, "jo", Transport::cp_async, t.stages)
-      .approximate_math();
+      .approximate_math()
+      .min_blocks_per_sm(t.min_blocks_per_sm);
   if (t.split_kv > 1) o.split_reduction("jo", t.split_kv);
-  s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::cp_async).stage(a.K, "jo", Transport::cp_async, t.stages);
+  s[a.S]
+      .compute_at(a.O, "jo")
+      .stage(a.Q, "", Transport::cp_async)
+      .stage(a.K, "jo", Transport::cp_async, t.stages);
 }
 
 }  // namespace
 
-Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
+Schedule schedule_attention(const Attention& a, const AttentionTiling& t) {
   Schedule s;
   s[a.O]
       .fuse("h", "b", "bh")
@@ -115,7 +124,7 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
   return s;
 }
 
-Schedule schedule_decode(const Attention &a, const AttentionTiling &t) {
+Schedule schedule_decode(const Attention& a, const AttentionTiling& t) {
   Schedule s;
   // Rows are (query head within its group, query): one atom of 16 rows per block.
   s[a.O]

@@ -16,17 +16,17 @@ namespace twist::apps {
 // The attention monoid in base 2: (m, l, o) with l = sum 2^(s - m), o = sum 2^(s - m) v; a twist of
 // (max, +, +) by psi(m, l, o; r) = (m, l 2^(m - r), o 2^(m - r)) with r = max(a.m, b.m). Defined here with
 // TwistBuilder, as a user would: the algebra proves it by construction and derives its relative form.
-Monoid attention_base2(const Type &t);
+Monoid attention_base2(const Type& t);
 
 struct AttentionOptions {
   Type dtype = f16;
   int head_dim = 128;
-  int group = 1;       // query heads per key/value head (grouped-query attention)
+  int group = 1;        // query heads per key/value head (grouped-query attention)
   bool causal = false;  // keys j <= i + (keys - queries), aligned at the bottom right as FlashAttention does
-  std::optional<float> softcap;      // s = c tanh(s / c), in the score's own units (Gemma 2)
-  bool alibi = false;                // s += slope(h) * (j - i), slopes an input of H values
-  std::optional<int> window;         // keys within `window` of the diagonal: j > i + (keys - queries) - window
-  bool decode = false;               // one query per head (the number of queries is the constant 1)
+  std::optional<float> softcap;  // s = c tanh(s / c), in the score's own units (Gemma 2)
+  bool alibi = false;            // s += slope(h) * (j - i), slopes an input of H values
+  std::optional<int> window;     // keys within `window` of the diagonal: j > i + (keys - queries) - window
+  bool decode = false;           // one query per head (the number of queries is the constant 1)
   std::string prefix = "";
 };
 
@@ -41,22 +41,23 @@ struct Attention {
   Func S, O, out;
 };
 
-Attention make_attention(const AttentionOptions &options = {});
+Attention make_attention(const AttentionOptions& options = {});
 
 struct AttentionTiling {
   int block_rows = 128;  // queries per block, 16 per warp
   int key_tile = 64;     // keys per iteration of the key loop
   int stages = 2;        // K and V pipeline depth
   int split_kv = 1;      // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
+  int min_blocks_per_sm = 1;  // blocks the compiler must fit on one SM (it caps registers accordingly)
   std::string name() const;
 };
 
 // The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per 16 queries, Q
 // staged once and kept in registers, K and V staged per key tile with cp.async, S computed at the key loop.
-Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
+Schedule schedule_attention(const Attention& a, const AttentionTiling& t);
 
 // Decoding (one query per head): the `group` query heads that share a key/value head are packed into the rows
 // of one block's atoms, and the key loop is split across blocks.
-Schedule schedule_decode(const Attention &a, const AttentionTiling &t);
+Schedule schedule_decode(const Attention& a, const AttentionTiling& t);
 
 }  // namespace twist::apps

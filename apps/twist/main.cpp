@@ -3,7 +3,8 @@
 //       Defines a row softmax and a GEMM in the DSL, checks both on the CPU reference against plain loops,
 //       lowers the GEMM with a tensor-core schedule, runs the lowered loop nest on the CPU interpreter,
 //       compiles it for sm_80 and sm_90a, and (where there is a GPU) runs and checks it there.
-//   twist export gemm --shape MxNxK [--dtype f16|bf16] [--output f16|bf16|f32] [--block 128x128x32] [--warp 64x64]
+//   twist export gemm --shape MxNxK [--dtype f16|bf16] [--output f16|bf16|f32] [--block 128x128x32] [--warp
+//   64x64]
 //                     [--stages 3] [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G] --out DIR
 //       Writes the kernels, cubins (sm_90a) and a launch manifest for those shapes; the output type is
 //       the input type unless --output says otherwise.
@@ -38,13 +39,13 @@ using reference::HostTensor;
 struct Options {
   std::map<std::string, std::string> values;
   std::set<std::string> dumps;
-  std::string get(const std::string &key, const std::string &fallback) const {
+  std::string get(const std::string& key, const std::string& fallback) const {
     auto it = values.find(key);
     return it == values.end() ? fallback : it->second;
   }
 };
 
-Options parse(int argc, char **argv, int first) {
+Options parse(int argc, char** argv, int first) {
   Options o;
   for (int a = first; a < argc; ++a) {
     std::string arg = argv[a];
@@ -73,7 +74,7 @@ Options parse(int argc, char **argv, int first) {
   return o;
 }
 
-std::vector<int> parse_dims(const std::string &text, size_t count, const char *what) {
+std::vector<int> parse_dims(const std::string& text, size_t count, const char* what) {
   std::vector<int> dims;
   size_t start = 0;
   while (start <= text.size()) {
@@ -81,7 +82,7 @@ std::vector<int> parse_dims(const std::string &text, size_t count, const char *w
     if (x == std::string::npos) x = text.size();
     try {
       dims.push_back(std::stoi(text.substr(start, x - start)));
-    } catch (const std::exception &) {
+    } catch (const std::exception&) {
       fail("{} '{}' must be {} numbers joined by 'x'", what, text, count);
     }
     start = x + 1;
@@ -90,7 +91,7 @@ std::vector<int> parse_dims(const std::string &text, size_t count, const char *w
   return dims;
 }
 
-Accumulation parse_accumulation(const std::string &text) {
+Accumulation parse_accumulation(const std::string& text) {
   if (text == "f32") return Accumulation::fp32();
   if (text == "f16") return Accumulation::fp16();
   if (text.rfind("hybrid:", 0) == 0) return Accumulation::hybrid(std::stoi(text.substr(7)));
@@ -98,12 +99,12 @@ Accumulation parse_accumulation(const std::string &text) {
 }
 
 // The spelling parse_accumulation takes, so that a manifest's note can be read back by scripts and flags.
-std::string accumulation_flag(const Accumulation &a) {
+std::string accumulation_flag(const Accumulation& a) {
   if (a.kind == Accumulation::Kind::hybrid) return fmt::format("hybrid:{}", a.promote_every);
   return to_string(a);
 }
 
-apps::GemmTiling parse_tiling(const Options &o) {
+apps::GemmTiling parse_tiling(const Options& o) {
   apps::GemmTiling t;
   const std::vector<int> block = parse_dims(o.get("block", "128x128x32"), 3, "--block");
   const std::vector<int> warp = parse_dims(o.get("warp", "64x64"), 2, "--warp");
@@ -115,38 +116,40 @@ apps::GemmTiling parse_tiling(const Options &o) {
   t.raster_group = std::stoi(o.get("raster", "8"));
   t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
   const std::string transport = o.get("transport", "cp_async");
-  if (transport != "cp_async" && transport != "plain") fail("--transport {}: use cp_async or plain", transport);
+  if (transport != "cp_async" && transport != "plain")
+    fail("--transport {}: use cp_async or plain", transport);
   t.transport = transport == "plain" ? Transport::plain : Transport::cp_async;
   return t;
 }
 
-void dump(const Options &o, const Func &out, const Schedule &s, const LoweredProgram &p) {
+void dump(const Options& o, const Func& out, const Schedule& s, const LoweredProgram& p) {
   if (o.dumps.count("funcs")) std::cout << "== funcs\n" << to_string(walk({out}));
   if (o.dumps.count("schedule")) std::cout << "== schedule\n" << s.to_string();
   if (o.dumps.count("loopnest")) std::cout << "== loop nest\n" << to_string(p);
   if (o.dumps.count("cuda"))
-    for (const Kernel &k : p.kernels) std::cout << "== cuda " << k.name << "\n" << cuda::cuda_source(k);
+    for (const Kernel& k : p.kernels) std::cout << "== cuda " << k.name << "\n" << cuda::cuda_source(k);
 }
 
 // --- demo -----------------------------------------------------------------------------------------------
 
 struct Checks {
   int failed = 0;
-  void report(const std::string &what, double error, double tolerance) {
+  void report(const std::string& what, double error, double tolerance) {
     const bool ok = error <= tolerance;
     failed += ok ? 0 : 1;
-    std::printf("  %-58s rel. L2 error %.3g (tolerance %.1g)  %s\n", what.c_str(), error, tolerance, ok ? "PASS" : "FAIL");
+    std::printf("  %-58s rel. L2 error %.3g (tolerance %.1g)  %s\n", what.c_str(), error, tolerance,
+                ok ? "PASS" : "FAIL");
   }
 };
 
-HostTensor as_f64(const HostTensor &t) {
+HostTensor as_f64(const HostTensor& t) {
   HostTensor out(f64, t.shape());
   for (int64_t e = 0; e < t.size(); ++e) out.set_linear(e, t.get_linear(e));
   return out;
 }
 
 // C = A @ B by a plain loop in double, the demo's independent reference.
-HostTensor gemm_loop(const HostTensor &a, const HostTensor &b) {
+HostTensor gemm_loop(const HostTensor& a, const HostTensor& b) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   HostTensor c(f64, {m, n});
   for (int64_t i = 0; i < m; ++i)
@@ -158,7 +161,7 @@ HostTensor gemm_loop(const HostTensor &a, const HostTensor &b) {
   return c;
 }
 
-void demo_softmax(Checks &checks) {
+void demo_softmax(Checks& checks) {
   SizeParam rows("rows"), cols("cols");
   Input x("X", f32, {rows, cols});
   Var i("i"), j("j");
@@ -177,10 +180,11 @@ void demo_softmax(Checks &checks) {
     for (int64_t b = 0; b < 100; ++b) l += std::exp(input.get({a, b}) - m);
     for (int64_t b = 0; b < 100; ++b) want.set({a, b}, std::exp(input.get({a, b}) - m) / l);
   }
-  checks.report("softmax 33x100 on the reference vs a C++ loop", reference::relative_l2_error(got, want), 1e-12);
+  checks.report("softmax 33x100 on the reference vs a C++ loop", reference::relative_l2_error(got, want),
+                1e-12);
 }
 
-int demo(const Options &o) {
+int demo(const Options& o) {
   Checks checks;
   demo_softmax(checks);
 
@@ -191,25 +195,29 @@ int demo(const Options &o) {
   const std::map<std::string, HostTensor> inputs = {{"A", reference::random_normal(f16, {m, k}, 2)},
                                                     {"B", reference::random_normal(f16, {k, n}, 3)}};
   const HostTensor want = gemm_loop(inputs.at("A"), inputs.at("B"));
-  checks.report(fmt::format("GEMM {}x{}x{} on the reference vs a C++ loop", m, n, k),
-                reference::relative_l2_error(reference::evaluate(g.out, {inputs, {}}, Arithmetic::exact)[0], want),
-                1e-12);
+  checks.report(
+      fmt::format("GEMM {}x{}x{} on the reference vs a C++ loop", m, n, k),
+      reference::relative_l2_error(reference::evaluate(g.out, {inputs, {}}, Arithmetic::exact)[0], want),
+      1e-12);
 
   apps::GemmTiling tiling;
   tiling.block_m = 64, tiling.block_n = 64, tiling.warp_m = 32, tiling.warp_n = 32;
   const Schedule s = apps::schedule_tensor_core(g, tiling);
   const LoweredProgram p = lower(g.out, s, Target::sm90a());
-  std::cout << "\nlowered with the tensor-core schedule " << tiling.name() << ":\n" << p.kernels[0].schedule_summary;
+  std::cout << "\nlowered with the tensor-core schedule " << tiling.name() << ":\n"
+            << p.kernels[0].schedule_summary;
   dump(o, g.out, s, p);
   const Scalars scalars = bind_arguments(p, {{"A", {m, k}}, {"B", {k, n}}}, {});
-  checks.report("the lowered loop nest on the CPU interpreter vs a C++ loop",
-                reference::relative_l2_error(as_f64(reference::run_program(p, inputs, scalars).at("out")), want), 1e-5);
-  for (const char *arch : {"sm_80", "sm_90a"}) {
-    for (const Kernel &kernel : p.kernels)
-      for (const Kernel *v = &kernel; v; v = v->fallback.get()) {
+  checks.report(
+      "the lowered loop nest on the CPU interpreter vs a C++ loop",
+      reference::relative_l2_error(as_f64(reference::run_program(p, inputs, scalars).at("out")), want), 1e-5);
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (const Kernel& kernel : p.kernels)
+      for (const Kernel* v = &kernel; v; v = v->fallback.get()) {
         const cuda::CompiledKernel c = cuda::compile_kernel(*v, arch);
-        std::printf("  compiled %-22s for %-6s: %zu-byte cubin, %d registers, %d bytes spilled\n", v->name.c_str(),
-                    arch, c.cubin.size(), c.resources.registers, c.resources.spill_store_bytes);
+        std::printf("  compiled %-22s for %-6s: %zu-byte cubin, %d registers, %d bytes spilled\n",
+                    v->name.c_str(), arch, c.cubin.size(), c.resources.registers,
+                    c.resources.spill_store_bytes);
       }
   }
   if (auto reason = cuda::gpu_unavailable_reason()) {
@@ -224,22 +232,25 @@ int demo(const Options &o) {
     const std::map<std::string, HostTensor> large = {{"A", reference::random_normal(f16, {big, big}, 4)},
                                                      {"B", reference::random_normal(f16, {big, big}, 5)}};
     checks.report("GEMM 512x512x512 on the GPU vs a C++ loop",
-                  reference::relative_l2_error(as_f64(gpu.run(large).at("out")), gemm_loop(large.at("A"), large.at("B"))),
+                  reference::relative_l2_error(as_f64(gpu.run(large).at("out")),
+                                               gemm_loop(large.at("A"), large.at("B"))),
                   1e-5);
   }
-  std::cout << (checks.failed ? fmt::format("\n{} check(s) FAILED\n", checks.failed) : "\nall checks passed\n");
+  std::cout << (checks.failed ? fmt::format("\n{} check(s) FAILED\n", checks.failed)
+                              : "\nall checks passed\n");
   return checks.failed ? 1 : 0;
 }
 
 // --- export ---------------------------------------------------------------------------------------------
 
-int export_gemm(const Options &o) {
+int export_gemm(const Options& o) {
   const std::string out_dir = o.get("out", "");
   if (out_dir.empty()) fail("twist export gemm needs --out DIR");
   const std::vector<int> shape = parse_dims(o.get("shape", ""), 3, "--shape");
   const Type dtype = parse_type(o.get("dtype", "f16"));
   const Type output = parse_type(o.get("output", type_name(dtype)));
-  if (output != f16 && output != bf16 && output != f32) fail("--output {}: use f16, bf16 or f32", type_name(output));
+  if (output != f16 && output != bf16 && output != f32)
+    fail("--output {}: use f16, bf16 or f32", type_name(output));
   apps::Gemm g = apps::make_gemm({.input = dtype, .output = output});
   const apps::GemmTiling tiling = parse_tiling(o);
   const Schedule s = apps::schedule_tensor_core(g, tiling);
@@ -248,17 +259,22 @@ int export_gemm(const Options &o) {
   const Scalars scalars = {{"M", shape[0]}, {"N", shape[1]}, {"K", shape[2]}};
   ExportRequest r;
   // An output type other than the input's is part of the default label, so both can share a directory.
-  const std::string types = output == dtype ? type_name(dtype) : type_name(dtype) + "_" + type_name(output) + "out";
-  r.label = o.get("label", fmt::format("gemm_{}_{}x{}x{}_{}", types, shape[0], shape[1], shape[2], tiling.name()));
+  const std::string types =
+      output == dtype ? type_name(dtype) : type_name(dtype) + "_" + type_name(output) + "out";
+  r.label =
+      o.get("label", fmt::format("gemm_{}_{}x{}x{}_{}", types, shape[0], shape[1], shape[2], tiling.name()));
   r.scalars = scalars;
-  r.notes = {{"op", "gemm"}, {"dtype", type_name(dtype)}, {"output", type_name(output)}, {"schedule", tiling.name()},
+  r.notes = {{"op", "gemm"},
+             {"dtype", type_name(dtype)},
+             {"output", type_name(output)},
+             {"schedule", tiling.name()},
              {"shape", fmt::format("{}x{}x{}", shape[0], shape[1], shape[2])},
              {"accumulation", accumulation_flag(tiling.accumulation)}};
   std::cout << export_program(p, r, out_dir).string() << "\n";
   return 0;
 }
 
-int export_attention(const Options &o) {
+int export_attention(const Options& o) {
   const std::string out_dir = o.get("out", "");
   if (out_dir.empty()) fail("twist export attention needs --out DIR");
   // --shape BxHxSxLxD: batch, query heads, queries, keys, head dimension.
@@ -276,28 +292,43 @@ int export_attention(const Options &o) {
   t.key_tile = std::stoi(o.get("key-tile", "64"));
   t.stages = std::stoi(o.get("stages", "2"));
   t.split_kv = std::stoi(o.get("split-kv", "1"));
+  t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   dump(o, a.out, s, p);
   ExportRequest r;
-  const std::string shape_text = fmt::format("B{}_H{}_S{}_L{}_D{}", shape[0], shape[1], shape[2], shape[3], shape[4]);
-  r.label = o.get("label", fmt::format("{}_{}_{}{}{}_{}", decode ? "decode" : "attention", type_name(dtype), shape_text,
-                                       causal ? "_causal" : "", group > 1 ? fmt::format("_gqa{}", group) : "", t.name()));
-  r.scalars = {{"B", shape[0]}, {"H", shape[1]}, {"L", shape[3]},
+  const std::string shape_text =
+      fmt::format("B{}_H{}_S{}_L{}_D{}", shape[0], shape[1], shape[2], shape[3], shape[4]);
+  r.label = o.get(
+      "label", fmt::format("{}_{}_{}{}{}_{}", decode ? "decode" : "attention", type_name(dtype), shape_text,
+                           causal ? "_causal" : "", group > 1 ? fmt::format("_gqa{}", group) : "", t.name()));
+  r.scalars = {{"B", shape[0]},
+               {"H", shape[1]},
+               {"L", shape[3]},
                {"qk_scale", std::log2(std::exp(1.0)) / std::sqrt(static_cast<double>(shape[4]))}};
   if (!decode) r.scalars["S"] = shape[2];
-  r.notes = {{"op", decode ? "decode" : "attention"}, {"dtype", type_name(dtype)}, {"schedule", t.name()},
-             {"shape", shape_text}, {"causal", causal ? "true" : "false"}, {"group", std::to_string(group)}};
+  r.notes = {{"op", decode ? "decode" : "attention"},
+             {"dtype", type_name(dtype)},
+             {"schedule", t.name()},
+             {"shape", shape_text},
+             {"causal", causal ? "true" : "false"},
+             {"group", std::to_string(group)}};
   std::cout << export_program(p, r, out_dir).string() << "\n";
   return 0;
 }
 
 int usage() {
-  std::cerr << "usage: twist demo [--dump=funcs,schedule,loopnest,cuda]\n"
-               "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
-               "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
-               "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
-               "                         [--dump=...]\n";
+  std::cerr
+      << "usage: twist demo [--dump=funcs,schedule,loopnest,cuda]\n"
+         "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
+         "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation "
+         "f32|f16|hybrid:N]\n"
+         "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
+         "                         [--dump=...]\n"
+         "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
+         "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages "
+         "2]\n"
+         "                         [--split-kv N] [--min-blocks N] [--label NAME] [--dump=...]\n";
   return 2;
 }
 
@@ -305,16 +336,17 @@ int usage() {
 
 }  // namespace twist::tool
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   using namespace twist::tool;
   if (argc < 2) return usage();
   const std::string command = argv[1];
   try {
     if (command == "demo") return demo(parse(argc, argv, 2));
-    if (command == "export" && argc >= 3 && std::string(argv[2]) == "gemm") return export_gemm(parse(argc, argv, 3));
+    if (command == "export" && argc >= 3 && std::string(argv[2]) == "gemm")
+      return export_gemm(parse(argc, argv, 3));
     if (command == "export" && argc >= 3 && std::string(argv[2]) == "attention")
       return export_attention(parse(argc, argv, 3));
-  } catch (const twist::Error &e) {
+  } catch (const twist::Error& e) {
     std::cerr << "twist: " << e.what() << "\n";
     return 1;
   }
