@@ -12,10 +12,10 @@ namespace {
 // its call; intrinsics are recognized as Evaluate(Call), so the Lets become LetStmts around the statement.
 class LetsAroundEvaluate : public IRMutator {
   using IRMutator::visit;
-  Stmt visit(const Evaluate* op) override {
-    std::vector<const Let*> lets;
+  Stmt visit(const Evaluate *op) override {
+    std::vector<const Let *> lets;
     Halide::Expr value = op->value;
-    while (const auto* l = value.as<Let>()) {
+    while (const auto *l = value.as<Let>()) {
       lets.push_back(l);
       value = l->body;
     }
@@ -27,15 +27,15 @@ class LetsAroundEvaluate : public IRMutator {
 
 }  // namespace
 
-Stmt hoist_invariants(const Stmt& body) {
+Stmt hoist_invariants(const Stmt &body) {
   return LetsAroundEvaluate().mutate(hoist_loop_invariant_values(body));
 }
 
-Kernel assemble_kernel(const ReductionKernelRequest& request, Stmt body, const std::vector<StagePlan>& stages,
-                       const ThreadMapping& mapping, std::vector<std::string> instructions,
-                       const std::string& summary) {
+Kernel assemble_kernel(const ReductionKernelRequest &request, Stmt body, const std::vector<StagePlan> &stages,
+                       const ThreadMapping &mapping, std::vector<std::string> instructions,
+                       const std::string &summary) {
   Kernel k;
-  for (const StagePlan& p : stages) {
+  for (const StagePlan &p : stages) {
     body = Allocate::make(p.buffer, p.type, Halide::MemoryType::GPUShared, {p.slot_elems * p.directive.depth},
                           const_true(), body);
     k.shared_bytes += p.bytes();
@@ -46,7 +46,7 @@ Kernel assemble_kernel(const ReductionKernelRequest& request, Stmt body, const s
   }
   if (k.shared_bytes > request.target.max_shared_bytes_per_block) {
     std::string demand;
-    for (const StagePlan& p : stages)
+    for (const StagePlan &p : stages)
       demand += fmt::format("{}{} {} B ({} slot(s) of {} B)", demand.empty() ? "" : ", ", p.buffer, p.bytes(),
                             p.directive.depth, p.slot_elems * p.elem_bytes);
     fail(

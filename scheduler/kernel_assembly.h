@@ -13,21 +13,21 @@ namespace twist {
 // `body` with the values that no loop changes (a block's coordinates, the guards on them, divisions by the
 // shape's scalars) computed once, before the loops: the CUDA compiler does not lift them out of unrolled
 // copies or out of the branches around short-circuit guards on its own.
-Halide::Internal::Stmt hoist_invariants(const Halide::Internal::Stmt& body);
+Halide::Internal::Stmt hoist_invariants(const Halide::Internal::Stmt &body);
 
 // `instructions` are the ones the body's atoms and shuffles ask for (the stages add their copies'). Throws,
 // naming every stage's share, when the shared arrays exceed the target's budget.
-Kernel assemble_kernel(const ReductionKernelRequest& request, Halide::Internal::Stmt body,
-                       const std::vector<StagePlan>& stages, const ThreadMapping& mapping,
-                       std::vector<std::string> instructions, const std::string& summary);
+Kernel assemble_kernel(const ReductionKernelRequest &request, Halide::Internal::Stmt body,
+                       const std::vector<StagePlan> &stages, const ThreadMapping &mapping,
+                       std::vector<std::string> instructions, const std::string &summary);
 
 // build(request), and when the kernel it gives has requirements (aligned rows for vector copies), the same
 // built again with element copies as the kernel's fallback for shapes that break them.
 template <typename Request, typename Build>
-Kernel with_fallback(const Request& request, ReductionKernelRequest& (*of)(Request&), Build build) {
+Kernel with_fallback(const Request &request, ReductionKernelRequest &(*of)(Request &), Build build) {
   Kernel k = build(request);
   Request narrow = request;
-  ReductionKernelRequest& r = of(narrow);
+  ReductionKernelRequest &r = of(narrow);
   if (!k.requirements.empty() && !r.element_copies) {
     r.element_copies = true;
     r.kernel_name += "_any_shape";

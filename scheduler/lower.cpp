@@ -19,34 +19,34 @@ using namespace Halide::Internal;
 namespace {
 
 // The reduction funcs that an expression calls (pure funcs are looked through: they will be inlined).
-void reductions_called(const FuncGraph& g, const Halide::Expr& e, std::vector<std::string>& out) {
+void reductions_called(const FuncGraph &g, const Halide::Expr &e, std::vector<std::string> &out) {
   struct Calls : IRVisitor {
     std::vector<std::string> names;
     using IRVisitor::visit;
-    void visit(const Call* c) override {
+    void visit(const Call *c) override {
       IRVisitor::visit(c);
       if (c->call_type == Call::Halide) names.push_back(c->name);
     }
   } calls;
   e.accept(&calls);
-  for (const std::string& n : calls.names) {
-    const Func& f = g.func(n);
+  for (const std::string &n : calls.names) {
+    const Func &f = g.func(n);
     if (f.definition().is_reduction()) {
       if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
     } else {
-      for (const Expr& v : f.definition().values) reductions_called(g, v, out);
+      for (const Expr &v : f.definition().values) reductions_called(g, v, out);
     }
   }
 }
 
-Halide::Expr product(const std::vector<Halide::Expr>& extents) {
+Halide::Expr product(const std::vector<Halide::Expr> &extents) {
   Halide::Expr n = 1;
-  for (const Halide::Expr& e : extents) n = n * e;
+  for (const Halide::Expr &e : extents) n = n * e;
   return simplify(n);
 }
 
 // One thread per output point, `threads` to a block: the point's coordinates from the flat index.
-std::vector<Halide::Expr> point_coords(const std::vector<Halide::Expr>& extents, const Halide::Expr& flat) {
+std::vector<Halide::Expr> point_coords(const std::vector<Halide::Expr> &extents, const Halide::Expr &flat) {
   std::vector<Halide::Expr> coords(extents.size());
   Halide::Expr rest = flat;
   for (int d = static_cast<int>(extents.size()) - 1; d >= 0; --d) {
@@ -58,8 +58,8 @@ std::vector<Halide::Expr> point_coords(const std::vector<Halide::Expr>& extents,
 
 constexpr int kPointThreads = 256;
 
-Kernel pointwise_kernel(const std::string& name, const std::vector<Halide::Expr>& extents,
-                        const std::function<Stmt(const std::vector<Halide::Expr>&)>& body) {
+Kernel pointwise_kernel(const std::string &name, const std::vector<Halide::Expr> &extents,
+                        const std::function<Stmt(const std::vector<Halide::Expr> &)> &body) {
   Kernel k;
   k.name = name;
   k.threads = kPointThreads;
@@ -76,18 +76,18 @@ Kernel pointwise_kernel(const std::string& name, const std::vector<Halide::Expr>
 // The parts go into `chains` interleaved folds (part p into chain p % chains), which are then combined
 // pairwise: a reassociation of the fold that the split's own associativity check already approved. The
 // chains' loads are independent and the dependent chain is parts / chains combines long instead of parts.
-Kernel combine_kernel(const ReductionKernelRequest& values, const std::vector<BufferArg>& partials,
+Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials,
                       int parts) {
-  const Monoid& m = *values.reduction.definition().reduction->monoid;
+  const Monoid &m = *values.reduction.definition().reduction->monoid;
   int chains = 8;
   while (parts % chains != 0) chains /= 2;
   Kernel k =
-      pointwise_kernel(values.kernel_name, values.extents, [&](const std::vector<Halide::Expr>& coords) {
+      pointwise_kernel(values.kernel_name, values.extents, [&](const std::vector<Halide::Expr> &coords) {
         const State a = m.lhs(), b = m.rhs();
         std::vector<Halide::Expr> shape = {Halide::Expr(parts)};
         shape.insert(shape.end(), values.extents.begin(), values.extents.end());
         // state[into] = combine(state[into], b), with b's components given by `rhs`.
-        auto combine_into = [&](const Halide::Expr& into, const std::function<Halide::Expr(size_t)>& rhs) {
+        auto combine_into = [&](const Halide::Expr &into, const std::function<Halide::Expr(size_t)> &rhs) {
           std::vector<Stmt> stores;
           for (size_t c = 0; c < m.state.size(); ++c)
             stores.push_back(stmt::store("state." + m.state[c].name, m.combine[c], into));
@@ -116,10 +116,10 @@ Kernel combine_kernel(const ReductionKernelRequest& values, const std::vector<Bu
                                                        chain + half);
                                          })));
         std::vector<Halide::Expr> state;
-        for (const Component& c : m.state) state.push_back(load(c.type, "state." + c.name, 0));
+        for (const Component &c : m.state) state.push_back(load(c.type, "state." + c.name, 0));
         steps.push_back(epilogue_stores(values, coords, state, Halide::Expr()));
         Stmt body = Block::make(steps);
-        for (const Component& c : m.state)
+        for (const Component &c : m.state)
           body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {chains},
                                 const_true(), body);
         return body;
@@ -132,7 +132,7 @@ Kernel combine_kernel(const ReductionKernelRequest& values, const std::vector<Bu
 
 }  // namespace
 
-LoweredProgram lower(const Func& output, const Schedule& schedule, const Target& target) {
+LoweredProgram lower(const Func &output, const Schedule &schedule, const Target &target) {
   const FuncGraph graph = walk({output});
   if (output.shape().empty())
     fail("func '{}' is the program's output, so it needs its extents: call {}.set_shape({{...}})",
@@ -143,7 +143,7 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
   for (int o = 0; o < output.outputs(); ++o)
     program.outputs.push_back({output.outputs() == 1 ? output.name() : fmt::format("{}.{}", output.name(), o),
                                output.output_types()[o], extents, BufferArg::Role::output});
-  for (const Input& in : graph.inputs)
+  for (const Input &in : graph.inputs)
     program.inputs.push_back({in.name(), in.type(), to_halide(in.shape()), BufferArg::Role::input});
 
   ReductionKernelRequest request;
@@ -154,7 +154,7 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
     request.reduction = output;
   } else {
     std::vector<std::string> reductions;
-    for (const Expr& v : output.definition().values) reductions_called(graph, v, reductions);
+    for (const Expr &v : output.definition().values) reductions_called(graph, v, reductions);
     if (reductions.size() != 1)
       fail(
           "func '{}' is pure and reads {} reduction funcs; this lowering fuses exactly one reduction into "
@@ -164,14 +164,14 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
     request.reduction = graph.func(reductions[0]);
     request.consumer = output;
   }
-  const std::string& reduction = request.reduction.name();
+  const std::string &reduction = request.reduction.name();
   request.schedule = schedule.find(reduction);
   if (!request.schedule)
     fail(
         "the program's reduction '{}' has no schedule: schedule it (tile and bind its loops) with "
         "schedule[{}]",
         reduction, reduction);
-  const Monoid& monoid = *request.reduction.definition().reduction->monoid;
+  const Monoid &monoid = *request.reduction.definition().reduction->monoid;
   request.output_buffers = program.outputs;
 
   // Every primitive that reassociates the reduction asks the algebra first.
@@ -179,12 +179,12 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
   std::optional<algebra::AssociativityOverride> user_override;
   if (request.schedule->associativity_override())
     user_override = algebra::AssociativityOverride{*request.schedule->associativity_override()};
-  auto approve = [&](const std::string& what) {
+  auto approve = [&](const std::string &what) {
     approvals += "  " + algebra::require_reassociable(monoid, what, user_override).to_string() + "\n";
   };
-  auto reduction_order = [&](const FuncSchedule& fs) {
+  auto reduction_order = [&](const FuncSchedule &fs) {
     std::vector<std::string> order;
-    for (const LoopDim& d : make_loops(request.reduction, extents, &fs).dims)
+    for (const LoopDim &d : make_loops(request.reduction, extents, &fs).dims)
       if (d.reduction) order.push_back(d.name);
     return order;
   };
@@ -199,11 +199,11 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
 
   // A reduction whose elements read another reduction computed at its tile is one chained kernel.
   std::vector<std::string> producers;
-  for (const Expr& e : request.reduction.definition().reduction->elements)
+  for (const Expr &e : request.reduction.definition().reduction->elements)
     reductions_called(graph, e, producers);
   std::optional<ChainedKernelRequest> chained;
   if (!producers.empty()) {
-    const FuncSchedule* ps = schedule.find(producers[0]);
+    const FuncSchedule *ps = schedule.find(producers[0]);
     if (producers.size() != 1 || !ps || !ps->compute_at() || ps->compute_at()->consumer != reduction)
       fail(
           "func '{}' reads the reduction '{}' in its elements; schedule that reduction compute_at({}, <key "
@@ -212,7 +212,7 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
           reduction, producers[0], reduction, reduction);
     chained = ChainedKernelRequest{request, graph.func(producers[0]), ps};
   }
-  auto build = [&](const ReductionKernelRequest& r) {
+  auto build = [&](const ReductionKernelRequest &r) {
     if (!chained) return build_reduction_kernel(r);
     ChainedKernelRequest c = *chained;
     c.consumer = r;
@@ -220,14 +220,14 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
   };
 
   request.kernel_name = program.name;
-  const auto& split = request.schedule->reduction_split();
+  const auto &split = request.schedule->reduction_split();
   if (!split) {
     program.kernels.push_back(build(request));
   } else if (split->combine == SplitCombine::kernel) {
     std::vector<BufferArg> partials;
     std::vector<Halide::Expr> shape = {Halide::Expr(split->parts)};
     shape.insert(shape.end(), extents.begin(), extents.end());
-    for (const Component& c : monoid.state) {
+    for (const Component &c : monoid.state) {
       partials.push_back({reduction + ".partial." + c.name, c.type, shape, BufferArg::Role::workspace});
       program.workspaces.push_back({partials.back().name, c.type, shape});
     }
@@ -253,7 +253,7 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
           "epilogue); use SplitCombine::kernel",
           reduction);
     Kernel zero =
-        pointwise_kernel(program.name + "_zero", extents, [&](const std::vector<Halide::Expr>& coords) {
+        pointwise_kernel(program.name + "_zero", extents, [&](const std::vector<Halide::Expr> &coords) {
           return stmt::store(output.name(), make_zero(output.output_types()[0]), flat_index(coords, extents));
         });
     collect_arguments(graph, zero, program.outputs);
@@ -263,11 +263,11 @@ LoweredProgram lower(const Func& output, const Schedule& schedule, const Target&
     parts.kernel_name = program.name + "_atomic";
     program.kernels.push_back(build(parts));
   }
-  for (Kernel& k : program.kernels) k.schedule_summary = approvals + k.schedule_summary;
-  for (const Kernel& k : program.kernels)
-    for (const ScalarArg& s : k.scalars)
+  for (Kernel &k : program.kernels) k.schedule_summary = approvals + k.schedule_summary;
+  for (const Kernel &k : program.kernels)
+    for (const ScalarArg &s : k.scalars)
       if (std::none_of(program.scalars.begin(), program.scalars.end(),
-                       [&](auto& x) { return x.name == s.name; }))
+                       [&](auto &x) { return x.name == s.name; }))
         program.scalars.push_back(s);
   return program;
 }

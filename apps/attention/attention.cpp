@@ -5,10 +5,10 @@
 
 namespace twist::apps {
 
-Monoid attention_base2(const Type& t) {
+Monoid attention_base2(const Type &t) {
   const Expr none = neg_infinity(t);
   // 2^(m - r), and 0 for an empty state (m = -inf), whose l and o are 0 anyway: no 2^(-inf - -inf).
-  auto weight = [&](const Expr& m, const Expr& r, bool inverse) {
+  auto weight = [&](const Expr &m, const Expr &r, bool inverse) {
     return select(m == none, cast(t, 0), exp2(inverse ? r - m : m - r));
   };
   return algebra::TwistBuilder(
@@ -17,27 +17,27 @@ Monoid attention_base2(const Type& t) {
       .state({{"m", t}, {"l", t}, {"o", t}})
       .elements({{"s", t}, {"v", t}})
       .identity({none, cast(t, 0), cast(t, 0)})
-      .lift([&](const State& x) {
+      .lift([&](const State &x) {
         return std::vector<Expr>{x["s"], cast(t, 1), x["v"]};
       })
-      .reference(t, [](const State& a, const State& b) { return max(a["m"], b["m"]); })
-      .to_base([&](const State& s, const Expr& r) {
+      .reference(t, [](const State &a, const State &b) { return max(a["m"], b["m"]); })
+      .to_base([&](const State &s, const Expr &r) {
         const Expr w = weight(s["m"], r, false);
         return std::vector<Expr>{s["m"], s["l"] * w, s["o"] * w};
       })
-      .from_base([&](const State& b, const Expr& r) {
+      .from_base([&](const State &b, const Expr &r) {
         const Expr w = weight(b["m"], r, true);
         return std::vector<Expr>{b["m"], b["l"] * w, b["o"] * w};
       })
       .finalize({{"out", t}},
-                [&](const State& s) {
+                [&](const State &s) {
                   return std::vector<Expr>{select(s["l"] == cast(t, 0), cast(t, 0), s["o"] / s["l"])};
                 })
       .build();
 }
 
-Attention make_attention(const AttentionOptions& o) {
-  const std::string& p = o.prefix;
+Attention make_attention(const AttentionOptions &o) {
+  const std::string &p = o.prefix;
   SizeParam batch(p + "B"), heads(p + "H"), queries(p + "S"), keys(p + "L");
   const Expr kv_heads = heads / o.group;
   const int D = o.head_dim;
@@ -89,9 +89,9 @@ namespace {
 // What both schedules share: heads x batch on block.y, the head dimension in register atoms, the key loop in
 // tiles of 16-key steps, the consumer's atom, and the producer computed at the key loop with its operands
 // staged.
-void schedule_common(Schedule& s, const Attention& a, const AttentionTiling& t) {
+void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) {
   const std::string kv = a.j.x.name();
-  FuncSchedule& o = s[a.O];
+  FuncSchedule &o = s[a.O];
   o.split("d", "dn", "da", 8)
       .split(kv, "jo", "jj", t.key_tile)
       .split("jj", "jk", "jka", 16)
@@ -110,7 +110,7 @@ void schedule_common(Schedule& s, const Attention& a, const AttentionTiling& t) 
 
 }  // namespace
 
-Schedule schedule_attention(const Attention& a, const AttentionTiling& t) {
+Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
   Schedule s;
   s[a.O]
       .fuse("h", "b", "bh")
@@ -124,7 +124,7 @@ Schedule schedule_attention(const Attention& a, const AttentionTiling& t) {
   return s;
 }
 
-Schedule schedule_decode(const Attention& a, const AttentionTiling& t) {
+Schedule schedule_decode(const Attention &a, const AttentionTiling &t) {
   Schedule s;
   // Rows are (query head within its group, query): one atom of 16 rows per block.
   s[a.O]

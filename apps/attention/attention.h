@@ -16,7 +16,7 @@ namespace twist::apps {
 // The attention monoid in base 2: (m, l, o) with l = sum 2^(s - m), o = sum 2^(s - m) v; a twist of
 // (max, +, +) by psi(m, l, o; r) = (m, l 2^(m - r), o 2^(m - r)) with r = max(a.m, b.m). Defined here with
 // TwistBuilder, as a user would: the algebra proves it by construction and derives its relative form.
-Monoid attention_base2(const Type& t);
+Monoid attention_base2(const Type &t);
 
 struct AttentionOptions {
   Type dtype = f16;
@@ -41,7 +41,7 @@ struct Attention {
   Func S, O, out;
 };
 
-Attention make_attention(const AttentionOptions& options = {});
+Attention make_attention(const AttentionOptions &options = {});
 
 struct AttentionTiling {
   int block_rows = 128;  // queries per block, 16 per warp
@@ -54,10 +54,10 @@ struct AttentionTiling {
 
 // The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per 16 queries, Q
 // staged once and kept in registers, K and V staged per key tile with cp.async, S computed at the key loop.
-Schedule schedule_attention(const Attention& a, const AttentionTiling& t);
+Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 
 // Decoding (one query per head): the `group` query heads that share a key/value head are packed into the rows
 // of one block's atoms, and the key loop is split across blocks.
-Schedule schedule_decode(const Attention& a, const AttentionTiling& t);
+Schedule schedule_decode(const Attention &a, const AttentionTiling &t);
 
 }  // namespace twist::apps

@@ -39,13 +39,13 @@ using reference::HostTensor;
 struct Options {
   std::map<std::string, std::string> values;
   std::set<std::string> dumps;
-  std::string get(const std::string& key, const std::string& fallback) const {
+  std::string get(const std::string &key, const std::string &fallback) const {
     auto it = values.find(key);
     return it == values.end() ? fallback : it->second;
   }
 };
 
-Options parse(int argc, char** argv, int first) {
+Options parse(int argc, char **argv, int first) {
   Options o;
   for (int a = first; a < argc; ++a) {
     std::string arg = argv[a];
@@ -74,7 +74,7 @@ Options parse(int argc, char** argv, int first) {
   return o;
 }
 
-std::vector<int> parse_dims(const std::string& text, size_t count, const char* what) {
+std::vector<int> parse_dims(const std::string &text, size_t count, const char *what) {
   std::vector<int> dims;
   size_t start = 0;
   while (start <= text.size()) {
@@ -82,7 +82,7 @@ std::vector<int> parse_dims(const std::string& text, size_t count, const char* w
     if (x == std::string::npos) x = text.size();
     try {
       dims.push_back(std::stoi(text.substr(start, x - start)));
-    } catch (const std::exception&) {
+    } catch (const std::exception &) {
       fail("{} '{}' must be {} numbers joined by 'x'", what, text, count);
     }
     start = x + 1;
@@ -91,7 +91,7 @@ std::vector<int> parse_dims(const std::string& text, size_t count, const char* w
   return dims;
 }
 
-Accumulation parse_accumulation(const std::string& text) {
+Accumulation parse_accumulation(const std::string &text) {
   if (text == "f32") return Accumulation::fp32();
   if (text == "f16") return Accumulation::fp16();
   if (text.rfind("hybrid:", 0) == 0) return Accumulation::hybrid(std::stoi(text.substr(7)));
@@ -99,12 +99,12 @@ Accumulation parse_accumulation(const std::string& text) {
 }
 
 // The spelling parse_accumulation takes, so that a manifest's note can be read back by scripts and flags.
-std::string accumulation_flag(const Accumulation& a) {
+std::string accumulation_flag(const Accumulation &a) {
   if (a.kind == Accumulation::Kind::hybrid) return fmt::format("hybrid:{}", a.promote_every);
   return to_string(a);
 }
 
-apps::GemmTiling parse_tiling(const Options& o) {
+apps::GemmTiling parse_tiling(const Options &o) {
   apps::GemmTiling t;
   const std::vector<int> block = parse_dims(o.get("block", "128x128x32"), 3, "--block");
   const std::vector<int> warp = parse_dims(o.get("warp", "64x64"), 2, "--warp");
@@ -122,19 +122,19 @@ apps::GemmTiling parse_tiling(const Options& o) {
   return t;
 }
 
-void dump(const Options& o, const Func& out, const Schedule& s, const LoweredProgram& p) {
+void dump(const Options &o, const Func &out, const Schedule &s, const LoweredProgram &p) {
   if (o.dumps.count("funcs")) std::cout << "== funcs\n" << to_string(walk({out}));
   if (o.dumps.count("schedule")) std::cout << "== schedule\n" << s.to_string();
   if (o.dumps.count("loopnest")) std::cout << "== loop nest\n" << to_string(p);
   if (o.dumps.count("cuda"))
-    for (const Kernel& k : p.kernels) std::cout << "== cuda " << k.name << "\n" << cuda::cuda_source(k);
+    for (const Kernel &k : p.kernels) std::cout << "== cuda " << k.name << "\n" << cuda::cuda_source(k);
 }
 
 // --- demo -----------------------------------------------------------------------------------------------
 
 struct Checks {
   int failed = 0;
-  void report(const std::string& what, double error, double tolerance) {
+  void report(const std::string &what, double error, double tolerance) {
     const bool ok = error <= tolerance;
     failed += ok ? 0 : 1;
     std::printf("  %-58s rel. L2 error %.3g (tolerance %.1g)  %s\n", what.c_str(), error, tolerance,
@@ -142,14 +142,14 @@ struct Checks {
   }
 };
 
-HostTensor as_f64(const HostTensor& t) {
+HostTensor as_f64(const HostTensor &t) {
   HostTensor out(f64, t.shape());
   for (int64_t e = 0; e < t.size(); ++e) out.set_linear(e, t.get_linear(e));
   return out;
 }
 
 // C = A @ B by a plain loop in double, the demo's independent reference.
-HostTensor gemm_loop(const HostTensor& a, const HostTensor& b) {
+HostTensor gemm_loop(const HostTensor &a, const HostTensor &b) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   HostTensor c(f64, {m, n});
   for (int64_t i = 0; i < m; ++i)
@@ -161,7 +161,7 @@ HostTensor gemm_loop(const HostTensor& a, const HostTensor& b) {
   return c;
 }
 
-void demo_softmax(Checks& checks) {
+void demo_softmax(Checks &checks) {
   SizeParam rows("rows"), cols("cols");
   Input x("X", f32, {rows, cols});
   Var i("i"), j("j");
@@ -184,7 +184,7 @@ void demo_softmax(Checks& checks) {
                 1e-12);
 }
 
-int demo(const Options& o) {
+int demo(const Options &o) {
   Checks checks;
   demo_softmax(checks);
 
@@ -211,9 +211,9 @@ int demo(const Options& o) {
   checks.report(
       "the lowered loop nest on the CPU interpreter vs a C++ loop",
       reference::relative_l2_error(as_f64(reference::run_program(p, inputs, scalars).at("out")), want), 1e-5);
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    for (const Kernel& kernel : p.kernels)
-      for (const Kernel* v = &kernel; v; v = v->fallback.get()) {
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    for (const Kernel &kernel : p.kernels)
+      for (const Kernel *v = &kernel; v; v = v->fallback.get()) {
         const cuda::CompiledKernel c = cuda::compile_kernel(*v, arch);
         std::printf("  compiled %-22s for %-6s: %zu-byte cubin, %d registers, %d bytes spilled\n",
                     v->name.c_str(), arch, c.cubin.size(), c.resources.registers,
@@ -243,7 +243,7 @@ int demo(const Options& o) {
 
 // --- export ---------------------------------------------------------------------------------------------
 
-int export_gemm(const Options& o) {
+int export_gemm(const Options &o) {
   const std::string out_dir = o.get("out", "");
   if (out_dir.empty()) fail("twist export gemm needs --out DIR");
   const std::vector<int> shape = parse_dims(o.get("shape", ""), 3, "--shape");
@@ -274,7 +274,7 @@ int export_gemm(const Options& o) {
   return 0;
 }
 
-int export_attention(const Options& o) {
+int export_attention(const Options &o) {
   const std::string out_dir = o.get("out", "");
   if (out_dir.empty()) fail("twist export attention needs --out DIR");
   // --shape BxHxSxLxD: batch, query heads, queries, keys, head dimension.
@@ -336,7 +336,7 @@ int usage() {
 
 }  // namespace twist::tool
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   using namespace twist::tool;
   if (argc < 2) return usage();
   const std::string command = argv[1];
@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
       return export_gemm(parse(argc, argv, 3));
     if (command == "export" && argc >= 3 && std::string(argv[2]) == "attention")
       return export_attention(parse(argc, argv, 3));
-  } catch (const twist::Error& e) {
+  } catch (const twist::Error &e) {
     std::cerr << "twist: " << e.what() << "\n";
     return 1;
   }
