@@ -3,6 +3,7 @@
 #include "lang/error.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
+#include "scheduler/linear_sums.h"
 
 namespace twist {
 
@@ -50,14 +51,16 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
   // An empty `at` stages once per block, before every loop (an input that no reduction loop moves through).
   p.at = d.at.empty() ? -1 : loops.index(d.at);
   if (p.at < 0 && !d.at.empty()) loops.dim(d.at);
-  if (p.at >= 0 && loops.dims[p.at].binding != Binding::serial && loops.dims[p.at].binding != Binding::unrolled)
+  if (p.at >= 0 && loops.dims[p.at].binding != Binding::serial &&
+      loops.dims[p.at].binding != Binding::unrolled)
     fail("schedule of '{}': input '{}' is staged at loop '{}', which is bound to {}; stage at a serial loop",
          loops.func, input.name(), d.at, to_string(loops.dims[p.at].binding));
   if (reads.empty())
-    fail("schedule of '{}': input '{}' is staged, but '{}' does not read it", loops.func, input.name(), loops.func);
+    fail("schedule of '{}': input '{}' is staged, but '{}' does not read it", loops.func, input.name(),
+         loops.func);
   if (d.transport == Transport::tma)
-    fail("schedule of '{}': the TMA transport for '{}' is not lowered yet; use Transport::cp_async", loops.func,
-         input.name());
+    fail("schedule of '{}': the TMA transport for '{}' is not lowered yet; use Transport::cp_async",
+         loops.func, input.name());
 
   // Every thread of the block shares the box, and loops inside the stage's loop sweep it.
   Scope<Interval> inside;
@@ -73,14 +76,16 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
     Interval box = Interval::nothing();
     for (const auto &coords : reads) box.include(bounds_of_expr_in_scope(coords[c], inside));
     if (!box.is_bounded())
-      fail("schedule of '{}': the part of '{}' read in one iteration of '{}' is unbounded in dimension {}", loops.func,
-           input.name(), d.at, c);
+      fail("schedule of '{}': the part of '{}' read in one iteration of '{}' is unbounded in dimension {}",
+           loops.func, input.name(), d.at, c);
     Halide::Expr extent = simplify(box.max - box.min + 1);
     const auto *e = as_const_int(extent);
     if (!e)
-      fail("schedule of '{}': staging '{}' at '{}' needs a box of constant size, but dimension {} spans {} elements; "
-           "stage at a loop whose inner loops have constant extents",
-           loops.func, input.name(), d.at, c, extent);
+      fail(
+          "schedule of '{}': staging '{}' at '{}' needs a box of constant size, but dimension {} spans {} "
+          "elements; "
+          "stage at a loop whose inner loops have constant extents",
+          loops.func, input.name(), d.at, c, extent);
     p.box_min.push_back(simplify(box.min));
     p.box_extent.push_back(static_cast<int>(*e));
   }
@@ -93,15 +98,17 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
   for (int bytes : {16, 8, 4}) {
     if (element_copies) break;
     const int elems = bytes / p.elem_bytes;
-    if (elems < 1 || (p.cols * p.elem_bytes) % bytes != 0 || !provably_multiple(p.box_min.back(), elems)) continue;
+    if (elems < 1 || (p.cols * p.elem_bytes) % bytes != 0 || !provably_multiple(p.box_min.back(), elems))
+      continue;
     const Halide::Expr pitch = p.shape.back();
     if (const auto *c = as_const_int(simplify(pitch))) {
       if (*c % elems != 0) continue;
     } else if (rank > 1) {
-      p.requirements.push_back({pitch % elems == 0,
-                                fmt::format("the last extent of '{}' ({}) must be a multiple of {} for {}-byte copies "
-                                            "of its staged tiles; schedule a narrower transport for other shapes",
-                                            input.name(), pitch, elems, bytes)});
+      p.requirements.push_back(
+          {pitch % elems == 0,
+           fmt::format("the last extent of '{}' ({}) must be a multiple of {} for {}-byte copies "
+                       "of its staged tiles; schedule a narrower transport for other shapes",
+                       input.name(), pitch, elems, bytes)});
     }
     p.copy_bytes = bytes;
     break;
@@ -117,7 +124,8 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
   return p;
 }
 
-Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Expr &col, const Halide::Expr &slot) const {
+Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Expr &col,
+                                      const Halide::Expr &slot) const {
   Halide::Expr base = slot * slot_elems;
   if (layout != SharedLayout::swizzled) return base + row * row_pitch + col;
   // XOR-swizzle 16-byte chunks: within each aligned group of 8 chunks, chunk c of a line moves to c ^ (line
@@ -132,8 +140,10 @@ Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Exp
 
 Halide::Expr StagePlan::index_of(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot) const {
   Halide::Expr row = 0;
-  for (size_t c = 0; c + 1 < coords.size(); ++c) row = row * box_extent[c] + (coords[c] - box_min[c]);
-  return index_of_cell(row, coords.back() - box_min.back(), slot);
+  // Inside the box, the box's origin cancels: the tile-local coordinates do not depend on the stage loop.
+  auto local = [&](size_t c) { return simplify(canonical_sum(coords[c] - box_min[c])); };
+  for (size_t c = 0; c + 1 < coords.size(); ++c) row = row * box_extent[c] + local(c);
+  return index_of_cell(row, local(coords.size() - 1), slot);
 }
 
 Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads) const {
@@ -156,7 +166,8 @@ Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, in
   Halide::Expr valid = const_true();
   for (size_t c = 0; c < coords.size(); ++c) {
     // The box's origin depends on the stage loop's variable: take it at `iteration`.
-    global.push_back((directive.at.empty() ? box_min[c] : substitute(directive.at, iteration, box_min[c])) + coords[c]);
+    global.push_back((directive.at.empty() ? box_min[c] : substitute(directive.at, iteration, box_min[c])) +
+                     coords[c]);
     valid = valid && global.back() < shape[c];
   }
   const Halide::Expr src = Halide::select(valid, flat_index(global, shape), 0);
@@ -166,8 +177,8 @@ Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, in
     one = intrinsic::copy({buffer, dst, input, src, copy_bytes, Halide::select(valid, copy_bytes, 0),
                            directive.transport == Transport::cp_async});
   } else {
-    one = Store::make(buffer, Halide::select(valid, load(type, input, src), make_zero(type)), dst, Parameter(),
-                      const_true(), ModulusRemainder());
+    one = Store::make(buffer, Halide::select(valid, load(type, input, src), make_zero(type)), dst,
+                      Parameter(), const_true(), ModulusRemainder());
   }
   if (chunks % threads != 0) one = IfThenElse::make(chunk < chunks, one);
   return For::make(round_var, 0, rounds, ForType::Unrolled, Halide::DeviceAPI::None, one);
@@ -176,8 +187,8 @@ Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, in
 std::string StagePlan::summary() const {
   std::string box;
   for (int e : box_extent) box += (box.empty() ? "" : " x ") + std::to_string(e);
-  return fmt::format("  {} -> shared {} [{}] {}, {} B per slot x {} slot(s), {}-byte {} copies\n", input, buffer, box,
-                     to_string(layout), slot_elems * elem_bytes, directive.depth, copy_bytes,
+  return fmt::format("  {} -> shared {} [{}] {}, {} B per slot x {} slot(s), {}-byte {} copies\n", input,
+                     buffer, box, to_string(layout), slot_elems * elem_bytes, directive.depth, copy_bytes,
                      directive.transport == Transport::cp_async ? "cp.async" : "plain");
 }
 
@@ -186,13 +197,15 @@ std::string StagePlan::summary() const {
 namespace twist {
 
 Stmt staged_loop(const std::string &name, const Halide::Expr &min, const Halide::Expr &extent, ForType type,
-                 const std::vector<const StagePlan *> &here, int threads, const Stmt &body, const std::string &func) {
+                 const std::vector<const StagePlan *> &here, int threads, const Stmt &body,
+                 const std::string &func) {
   if (here.empty()) return For::make(name, min, extent, type, Halide::DeviceAPI::None, body);
   const int depth = here[0]->directive.depth;
   bool async = false;
   for (const StagePlan *p : here) {
     if (p->directive.depth != depth)
-      fail("schedule of '{}': inputs staged at the same loop '{}' must have the same pipeline depth", func, name);
+      fail("schedule of '{}': inputs staged at the same loop '{}' must have the same pipeline depth", func,
+           name);
     async = async || p->directive.transport == Transport::cp_async;
   }
   auto copies = [&](const Halide::Expr &iteration, const Halide::Expr &slot) {
@@ -218,7 +231,8 @@ Stmt staged_loop(const std::string &name, const Halide::Expr &min, const Halide:
   Stmt steady = Block::make({intrinsic::async_wait(depth - 2), intrinsic::barrier(),
                              IfThenElse::make(ahead < min + extent, copies(ahead, ahead % depth)),
                              intrinsic::async_commit(), body});
-  return Block::make({Block::make(prologue), For::make(name, min, extent, ForType::Serial, Halide::DeviceAPI::None, steady),
+  return Block::make({Block::make(prologue),
+                      For::make(name, min, extent, ForType::Serial, Halide::DeviceAPI::None, steady),
                       intrinsic::async_wait(0)});
 }
 

@@ -81,6 +81,7 @@ Attention make_attention(const AttentionOptions &o) {
 std::string AttentionTiling::name() const {
   std::string s = fmt::format("flash_{}x{}_s{}", block_rows, key_tile, stages);
   if (split_kv > 1) s += fmt::format("_splitkv{}", split_kv);
+  if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   return s;
 }
 
