@@ -1,5 +1,6 @@
 #include "scheduler/chained_kernel.h"
 
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -9,8 +10,8 @@
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/fragments.h"
-#include "scheduler/kernel_assembly.h"
 #include "scheduler/intrinsics.h"
+#include "scheduler/kernel_assembly.h"
 #include "scheduler/loops.h"
 #include "scheduler/staging.h"
 #include "scheduler/stmt_building.h"
@@ -26,9 +27,12 @@ namespace {
 
 Halide::Expr combine_op(RelativeForm::BaseOp op, const Halide::Expr &a, const Halide::Expr &b) {
   switch (op) {
-    case RelativeForm::BaseOp::max: return Halide::max(a, b);
-    case RelativeForm::BaseOp::min: return Halide::min(a, b);
-    case RelativeForm::BaseOp::add: return a + b;
+    case RelativeForm::BaseOp::max:
+      return Halide::max(a, b);
+    case RelativeForm::BaseOp::min:
+      return Halide::min(a, b);
+    case RelativeForm::BaseOp::add:
+      return a + b;
   }
   return a;
 }
@@ -48,6 +52,34 @@ std::optional<Halide::Expr> scale_of(const Halide::Expr &e, const std::string &v
   return std::nullopt;
 }
 
+// `e` with comparisons of the elements (loads of "elem.*") against infinities folded to false (== inf) or
+// true (!= inf): under approximate math, elements computed from finite inputs on a tile that needs no mask
+// are taken to be finite, as -ffinite-math-only does. (Masked points are handled by the mask, not by an
+// infinite element; the states, whose identity is often -inf, are left alone.)
+Halide::Expr assume_finite_elements(const Halide::Expr &e) {
+  struct Fold : IRMutator {
+    using IRMutator::visit;
+    static bool infinite_vs_element(const Halide::Expr &a, const Halide::Expr &b) {
+      auto element = [](const Halide::Expr &x) {
+        const auto *l = x.as<Load>();
+        return l && l->name.rfind("elem.", 0) == 0;
+      };
+      auto infinite = [](const Halide::Expr &x) {
+        const auto *f = x.as<FloatImm>();
+        return f && std::isinf(f->value);
+      };
+      return (element(a) && infinite(b)) || (infinite(a) && element(b));
+    }
+    Halide::Expr visit(const EQ *op) override {
+      return infinite_vs_element(op->a, op->b) ? const_false() : IRMutator::visit(op);
+    }
+    Halide::Expr visit(const NE *op) override {
+      return infinite_vs_element(op->a, op->b) ? const_true() : IRMutator::visit(op);
+    }
+  } fold;
+  return simplify(fold.mutate(e));
+}
+
 class ChainedKernelBuilder {
  public:
   explicit ChainedKernelBuilder(const ChainedKernelRequest &r)
@@ -65,7 +97,9 @@ class ChainedKernelBuilder {
   void plan_components();
   void plan_stages();
 
-  int extent_of(const std::string &loop, const char *why) const { return loops_.dim(loop).constant_extent(loops_.func, why); }
+  int extent_of(const std::string &loop, const char *why) const {
+    return loops_.dim(loop).constant_extent(loops_.func, why);
+  }
   // Flat register index over loops (name, extent), outermost first.
   static Halide::Expr flat(const std::vector<std::pair<std::string, int>> &loops) {
     Halide::Expr index = 0;
@@ -95,6 +129,8 @@ class ChainedKernelBuilder {
   Halide::Expr valid_at(const Halide::Expr &jn, const Halide::Expr &e) const;
   Halide::Expr guards_at(const Halide::Expr &jn, const Halide::Expr &e) const;
   Halide::Expr tile_is_full() const;
+  // Whether the tile being built may take its elements to be finite (see assume_finite_elements).
+  bool finite_elements() const { return !masked_ && req_.schedule->approximate(); }
   // The base state's variables bound to the row arrays at `slot` and, for the column component, `column`.
   std::map<std::string, Halide::Expr> base_at(const Halide::Expr &slot, const Halide::Expr &column) const;
   std::map<std::string, Halide::Expr> elements_at(const Halide::Expr &jn, const Halide::Expr &e) const;
@@ -121,36 +157,37 @@ class ChainedKernelBuilder {
 
   // The consumer's atom over (rows, columns, keys) and the loops around it.
   std::string atom_row_, atom_col_, atom_key_;
-  std::string key_loop_;                                  // jo: one key tile per iteration
-  std::string key_step_;                                  // the consumer's k-steps inside a tile ("" if one)
-  int key_steps_ = 1;                                     // atoms of 16 keys per tile
-  std::vector<std::pair<std::string, int>> row_loops_;    // register loops over atoms of rows
-  std::vector<std::pair<std::string, int>> col_loops_;    // register loops over atoms of columns
-  int col_points_ = 1;                                    // product of col_loops_ extents
-  std::string column_arg_;                                // the consumer's column variable (d)
-  std::string key_var_;                                   // the consumer's RVar (j)
-  Halide::Expr key_base_;                                 // the first key of the tile, in loop terms
+  std::string key_loop_;                                // jo: one key tile per iteration
+  std::string key_step_;                                // the consumer's k-steps inside a tile ("" if one)
+  int key_steps_ = 1;                                   // atoms of 16 keys per tile
+  std::vector<std::pair<std::string, int>> row_loops_;  // register loops over atoms of rows
+  std::vector<std::pair<std::string, int>> col_loops_;  // register loops over atoms of columns
+  int col_points_ = 1;                                  // product of col_loops_ extents
+  std::string column_arg_;                              // the consumer's column variable (d)
+  std::string key_var_;                                 // the consumer's RVar (j)
+  Halide::Expr key_base_;                               // the first key of the tile, in loop terms
 
   // The producer S: its contraction and its synthetic loops.
   std::optional<Contraction> contraction_;
-  ContractionOperand rows_operand_, keys_operand_;        // A(i, k) and B(j, k), in S's terms
-  std::vector<Halide::Expr> q_coords_, k_coords_;         // their coordinates in loop terms
-  std::vector<Halide::Expr> s_call_args_;                 // the consumer's call of S, in its own variables
+  ContractionOperand rows_operand_, keys_operand_;  // A(i, k) and B(j, k), in S's terms
+  std::vector<Halide::Expr> q_coords_, k_coords_;   // their coordinates in loop terms
+  std::vector<Halide::Expr> s_call_args_;           // the consumer's call of S, in its own variables
   int jn_extent_ = 0, dk_extent_ = 0;
   Type s_type_;
 
   // The consumer's elements and components.
-  std::vector<int> row_elements_;                          // elements evaluated at S points
-  int column_element_ = -1;                                // the element read at (j, d): V(j, d)
+  std::vector<int> row_elements_;  // elements evaluated at S points
+  int column_element_ = -1;        // the element read at (j, d): V(j, d)
   ContractionOperand column_operand_;
   std::vector<Halide::Expr> v_coords_;
-  int column_component_ = -1;                              // the base component that depends on d
-  Halide::Expr column_row_factor_;                         // its relative lift with the column element as 1
-  std::vector<int> row_components_;                        // the others
-  bool masked_ = true;                                     // the tile being built checks its points' masks
+  int column_component_ = -1;        // the base component that depends on d
+  Halide::Expr column_row_factor_;   // its relative lift with the column element as 1
+  std::vector<int> row_components_;  // the others
+  bool masked_ = true;               // the tile being built checks its points' masks
 };
 
-std::map<std::string, Halide::Expr> ChainedKernelBuilder::s_point(const Halide::Expr &jn, const Halide::Expr &e) const {
+std::map<std::string, Halide::Expr> ChainedKernelBuilder::s_point(const Halide::Expr &jn,
+                                                                  const Halide::Expr &e) const {
   // Key j_local = jn * 8 + col(e) of the tile; the consumer's own loops over the tile are its key steps and
   // atom keys: j_local = key_step * 16 + atom_key.
   const Halide::Expr local = jn * 8 + accumulator_col(0) + e % 2;
@@ -173,7 +210,8 @@ Halide::Expr ChainedKernelBuilder::tile_is_full() const {
   // The tile needs no mask when every guard holds for every key of the tile and every row of the block.
   Scope<Interval> varying;
   for (const LoopDim &d : loops_.dims) {
-    const bool block = d.binding == Binding::block_x || d.binding == Binding::block_y || d.binding == Binding::block_z;
+    const bool block =
+        d.binding == Binding::block_x || d.binding == Binding::block_y || d.binding == Binding::block_z;
     if (!block && d.name != key_loop_) varying.push(d.name, Interval(0, simplify(d.extent - 1)));
   }
   return simplify(and_condition_over_domain(all_of(loops_.reduction_guards), varying));
@@ -184,21 +222,23 @@ void ChainedKernelBuilder::plan_loops() {
   const FuncSchedule &s = *req_.schedule;
   loops_ = make_loops(req_.reduction, req_.extents, &s);
   if (s.reduction_split())
-    split_into_parts(loops_, s.reduction_split()->var, s.reduction_split()->var + ".part", s.reduction_split()->parts,
-                     Binding::block_z);
+    split_into_parts(loops_, s.reduction_split()->var, s.reduction_split()->var + ".part",
+                     s.reduction_split()->parts, Binding::block_z);
   mapping_ = map_threads(loops_, s.raster_group(), true, req_.target);
   summary_ += mapping_.summary;
   if (!s.atom())
-    fail("schedule of '{}': a reduction fed by a contraction computed at its tile needs matrix_atom(rows, columns, "
-         "keys)",
-         fname);
+    fail(
+        "schedule of '{}': a reduction fed by a contraction computed at its tile needs matrix_atom(rows, "
+        "columns, "
+        "keys)",
+        fname);
   atom_row_ = s.atom()->i, atom_col_ = s.atom()->j, atom_key_ = s.atom()->k;
   const int want[3] = {16, 8, 16};
   const std::string *names[3] = {&atom_row_, &atom_col_, &atom_key_};
   for (int k = 0; k < 3; ++k)
     if (extent_of(*names[k], "a matrix atom") != want[k])
-      fail("schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16, but loop '{}' has extent {}", fname, *names[k],
-           loops_.dim(*names[k]).extent);
+      fail("schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16, but loop '{}' has extent {}", fname,
+           *names[k], loops_.dim(*names[k]).extent);
   key_loop_ = chain_.producer_schedule->compute_at()->at;
   const int at = loops_.index(key_loop_);
   if (at < 0) loops_.dim(key_loop_);
@@ -217,8 +257,10 @@ void ChainedKernelBuilder::plan_loops() {
     const int extent = d.constant_extent(fname, "a loop inside the key tile");
     if (d.reduction) {
       if (!key_step_.empty())
-        fail("schedule of '{}': split the key tile into one loop of 16-key steps ('{}' and '{}' are both inside '{}')",
-             fname, key_step_, d.name, key_loop_);
+        fail(
+            "schedule of '{}': split the key tile into one loop of 16-key steps ('{}' and '{}' are both "
+            "inside '{}')",
+            fname, key_step_, d.name, key_loop_);
       key_step_ = d.name, key_steps_ = extent;
     } else {
       std::string row_arg, uses;
@@ -229,15 +271,17 @@ void ChainedKernelBuilder::plan_loops() {
         (expr_uses_var(value, atom_row_) ? row : col) = true;
       }
       if (row == col)
-        fail("schedule of '{}': register loop '{}' must tile either the atom's rows or its columns", fname, d.name);
+        fail("schedule of '{}': register loop '{}' must tile either the atom's rows or its columns", fname,
+             d.name);
       (row ? row_loops_ : col_loops_).push_back({d.name, extent});
     }
   }
   for (size_t k = 0; k < static_cast<size_t>(at); ++k) {
     const LoopDim &d = loops_.dims[k];
-    if ((d.binding == Binding::serial || d.binding == Binding::unrolled) && d.constant_extent(fname, "a loop") != 1)
-      fail("schedule of '{}': loop '{}' outside the key loop '{}' must be bound to blocks or warps", fname, d.name,
-           key_loop_);
+    if ((d.binding == Binding::serial || d.binding == Binding::unrolled) &&
+        d.constant_extent(fname, "a loop") != 1)
+      fail("schedule of '{}': loop '{}' outside the key loop '{}' must be bound to blocks or warps", fname,
+           d.name, key_loop_);
   }
   for (const auto &[name, extent] : col_loops_) col_points_ *= extent;
   for (const Var &v : def_.args)
@@ -248,10 +292,13 @@ void ChainedKernelBuilder::plan_loops() {
   if (!key_step_.empty()) zero[key_step_] = 0;
   key_base_ = simplify(substitute(zero, key));
   if (!is_const_one(simplify(substitute(atom_key_, 1, key) - substitute(atom_key_, 0, key))) ||
-      (!key_step_.empty() && !is_const(simplify(substitute(key_step_, 1, key) - substitute(key_step_, 0, key)), 16)))
-    fail("schedule of '{}': the keys of a tile must be key_step * 16 + {} (split the key loop by the tile, then by "
-         "16)",
-         fname, atom_key_);
+      (!key_step_.empty() &&
+       !is_const(simplify(substitute(key_step_, 1, key) - substitute(key_step_, 0, key)), 16)))
+    fail(
+        "schedule of '{}': the keys of a tile must be key_step * 16 + {} (split the key loop by the tile, "
+        "then by "
+        "16)",
+        fname, atom_key_);
   jn_extent_ = key_steps_ * 2;
 }
 
@@ -260,18 +307,22 @@ void ChainedKernelBuilder::plan_producer() {
   const Definition &sd = s.definition();
   contraction_ = as_contraction(*sd.reduction->monoid, sd.reduction->elements);
   if (!contraction_)
-    fail("func '{}' is computed at '{}' through matrix atoms, so it must be a sum of products of two f16 or bf16 "
-         "inputs",
-         s.name(), key_loop_);
+    fail(
+        "func '{}' is computed at '{}' through matrix atoms, so it must be a sum of products of two f16 or "
+        "bf16 "
+        "inputs",
+        s.name(), key_loop_);
   s_type_ = sd.reduction->monoid->state[0].type;
   if (s_type_ != f32) fail("func '{}': its sum must be f32 to accumulate in mma atoms", s.name());
   const RDom &dd = sd.reduction->domain;
   if (dd.dimensions() != 1) fail("func '{}' must reduce over a one-dimensional RDom", s.name());
   const auto *depth = as_const_int(simplify(dd[0].extent()));
   if (!depth || *depth % 16 != 0 || !is_const_zero(simplify(dd[0].min())))
-    fail("func '{}': its reduction over '{}' must have a constant extent that is a multiple of 16 (the atom's k), "
-         "starting at 0",
-         s.name(), dd.name());
+    fail(
+        "func '{}': its reduction over '{}' must have a constant extent that is a multiple of 16 (the atom's "
+        "k), "
+        "starting at 0",
+        s.name(), dd.name());
   dk_extent_ = static_cast<int>(*depth / 16);
   // The consumer's call of S, which must be the same at every use.
   struct Calls : IRVisitor {
@@ -285,11 +336,14 @@ void ChainedKernelBuilder::plan_producer() {
   } calls;
   calls.name = s.name();
   for (const Expr &e : def_.reduction->elements) e.accept(&calls);
-  if (calls.args.empty()) fail("func '{}' is computed at '{}' but '{}' does not read it", s.name(), key_loop_, req_.reduction.name());
+  if (calls.args.empty())
+    fail("func '{}' is computed at '{}' but '{}' does not read it", s.name(), key_loop_,
+         req_.reduction.name());
   for (const auto &a : calls.args)
     for (size_t k = 0; k < a.size(); ++k)
       if (!equal(a[k], calls.args[0][k]))
-        fail("func '{}' reads '{}' at two different points; a producer computed at its tile is read at one", req_.reduction.name(), s.name());
+        fail("func '{}' reads '{}' at two different points; a producer computed at its tile is read at one",
+             req_.reduction.name(), s.name());
   s_call_args_ = calls.args[0];
   // S's variables at the S point (row loops, S.jn, S.ja) and its reduction at (S.dk, S.dka).
   ExprLowering at_point(*req_.graph);
@@ -327,7 +381,8 @@ void ChainedKernelBuilder::plan_producer() {
     std::swap(rows_operand_, keys_operand_);
   }
   if (uses(a, "S.ja") || uses(b, atom_row_))
-    fail("func '{}': one factor of its products must follow the rows ({}) and the other the keys", s.name(), atom_row_);
+    fail("func '{}': one factor of its products must follow the rows ({}) and the other the keys", s.name(),
+         atom_row_);
   q_coords_ = a, k_coords_ = b;
 }
 
@@ -336,9 +391,11 @@ void ChainedKernelBuilder::plan_components() {
   std::string why;
   form_ = algebra::relative_form(monoid_, &why);
   if (!form_)
-    fail("func '{}': its monoid '{}' has no relative form ({}), which a reduction fed tile by tile by a contraction "
-         "needs",
-         fname, monoid_.name, why);
+    fail(
+        "func '{}': its monoid '{}' has no relative form ({}), which a reduction fed tile by tile by a "
+        "contraction "
+        "needs",
+        fname, monoid_.name, why);
   // Elements: those that do not depend on the column are evaluated where S's accumulators are.
   lowering_.bind(loops_.value_of);
   for (size_t e = 0; e < def_.reduction->elements.size(); ++e) {
@@ -357,14 +414,16 @@ void ChainedKernelBuilder::plan_components() {
       continue;
     }
     if (column_element_ >= 0)
-      fail("func '{}': only one of its elements may depend on '{}' (the second atom's B operand)", fname, column_arg_);
+      fail("func '{}': only one of its elements may depend on '{}' (the second atom's B operand)", fname,
+           column_arg_);
     column_element_ = static_cast<int>(e);
     Halide::Expr inner = x;
     if (const auto *c = inner.as<Cast>()) inner = c->value;
     const auto *call = inner.as<Call>();
     if (!call || call->call_type != Call::Image || (call->type != f16 && call->type != bf16))
-      fail("func '{}': its element {} depends on '{}', so it must read an f16 or bf16 input (V(j, d)), not {}", fname,
-           monoid_.elements[e].name, column_arg_, x);
+      fail(
+          "func '{}': its element {} depends on '{}', so it must read an f16 or bf16 input (V(j, d)), not {}",
+          fname, monoid_.elements[e].name, column_arg_, x);
     column_operand_ = ContractionOperand{call->name, call->type, call->args};
     for (const Halide::Expr &c : call->args) {
       Halide::Expr lowered = simplify(lowering_.lower(c));
@@ -372,7 +431,8 @@ void ChainedKernelBuilder::plan_components() {
       Scope<Interval> scope;
       scope.push(atom_row_, Interval(0, 15));
       const Interval range = bounds_of_expr_in_scope(lowered, scope);
-      if (expr_uses_var(lowered, atom_row_) && range.is_bounded() && is_const_zero(simplify(range.max - range.min)))
+      if (expr_uses_var(lowered, atom_row_) && range.is_bounded() &&
+          is_const_zero(simplify(range.max - range.min)))
         lowered = simplify(range.min);
       v_coords_.push_back(lowered);
     }
@@ -388,18 +448,22 @@ void ChainedKernelBuilder::plan_components() {
       fail("monoid '{}': one additive component may depend on the element '{}'", monoid_.name, column_var);
     column_component_ = static_cast<int>(k);
     // Its contribution must be (row part) x (column element): then the tile's sum is a matrix product.
-    column_row_factor_ = simplify(substitute(column_var, make_one(monoid_.elements[column_element_].type),
-                                             form_->relative_lift[k]));
-    const Halide::Expr residue = simplify(form_->relative_lift[k] -
-                                          column_row_factor_ * Variable::make(monoid_.elements[column_element_].type, column_var));
+    column_row_factor_ = simplify(
+        substitute(column_var, make_one(monoid_.elements[column_element_].type), form_->relative_lift[k]));
+    const Halide::Expr residue =
+        simplify(form_->relative_lift[k] -
+                 column_row_factor_ * Variable::make(monoid_.elements[column_element_].type, column_var));
     if (!is_const_zero(residue))
-      fail("monoid '{}': the contribution {} of component '{}' is not a multiple of '{}', so it is no contraction",
-           monoid_.name, form_->relative_lift[k], form_->base[k].name, column_var);
+      fail(
+          "monoid '{}': the contribution {} of component '{}' is not a multiple of '{}', so it is no "
+          "contraction",
+          monoid_.name, form_->relative_lift[k], form_->base[k].name, column_var);
   }
-  summary_ += fmt::format("  {} over tiles of {} keys, fed by {} (mma.m16n8k16, k = {}) at '{}'; relative form of "
-                          "'{}': {} row component(s), 1 column component\n",
-                          fname, key_steps_ * 16, chain_.producer.name(), dk_extent_ * 16, key_loop_, monoid_.name,
-                          row_components_.size());
+  summary_ += fmt::format(
+      "  {} over tiles of {} keys, fed by {} (mma.m16n8k16, k = {}) at '{}'; relative form of "
+      "'{}': {} row component(s), 1 column component\n",
+      fname, key_steps_ * 16, chain_.producer.name(), dk_extent_ * 16, key_loop_, monoid_.name,
+      row_components_.size());
 }
 
 void ChainedKernelBuilder::plan_stages() {
@@ -417,14 +481,15 @@ void ChainedKernelBuilder::plan_stages() {
       if (i.name() == d.input) in = &i;
     auto it = reads.find(d.input);
     if (!in || it == reads.end())
-      fail("schedule of '{}': stage({}) names no operand of its matrix atoms", req_.reduction.name(), d.input);
+      fail("schedule of '{}': stage({}) names no operand of its matrix atoms", req_.reduction.name(),
+           d.input);
     stages_.push_back(plan_stage(d, *in, loops_, {it->second}, req_.element_copies));
     summary_ += stages_.back().summary();
   }
   for (const std::string &operand : {rows_operand_.input, keys_operand_.input, column_operand_.input})
     if (std::none_of(stages_.begin(), stages_.end(), [&](const StagePlan &p) { return p.input == operand; }))
-      fail("schedule of '{}': '{}' is read by ldmatrix, so it must be staged in shared memory", req_.reduction.name(),
-           operand);
+      fail("schedule of '{}': '{}' is read by ldmatrix, so it must be staged in shared memory",
+           req_.reduction.name(), operand);
 }
 
 std::map<std::string, Halide::Expr> ChainedKernelBuilder::base_at(const Halide::Expr &slot,
@@ -438,11 +503,13 @@ std::map<std::string, Halide::Expr> ChainedKernelBuilder::base_at(const Halide::
   return b;
 }
 
-std::map<std::string, Halide::Expr> ChainedKernelBuilder::elements_at(const Halide::Expr &jn, const Halide::Expr &e) const {
+std::map<std::string, Halide::Expr> ChainedKernelBuilder::elements_at(const Halide::Expr &jn,
+                                                                      const Halide::Expr &e) const {
   std::map<std::string, Halide::Expr> x;
   const State vars = monoid_.element();
   for (int k : row_elements_)
-    x[vars[k].as<Variable>()->name] = load(monoid_.elements[k].type, "elem." + monoid_.elements[k].name, s_index(jn, e));
+    x[vars[k].as<Variable>()->name] =
+        load(monoid_.elements[k].type, "elem." + monoid_.elements[k].name, s_index(jn, e));
   return x;
 }
 
@@ -451,8 +518,16 @@ Stmt ChainedKernelBuilder::scores() {
   const StagePlan *k_stage = nullptr;
   for (const StagePlan &p : stages_)
     if (p.input == keys_operand_.input) k_stage = &p;
-  FragmentLoad k{AtomOperand::b, k_coords_, "S.dka", "S.ja", atom_row_, {{"S.jn", jn_extent_}}, "frag.k", k_stage,
-                 k_stage->directive.depth > 1 ? var(k_stage->directive.at) % k_stage->directive.depth : Halide::Expr(0)};
+  FragmentLoad k{
+      AtomOperand::b,
+      k_coords_,
+      "S.dka",
+      "S.ja",
+      atom_row_,
+      {{"S.jn", jn_extent_}},
+      "frag.k",
+      k_stage,
+      k_stage->directive.depth > 1 ? var(k_stage->directive.at) % k_stage->directive.depth : Halide::Expr(0)};
   std::vector<std::pair<std::string, int>> q_loops = row_loops_;
   q_loops.push_back({"S.dk", dk_extent_});
   Stmt mma = intrinsic::mma({"acc.s", "frag.q", "frag.k", "acc.s", s_index(var("S.jn"), 0), flat(q_loops) * 8,
@@ -479,7 +554,9 @@ Stmt ChainedKernelBuilder::scores() {
     element_stores.push_back(store("elem." + monoid_.elements[k].name, at.lower(def_.reduction->elements[k]),
                                    s_index(var("S.jn"), var("S.e"))));
   }
-  if (masked_) element_stores.push_back(store("valid", guards_at(var("S.jn"), var("S.e")), s_index(var("S.jn"), var("S.e"))));
+  if (masked_)
+    element_stores.push_back(
+        store("valid", guards_at(var("S.jn"), var("S.e")), s_index(var("S.jn"), var("S.e"))));
   return block({zero, unrolled("S.dk", dk_extent_, step), over(all, block(element_stores))});
 }
 
@@ -489,9 +566,10 @@ Stmt ChainedKernelBuilder::quad_reduce(const std::string &array, int count, Rela
   std::vector<Stmt> steps;
   for (int mask : {1, 2}) {
     const Halide::Expr i = var(array + ".i");
-    steps.push_back(unrolled(array + ".i", count,
-                             block({intrinsic::shuffle_xor({"peer", 0, load(t, array, i), mask}),
-                                    store(array, combine_op(op, load(t, array, i), load(t, "peer", 0)), i)})));
+    steps.push_back(
+        unrolled(array + ".i", count,
+                 block({intrinsic::shuffle_xor({"peer", 0, load(t, array, i), mask}),
+                        store(array, combine_op(op, load(t, array, i), load(t, "peer", 0)), i)})));
   }
   return Allocate::make("peer", t, Halide::MemoryType::Register, {1}, const_true(), block(steps));
 }
@@ -510,19 +588,22 @@ Stmt ChainedKernelBuilder::tile_selectors() {
     const Halide::Expr slot = flat(row_loops_) * 2 + var("S.h");
     const Halide::Expr e = var("S.h") * 2 + var("S.e2");
     const Halide::Expr lift = substitute(elements_at(var("S.jn"), e), form_->relative_lift[k]);
-    Stmt fold = store(tile, combine_op(form_->ops[k], load(c.type, tile, slot),
-                                       Halide::select(valid_at(var("S.jn"), e), lift, identity)),
+    Stmt fold = store(tile,
+                      combine_op(form_->ops[k], load(c.type, tile, slot),
+                                 Halide::select(valid_at(var("S.jn"), e), lift, identity)),
                       slot);
-    steps.push_back(over(row_loops_, unrolled("S.h", 2, block({store(tile, identity, slot),
-                                                                unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, fold))}))));
+    steps.push_back(
+        over(row_loops_, unrolled("S.h", 2,
+                                  block({store(tile, identity, slot),
+                                         unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, fold))}))));
     steps.push_back(quad_reduce(tile, slots, form_->ops[k], c.type));
   }
   if (selectors.empty() && !form_->has_reference) return Stmt();
   steps.push_back(move_reference());
   Stmt s = block(steps);
   for (int k : selectors)
-    s = Allocate::make("tile." + form_->base[k].name, form_->base[k].type, Halide::MemoryType::Register, {slots},
-                       const_true(), s);
+    s = Allocate::make("tile." + form_->base[k].name, form_->base[k].type, Halide::MemoryType::Register,
+                       {slots}, const_true(), s);
   return s;
 }
 
@@ -539,7 +620,8 @@ Stmt ChainedKernelBuilder::move_reference() {
                      load(form_->base[k].type, "tile." + form_->base[k].name, slot));
   std::vector<Stmt> steps;
   if (form_->has_reference)
-    steps.push_back(over(row_loops_, unrolled("S.h", 2, store("ref.new", substitute(updated, form_->reference_of), slot))));
+    steps.push_back(over(
+        row_loops_, unrolled("S.h", 2, store("ref.new", substitute(updated, form_->reference_of), slot))));
   auto rebased_with = [&](const Halide::Expr &expr, const Halide::Expr &column) {
     std::map<std::string, Halide::Expr> b = base_at(slot, column);
     if (form_->has_reference) {
@@ -561,10 +643,17 @@ Stmt ChainedKernelBuilder::move_reference() {
     const std::string own = form_->base_vars()[column_component_].as<Variable>()->name;
     const Halide::Expr rebase = form_->rebase[column_component_];
     if (const auto factor = scale_of(rebase, own)) {
-      steps.push_back(over(row_loops_, unrolled("S.h", 2, store("rescale", rebased_with(*factor, Halide::Expr()), slot))));
-      steps.push_back(over(row_loops_, unrolled("S.h", 2, over(cols, store("acc.o", load(ot, "acc.o", index) * load(ot, "rescale", slot), index)))));
+      steps.push_back(over(
+          row_loops_, unrolled("S.h", 2, store("rescale", rebased_with(*factor, Halide::Expr()), slot))));
+      steps.push_back(over(
+          row_loops_,
+          unrolled("S.h", 2,
+                   over(cols, store("acc.o", load(ot, "acc.o", index) * load(ot, "rescale", slot), index)))));
     } else {
-      steps.push_back(over(row_loops_, unrolled("S.h", 2, over(cols, store("acc.o", rebased(column_component_, load(ot, "acc.o", index)), index)))));
+      steps.push_back(over(
+          row_loops_,
+          unrolled("S.h", 2,
+                   over(cols, store("acc.o", rebased(column_component_, load(ot, "acc.o", index)), index)))));
     }
   }
   // Then the rows: every additive component rebased from the old state, then the selectors and reference.
@@ -572,20 +661,26 @@ Stmt ChainedKernelBuilder::move_reference() {
   std::vector<std::pair<std::string, Halide::Expr>> lets;
   for (int k : row_components_) {
     const std::string name = "new." + form_->base[k].name;
-    lets.push_back({name, form_->is_selector(k) ? updated[vars[k].as<Variable>()->name]
-                                                : (form_->has_reference ? rebased(k, Halide::Expr())
-                                                                        : load(form_->base[k].type, "row." + form_->base[k].name, slot))});
-    row_updates.push_back(store("row." + form_->base[k].name, Variable::make(form_->base[k].type, name), slot));
+    lets.push_back(
+        {name, form_->is_selector(k)
+                   ? updated[vars[k].as<Variable>()->name]
+                   : (form_->has_reference ? rebased(k, Halide::Expr())
+                                           : load(form_->base[k].type, "row." + form_->base[k].name, slot))});
+    row_updates.push_back(
+        store("row." + form_->base[k].name, Variable::make(form_->base[k].type, name), slot));
   }
-  if (form_->has_reference) row_updates.push_back(store("row.ref", load(form_->ref_type, "ref.new", slot), slot));
+  if (form_->has_reference)
+    row_updates.push_back(store("row.ref", load(form_->ref_type, "ref.new", slot), slot));
   Stmt update = block(row_updates);
-  for (auto it = lets.rbegin(); it != lets.rend(); ++it) update = LetStmt::make(it->first, it->second, update);
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+    update = LetStmt::make(it->first, it->second, update);
   steps.push_back(over(row_loops_, unrolled("S.h", 2, update)));
   Stmt body = block(steps);
   if (form_->has_reference) {
-    body = Allocate::make("ref.new", form_->ref_type, Halide::MemoryType::Register, {slots}, const_true(), body);
-    body = Allocate::make("rescale", form_->base[column_component_].type, Halide::MemoryType::Register, {slots},
-                          const_true(), body);
+    body =
+        Allocate::make("ref.new", form_->ref_type, Halide::MemoryType::Register, {slots}, const_true(), body);
+    body = Allocate::make("rescale", form_->base[column_component_].type, Halide::MemoryType::Register,
+                          {slots}, const_true(), body);
   }
   return body;
 }
@@ -603,9 +698,11 @@ Stmt ChainedKernelBuilder::contributions() {
     all.push_back({"S.e", 4});
     std::map<std::string, Halide::Expr> at = elements_at(var("S.jn"), var("S.e"));
     if (form_->has_reference) at[kReference] = load(form_->ref_type, "row.ref", row_slot(var("S.e")));
-    const Halide::Expr w = substitute(at, column_row_factor_);
-    steps.push_back(over(all, store("weight", Halide::select(valid_at(var("S.jn"), var("S.e")), w, make_zero(wt)),
-                                    s_index(var("S.jn"), var("S.e")))));
+    Halide::Expr w = substitute(at, column_row_factor_);
+    if (finite_elements()) w = assume_finite_elements(w);
+    steps.push_back(
+        over(all, store("weight", Halide::select(valid_at(var("S.jn"), var("S.e")), w, make_zero(wt)),
+                        s_index(var("S.jn"), var("S.e")))));
   }
   // Row components: lane-partial sums over the lane's points of each row.
   for (int k : row_components_) {
@@ -614,12 +711,16 @@ Stmt ChainedKernelBuilder::contributions() {
     const Halide::Expr e = var("S.h") * 2 + var("S.e2");
     std::map<std::string, Halide::Expr> at = elements_at(var("S.jn"), e);
     if (form_->has_reference) at[kReference] = b.at(kReference);
-    const bool same_as_weight = c.type == wt && equal(simplify(form_->relative_lift[k]), simplify(column_row_factor_));
-    const Halide::Expr contribution =
-        same_as_weight ? load(wt, "weight", s_index(var("S.jn"), e))
-                       : Halide::select(valid_at(var("S.jn"), e), substitute(at, form_->relative_lift[k]), make_zero(c.type));
+    Halide::Expr lift = substitute(at, form_->relative_lift[k]);
+    if (finite_elements()) lift = assume_finite_elements(lift);
+    const bool same_as_weight =
+        c.type == wt && equal(simplify(form_->relative_lift[k]), simplify(column_row_factor_));
+    const Halide::Expr contribution = same_as_weight
+                                          ? load(wt, "weight", s_index(var("S.jn"), e))
+                                          : Halide::select(valid_at(var("S.jn"), e), lift, make_zero(c.type));
     Stmt add = store("row." + c.name, load(c.type, "row." + c.name, slot) + contribution, slot);
-    steps.push_back(over(row_loops_, unrolled("S.h", 2, unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, add)))));
+    steps.push_back(
+        over(row_loops_, unrolled("S.h", 2, unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, add)))));
   }
   // The column component: its row part in the A fragments of the second atom (accumulator element c of
   // key atom 2s + q/4 is fragment element q of key step s), then the atoms against V's fragments.
@@ -630,22 +731,32 @@ Stmt ChainedKernelBuilder::contributions() {
     p_loops.push_back({"P.step", key_steps_});
     p_loops.push_back({"P.q", 8});
     const Type pt = column_operand_.type;
-    steps.push_back(over(p_loops, store("frag.p", Halide::cast(pt, load(wt, "weight", s_index(jn, e))), flat(p_loops))));
+    steps.push_back(
+        over(p_loops, store("frag.p", Halide::cast(pt, load(wt, "weight", s_index(jn, e))), flat(p_loops))));
   }
   const StagePlan *v_stage = nullptr;
   for (const StagePlan &p : stages_)
     if (p.input == column_operand_.input) v_stage = &p;
   const std::string step = key_step_.empty() ? std::string("P.one") : key_step_;
   std::vector<Halide::Expr> v_coords = v_coords_;
-  FragmentLoad v{AtomOperand::b, v_coords, atom_key_, atom_col_, atom_row_, col_loops_, "frag.v", v_stage,
-                 v_stage->directive.depth > 1 ? var(v_stage->directive.at) % v_stage->directive.depth : Halide::Expr(0)};
+  FragmentLoad v{
+      AtomOperand::b,
+      v_coords,
+      atom_key_,
+      atom_col_,
+      atom_row_,
+      col_loops_,
+      "frag.v",
+      v_stage,
+      v_stage->directive.depth > 1 ? var(v_stage->directive.at) % v_stage->directive.depth : Halide::Expr(0)};
   std::vector<std::pair<std::string, int>> p_at_step = row_loops_;
   p_at_step.push_back({step, key_steps_});
-  Stmt mma = intrinsic::mma({"acc.o", "frag.p", "frag.v", "acc.o", o_index(0), flat(p_at_step) * 8, flat(col_loops_) * 4,
-                             o_index(0)});
+  Stmt mma = intrinsic::mma({"acc.o", "frag.p", "frag.v", "acc.o", o_index(0), flat(p_at_step) * 8,
+                             flat(col_loops_) * 4, o_index(0)});
   std::vector<std::pair<std::string, int>> mma_loops = row_loops_;
   for (const auto &c : col_loops_) mma_loops.push_back(c);
-  steps.push_back(unrolled(step, key_steps_, block({load_fragments(v, req_.reduction.name()), over(mma_loops, mma)})));
+  steps.push_back(
+      unrolled(step, key_steps_, block({load_fragments(v, req_.reduction.name()), over(mma_loops, mma)})));
   return block(steps);
 }
 
@@ -664,7 +775,9 @@ std::pair<Halide::Expr, Halide::Expr> ChainedKernelBuilder::key_tiles() {
   const std::string &j = key_var_;
   Halide::Expr last = simplify(key.extent - 1), first = 0;
   for (const Expr &p : def_.reduction->domain.predicates()) {
-    auto bound = [&](const Halide::Expr &side) { return bounds_of_expr_in_scope(simplify(lowering_.lower(side)), rows); };
+    auto bound = [&](const Halide::Expr &side) {
+      return bounds_of_expr_in_scope(simplify(lowering_.lower(side)), rows);
+    };
     auto is_key = [&](const Halide::Expr &e) {
       const auto *v = e.as<Variable>();
       return v && v->name == j;
@@ -700,7 +813,8 @@ Stmt ChainedKernelBuilder::epilogue() {
   std::map<std::string, Halide::Expr> at = {{atom_row_, accumulator_row(0) + 8 * (var("S.e") / 2)},
                                             {atom_col_, accumulator_col(0) + var("S.e") % 2}};
   for (const Var &v : def_.args) coords.push_back(substitute(at, loops_.value_of.at(v.name())));
-  std::map<std::string, Halide::Expr> b = base_at(row_slot(var("S.e")), load(form_->base[column_component_].type, "acc.o", o_index(var("S.e"))));
+  std::map<std::string, Halide::Expr> b =
+      base_at(row_slot(var("S.e")), load(form_->base[column_component_].type, "acc.o", o_index(var("S.e"))));
   std::vector<Halide::Expr> state;
   for (const Expr &s : form_->to_state) state.push_back(simplify(substitute(b, s)));
   std::vector<Halide::Expr> guards;
@@ -740,12 +854,14 @@ Kernel ChainedKernelBuilder::build() {
          chain_.producer.name(), rows_operand_.input);
   std::vector<std::pair<std::string, int>> q_loops = row_loops_;
   q_loops.push_back({"S.dk", dk_extent_});
-  prologue.push_back(load_fragments({AtomOperand::a, q_coords_, "S.dka", atom_row_, "S.ja", q_loops, "frag.q", q_stage, 0},
-                                    req_.reduction.name()));
+  prologue.push_back(
+      load_fragments({AtomOperand::a, q_coords_, "S.dka", atom_row_, "S.ja", q_loops, "frag.q", q_stage, 0},
+                     req_.reduction.name()));
   // The states: rows at the base identity and the initial reference, the column accumulators at 0.
   std::vector<Stmt> init;
   for (int k : row_components_)
-    init.push_back(unrolled("S.slot", slots, store("row." + form_->base[k].name, form_->base_identity[k], var("S.slot"))));
+    init.push_back(unrolled("S.slot", slots,
+                            store("row." + form_->base[k].name, form_->base_identity[k], var("S.slot"))));
   if (form_->has_reference)
     init.push_back(unrolled("S.slot", slots, store("row.ref", form_->initial_reference, var("S.slot"))));
   init.push_back(unrolled("S.o", row_points * col_points_ * 4,
@@ -757,18 +873,20 @@ Kernel ChainedKernelBuilder::build() {
   };
   const Halide::Expr full = tile_is_full();
   Stmt tile = tile_body(true);
-  if (!is_const_zero(full)) tile = is_const_one(full) ? tile_body(false) : IfThenElse::make(full, tile_body(false), tile);
+  if (!is_const_zero(full))
+    tile = is_const_one(full) ? tile_body(false) : IfThenElse::make(full, tile_body(false), tile);
   if (!is_const_one(full)) summary_ += fmt::format("  tiles where {} need no mask\n", full);
   const auto [first, count] = key_tiles();
-  Stmt loop = staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile, loops_.func);
+  Stmt loop =
+      staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile, loops_.func);
   std::vector<Stmt> finish;
   for (int k : row_components_)
     if (!form_->is_selector(k))
       finish.push_back(quad_reduce("row." + form_->base[k].name, slots, form_->ops[k], form_->base[k].type));
   Stmt body = block({block(prologue), block(init), loop, block(finish), epilogue()});
 
-  // Registers: the Q fragments for every k-step, one key tile's K, P and V fragments, S's accumulators and the
-  // consumer's elements at S's points, the column accumulators and the rows' states.
+  // Registers: the Q fragments for every k-step, one key tile's K, P and V fragments, S's accumulators and
+  // the consumer's elements at S's points, the column accumulators and the rows' states.
   const int s_points = row_points * jn_extent_ * 4;
   auto reg = [&](const std::string &name, const Type &t, int n, Stmt s) {
     return Allocate::make(name, t, Halide::MemoryType::Register, {n}, const_true(), s);
@@ -780,12 +898,14 @@ Kernel ChainedKernelBuilder::build() {
   body = reg("acc.s", s_type_, s_points, body);
   body = reg("valid", Halide::Bool(), s_points, body);
   body = reg("weight", column_row_factor_.type(), s_points, body);
-  for (int k : row_elements_) body = reg("elem." + monoid_.elements[k].name, monoid_.elements[k].type, s_points, body);
+  for (int k : row_elements_)
+    body = reg("elem." + monoid_.elements[k].name, monoid_.elements[k].type, s_points, body);
   body = reg("acc.o", form_->base[column_component_].type, row_points * col_points_ * 4, body);
   for (int k : row_components_) body = reg("row." + form_->base[k].name, form_->base[k].type, slots, body);
   if (form_->has_reference) body = reg("row.ref", form_->ref_type, slots, body);
   return assemble_kernel(req_, body, stages_, mapping_,
-                         {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col", "__shfl_xor_sync"}, summary_);
+                         {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col", "__shfl_xor_sync"},
+                         summary_);
 }
 
 }  // namespace

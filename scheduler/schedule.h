@@ -16,9 +16,9 @@ namespace twist {
 // A loop variable named in a schedule: a func's Var or RVar, or a new variable that a split introduces.
 class LoopVar {
  public:
-  LoopVar(const Var &v) : name_(v.name()) {}      // NOLINT
-  LoopVar(const RVar &v) : name_(v.name()) {}     // NOLINT
-  LoopVar(const char *name) : name_(name) {}      // NOLINT
+  LoopVar(const Var &v) : name_(v.name()) {}             // NOLINT
+  LoopVar(const RVar &v) : name_(v.name()) {}            // NOLINT
+  LoopVar(const char *name) : name_(name) {}             // NOLINT
   LoopVar(std::string name) : name_(std::move(name)) {}  // NOLINT
   const std::string &name() const { return name_; }
 
@@ -33,8 +33,8 @@ enum class Binding {
   block_x,   // one iteration per block of the grid, along x, y or z
   block_y,
   block_z,
-  warp,      // one iteration per warp of the block
-  thread,    // one iteration per thread (per lane, where warps are bound too)
+  warp,    // one iteration per warp of the block
+  thread,  // one iteration per thread (per lane, where warps are bound too)
 };
 
 // How a staged tile travels from global to shared memory.
@@ -109,8 +109,8 @@ class FuncSchedule {
   FuncSchedule &split(const LoopVar &v, const LoopVar &outer, const LoopVar &inner, int factor);
   // Splits i and j and orders the loops io, jo, ii, ji from outermost to innermost (j is the contiguous
   // dimension of a row-major output, so its inner loop is innermost).
-  FuncSchedule &tile(const LoopVar &i, const LoopVar &j, const LoopVar &io, const LoopVar &jo, const LoopVar &ii,
-                     const LoopVar &ji, int i_factor, int j_factor);
+  FuncSchedule &tile(const LoopVar &i, const LoopVar &j, const LoopVar &io, const LoopVar &jo,
+                     const LoopVar &ii, const LoopVar &ji, int i_factor, int j_factor);
   // Halide's convention: the first variable listed becomes the innermost loop.
   FuncSchedule &reorder(const std::vector<LoopVar> &innermost_first);
   FuncSchedule &fuse(const LoopVar &inner, const LoopVar &outer, const LoopVar &fused);
@@ -121,7 +121,8 @@ class FuncSchedule {
                       SharedLayout layout = SharedLayout::swizzled);
   FuncSchedule &accumulate(Accumulation accumulation);
   FuncSchedule &matrix_atom(MatrixAtom atom, const LoopVar &i, const LoopVar &j, const LoopVar &k);
-  // Blocks take output tiles in groups of `group` rows of tiles, so that neighbouring blocks share inputs in L2.
+  // Blocks take output tiles in groups of `group` rows of tiles, so that neighbouring blocks share inputs in
+  // L2.
   FuncSchedule &raster(int group);
   FuncSchedule &compute_at(const Func &consumer, const LoopVar &at);
   // Lets a reduction be reordered or split although the associativity checker could not accept its monoid.
@@ -129,7 +130,9 @@ class FuncSchedule {
   FuncSchedule &assume_associative(const std::string &reason);
   FuncSchedule &min_blocks_per_sm(int blocks);
   // exp and exp2 of f32 values run on the approximate special-function unit (ex2.approx.ftz: a relative error
-  // of a few units in the last place, subnormal results flushed to 0), as FlashAttention kernels do.
+  // of a few units in the last place, subnormal results flushed to 0), as FlashAttention kernels do, and a
+  // reduction's elements computed on a tile that needs no mask are taken to be finite (-ffinite-math-only):
+  // their tests against infinities are dropped there.
   FuncSchedule &approximate_math(bool on = true);
 
   const std::string &func() const { return func_; }
