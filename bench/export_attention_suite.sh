@@ -47,12 +47,11 @@ export_attention() {
 
 # --- prefill: B H S D causal (S = L) ------------------------------------------------------------------------
 # The first tiling is the GPU tests' benchmark tiling: 128 query rows per block (8 warps of 16), key tiles of 64
-# (32 for D = 256, whose Q, K and V tiles would not fit 227 KB of shared memory at 64 with 3 stages), 2 stages.
-# The second changes one thing (ptxas's figures at export, f16, as of this script's commit):
-#   D = 64:  3 stages: a deeper pipeline at the same 188 registers, 64 KB of shared memory
-#   D = 128: key tiles of 32: 211-213 registers instead of 251-255 (64-key tiles are at the limit), 64 KB
-#   D = 256: 3 stages at key tile 32: 160 KB of shared memory, 255 registers and no spills, as with 2 stages
-# Every prefill block has 256 threads at more than 128 registers, so one block per SM whichever tiling.
+# (32 for D = 256, whose Q, K and V tiles would not fit 227 KB of shared memory at 64 with 3 stages), 2 stages:
+# one 256-thread block per SM. The second was the runner-up of a sweep on the H200 (2026-12-02, bench/RESULTS.md):
+#   D = 64:  key tiles of 128 (229 registers, 80 KB of shared memory), the best of the sweep for D = 64
+#   D = 128: 64 rows (4 warps), key tiles of 32, at least 3 blocks per SM (about 165 registers, 48 KB)
+#   D = 256: 64 rows, key tiles of 32, at least 2 blocks per SM (255 registers, 96 KB)
 first_tiling() {
   if (( $1 == 256 )); then
     echo "--block-rows 128 --key-tile 32 --stages 2"
@@ -62,9 +61,9 @@ first_tiling() {
 }
 second_tiling() {
   case $1 in
-    64) echo "--block-rows 128 --key-tile 64 --stages 3" ;;
-    128) echo "--block-rows 128 --key-tile 32 --stages 2" ;;
-    256) echo "--block-rows 128 --key-tile 32 --stages 3" ;;
+    64) echo "--block-rows 128 --key-tile 128 --stages 2" ;;
+    128) echo "--block-rows 64 --key-tile 32 --stages 2 --min-blocks 3" ;;
+    256) echo "--block-rows 64 --key-tile 32 --stages 2 --min-blocks 2" ;;
     *) echo "$0: no tiling for D = $1" >&2; exit 2 ;;
   esac
 }
@@ -85,26 +84,21 @@ prefill f16 4 16 4096 256 false
 prefill bf16 4 16 4096 128 false
 prefill bf16 4 16 4096 128 true
 
-# --- decode: B H L D group ------------------------------------------------------------------------------------
-# One block per (batch, key/value head) and part of the keys: split-KV so that the grid has at least 2 blocks per
-# SM (264 on the H200's 132 SMs), split = ceil(264 / (B * H / group)), but no part shorter than 512 keys.
-split_kv() {  # B H L group
-  local units=$(( $1 * $2 / $4 )) l=$3
-  local split=$(( (264 + units - 1) / units ))
-  if (( split > l / 512 )); then split=$(( l / 512 )); fi
-  if (( split < 1 )); then split=1; fi
-  echo "$split"
+# --- decode: B H L D group split ---------------------------------------------------------------------------
+# One warp per block: a block per (batch, key/value head, part of the keys). A decode block is latency-bound, so
+# the SM needs many of them: two tilings that fit 6 and 12 blocks per SM (key tiles of 32 and 16, 2 stages,
+# min_blocks_per_sm caps the registers), and per problem the split of the keys that did best in a sweep on the
+# H200 (2026-12-02, bench/RESULTS.md: 48 to 96 parts for these shapes).
+decode() {  # B H L D group split
+  local b=$1 h=$2 l=$3 d=$4 g=$5 split=$6
+  for tiling in "--key-tile 32 --stages 2 --min-blocks 6" "--key-tile 16 --stages 2 --min-blocks 12"; do
+    # shellcheck disable=SC2086  # the tiling is a list of flags
+    export_attention --shape "${b}x${h}x1x${l}x${d}" --dtype f16 --decode true --group "$g" --split-kv "$split" $tiling
+  done
 }
-decode() {  # B H L D group key_tile
-  local b=$1 h=$2 l=$3 d=$4 g=$5 kt=$6
-  export_attention --shape "${b}x${h}x1x${l}x${d}" --dtype f16 --decode true --group "$g" --key-tile "$kt" --stages 3 \
-    --split-kv "$(split_kv "$b" "$h" "$l" "$g")"
-}
-decode 1 8 32768 128 1 32
-decode 8 8 8192 128 1 32
-decode 1 32 131072 128 1 32
-decode 1 32 131072 128 1 64
-decode 1 32 131072 128 4 32
+decode 1 8 32768 128 1 64
+decode 8 8 8192 128 1 12
+decode 1 32 131072 128 1 48
 decode 1 32 131072 128 4 64
 
 json_files=$(find "$out" -maxdepth 1 -name '*.json' | wc -l)
