@@ -135,6 +135,12 @@ Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Exp
   const int shift = std::max(3, log2_floor(chunks_per_row));
   Halide::Expr linear = row * chunks_per_row + col / chunk;
   Halide::Expr swizzled = linear ^ ((linear >> shift) & 7);
+  // With a power-of-two row of at least 8 chunks, linear >> shift is the row and the XOR stays inside the
+  // row's chunks: the same permutation written as row * chunks + (chunk ^ (row & 7)), in which a fragment's
+  // offset in rows (an unrolled atom 16 rows further) is a constant added outside the XOR, so the compiler
+  // folds it into the address instead of recomputing the XOR per fragment.
+  if (chunks_per_row >= 8 && (chunks_per_row & (chunks_per_row - 1)) == 0)
+    swizzled = row * chunks_per_row + ((col / chunk) ^ (row & 7));
   return base + swizzled * chunk + col % chunk;
 }
 
