@@ -229,8 +229,7 @@ void ChainedKernelBuilder::plan_loops() {
   if (!s.atom())
     fail(
         "schedule of '{}': a reduction fed by a contraction computed at its tile needs matrix_atom(rows, "
-        "columns, "
-        "keys)",
+        "columns, keys)",
         fname);
   atom_row_ = s.atom()->i, atom_col_ = s.atom()->j, atom_key_ = s.atom()->k;
   const int want[3] = {16, 8, 16};
@@ -296,8 +295,7 @@ void ChainedKernelBuilder::plan_loops() {
        !is_const(simplify(substitute(key_step_, 1, key) - substitute(key_step_, 0, key)), 16)))
     fail(
         "schedule of '{}': the keys of a tile must be key_step * 16 + {} (split the key loop by the tile, "
-        "then by "
-        "16)",
+        "then by 16)",
         fname, atom_key_);
   jn_extent_ = key_steps_ * 2;
 }
@@ -309,8 +307,7 @@ void ChainedKernelBuilder::plan_producer() {
   if (!contraction_)
     fail(
         "func '{}' is computed at '{}' through matrix atoms, so it must be a sum of products of two f16 or "
-        "bf16 "
-        "inputs",
+        "bf16 inputs",
         s.name(), key_loop_);
   s_type_ = sd.reduction->monoid->state[0].type;
   if (s_type_ != f32) fail("func '{}': its sum must be f32 to accumulate in mma atoms", s.name());
@@ -320,8 +317,7 @@ void ChainedKernelBuilder::plan_producer() {
   if (!depth || *depth % 16 != 0 || !is_const_zero(simplify(dd[0].min())))
     fail(
         "func '{}': its reduction over '{}' must have a constant extent that is a multiple of 16 (the atom's "
-        "k), "
-        "starting at 0",
+        "k), starting at 0",
         s.name(), dd.name());
   dk_extent_ = static_cast<int>(*depth / 16);
   // The consumer's call of S, which must be the same at every use.
@@ -393,8 +389,7 @@ void ChainedKernelBuilder::plan_components() {
   if (!form_)
     fail(
         "func '{}': its monoid '{}' has no relative form ({}), which a reduction fed tile by tile by a "
-        "contraction "
-        "needs",
+        "contraction needs",
         fname, monoid_.name, why);
   // Elements: those that do not depend on the column are evaluated where S's accumulators are.
   lowering_.bind(loops_.value_of);
@@ -460,8 +455,8 @@ void ChainedKernelBuilder::plan_components() {
           monoid_.name, form_->relative_lift[k], form_->base[k].name, column_var);
   }
   summary_ += fmt::format(
-      "  {} over tiles of {} keys, fed by {} (mma.m16n8k16, k = {}) at '{}'; relative form of "
-      "'{}': {} row component(s), 1 column component\n",
+      "  {} over tiles of {} keys, fed by {} (mma.m16n8k16, k = {}) at '{}'; relative form of '{}': {} row "
+      "component(s), 1 column component\n",
       fname, key_steps_ * 16, chain_.producer.name(), dk_extent_ * 16, key_loop_, monoid_.name,
       row_components_.size());
 }

@@ -1,6 +1,7 @@
 #include "scheduler/kernel_assembly.h"
 
 #include "lang/error.h"
+#include "scheduler/stmt_building.h"
 
 namespace twist {
 
@@ -13,15 +14,13 @@ namespace {
 class LetsAroundEvaluate : public IRMutator {
   using IRMutator::visit;
   Stmt visit(const Evaluate *op) override {
-    std::vector<const Let *> lets;
+    std::vector<std::pair<std::string, Halide::Expr>> lets;
     Halide::Expr value = op->value;
     while (const auto *l = value.as<Let>()) {
-      lets.push_back(l);
+      lets.push_back({l->name, l->value});
       value = l->body;
     }
-    Stmt s = Evaluate::make(value);
-    for (auto it = lets.rbegin(); it != lets.rend(); ++it) s = LetStmt::make((*it)->name, (*it)->value, s);
-    return s;
+    return stmt::let_all(lets, Evaluate::make(value));
   }
 };
 
@@ -51,8 +50,7 @@ Kernel assemble_kernel(const ReductionKernelRequest &request, Stmt body, const s
                             p.directive.depth, p.slot_elems * p.elem_bytes);
     fail(
         "schedule of '{}' needs {} bytes of shared memory per block ({}), but {} allows {} bytes; use fewer "
-        "pipeline "
-        "stages or smaller tiles",
+        "pipeline stages or smaller tiles",
         request.reduction.name(), k.shared_bytes, demand, request.target.arch,
         request.target.max_shared_bytes_per_block);
   }

@@ -91,13 +91,13 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
           std::vector<Stmt> stores;
           for (size_t c = 0; c < m.state.size(); ++c)
             stores.push_back(stmt::store("state." + m.state[c].name, m.combine[c], into));
-          Stmt s = Block::make(stores);
-          for (int c = static_cast<int>(m.state.size()) - 1; c >= 0; --c) {
-            s = LetStmt::make(b[c].as<Variable>()->name, rhs(c), s);
-            s = LetStmt::make(a[c].as<Variable>()->name,
-                              load(m.state[c].type, "state." + m.state[c].name, into), s);
+          std::vector<std::pair<std::string, Halide::Expr>> operands;
+          for (size_t c = 0; c < m.state.size(); ++c) {
+            operands.push_back(
+                {a[c].as<Variable>()->name, load(m.state[c].type, "state." + m.state[c].name, into)});
+            operands.push_back({b[c].as<Variable>()->name, rhs(c)});
           }
-          return s;
+          return stmt::let_all(operands, Block::make(stores));
         };
         const Halide::Expr chain = stmt::var("chain"), step = stmt::var("step");
         std::vector<Halide::Expr> at = {step * chains + chain};
@@ -158,8 +158,7 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
     if (reductions.size() != 1)
       fail(
           "func '{}' is pure and reads {} reduction funcs; this lowering fuses exactly one reduction into "
-          "its "
-          "output's epilogue",
+          "its output's epilogue",
           output.name(), reductions.size());
     request.reduction = graph.func(reductions[0]);
     request.consumer = output;
@@ -207,8 +206,7 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
     if (producers.size() != 1 || !ps || !ps->compute_at() || ps->compute_at()->consumer != reduction)
       fail(
           "func '{}' reads the reduction '{}' in its elements; schedule that reduction compute_at({}, <key "
-          "tile "
-          "loop>) so that it is computed tile by tile inside '{}'",
+          "tile loop>) so that it is computed tile by tile inside '{}'",
           reduction, producers[0], reduction, reduction);
     chained = ChainedKernelRequest{request, graph.func(producers[0]), ps};
   }

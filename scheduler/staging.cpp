@@ -83,8 +83,7 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
     if (!e)
       fail(
           "schedule of '{}': staging '{}' at '{}' needs a box of constant size, but dimension {} spans {} "
-          "elements; "
-          "stage at a loop whose inner loops have constant extents",
+          "elements; stage at a loop whose inner loops have constant extents",
           loops.func, input.name(), d.at, c, extent);
     p.box_min.push_back(simplify(box.min));
     p.box_extent.push_back(static_cast<int>(*e));
@@ -132,15 +131,15 @@ Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Exp
   // bits), so the 8 rows an ldmatrix phase reads land in 8 different bank groups.
   const int chunk = 16 / elem_bytes;
   const int chunks_per_row = cols / chunk;
-  const int shift = std::max(3, log2_floor(chunks_per_row));
-  Halide::Expr linear = row * chunks_per_row + col / chunk;
-  Halide::Expr swizzled = linear ^ ((linear >> shift) & 7);
   // With a power-of-two row of at least 8 chunks, linear >> shift is the row and the XOR stays inside the
-  // row's chunks: the same permutation written as row * chunks + (chunk ^ (row & 7)), in which a fragment's
+  // row's chunks: the same permutation is written row * chunks + (chunk ^ (row & 7)), in which a fragment's
   // offset in rows (an unrolled atom 16 rows further) is a constant added outside the XOR, so the compiler
   // folds it into the address instead of recomputing the XOR per fragment.
-  if (chunks_per_row >= 8 && (chunks_per_row & (chunks_per_row - 1)) == 0)
-    swizzled = row * chunks_per_row + ((col / chunk) ^ (row & 7));
+  const bool row_aligned = chunks_per_row >= 8 && (chunks_per_row & (chunks_per_row - 1)) == 0;
+  const Halide::Expr linear = row * chunks_per_row + col / chunk;
+  const int shift = std::max(3, log2_floor(chunks_per_row));
+  const Halide::Expr swizzled =
+      row_aligned ? row * chunks_per_row + ((col / chunk) ^ (row & 7)) : linear ^ ((linear >> shift) & 7);
   return base + swizzled * chunk + col % chunk;
 }
 

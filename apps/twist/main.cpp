@@ -318,17 +318,17 @@ int export_attention(const Options &o) {
 }
 
 int usage() {
-  std::cerr
-      << "usage: twist demo [--dump=funcs,schedule,loopnest,cuda]\n"
-         "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
-         "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation "
-         "f32|f16|hybrid:N]\n"
-         "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
-         "                         [--dump=...]\n"
-         "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
-         "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages "
-         "2]\n"
-         "                         [--split-kv N] [--min-blocks N] [--label NAME] [--dump=...]\n";
+  // One literal per line of the usage text.
+  // clang-format off
+  std::cerr << "usage: twist demo [--dump=funcs,schedule,loopnest,cuda]\n"
+               "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
+               "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
+               "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
+               "                         [--dump=...]\n"
+               "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
+               "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
+               "                         [--split-kv N] [--min-blocks N] [--label NAME] [--dump=...]\n";
+  // clang-format on
   return 2;
 }
 
