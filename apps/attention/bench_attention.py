@@ -226,13 +226,6 @@ def find_attention_manifests(directory: Path) -> list[Manifest]:
     return found
 
 
-def select(manifests: list[Manifest], match: re.Pattern | None) -> list[Manifest]:
-    chosen = [m for m in manifests if match is None or match.search(m.label)]
-    if not chosen:
-        raise ManifestError(f"no manifest label matches --match {match.pattern!r}")
-    return chosen
-
-
 def reference_units(problem: AttentionProblem, max_tflop: float | None) -> list[int]:
     """The (batch, key/value head) pairs, as indices b * kv_heads + kv_head, that the fp32 reference covers: all
     of them unless that would be more than max_tflop of reference work; then as many as fit (at least one),
@@ -632,7 +625,7 @@ def measure_case(case: AttentionCase, generator, gpu: str, date: str, records: l
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    cases = attention_cases(select(find_attention_manifests(args.manifests), args.match))
+    cases = attention_cases(bench_gemm.select(find_attention_manifests(args.manifests), args.match))
     try:
         import torch
     except ImportError as e:
@@ -647,26 +640,23 @@ def main(argv: list[str]) -> int:
     env = bench_gemm.environment(gpu, date)
     env["cudnn"] = torch.backends.cudnn.version()
     generator = torch.Generator(device="cuda").manual_seed(args.seed)
-    records: list[dict] = []
-    aborted = None
-    try:
-        for case in cases:
-            print(f"{case.problem.family} {case.problem.name} {case.problem.dtype}: {len(case.manifests)} "
-                  "schedule(s)", flush=True)
-            measure_case(case, generator, gpu, date, records, args.reference_max_tflop)
-            mark_best(records)
-            write_json(args.out, results_json(records, env, None))  # so that a crash later keeps these
-    except Exception as e:
-        aborted = f"{type(e).__name__}: {e}"
-        raise
-    finally:
+
+    def save(records: list[dict], aborted: str | None) -> None:
         mark_best(records)
         write_json(args.out, results_json(records, env, aborted))
+
+    def report(records: list[dict]) -> None:
         print(format_table(records))
         print(format_summary(records, gpu, date, env["command"]))
         print("rows for bench/RESULTS.md:")
         print(format_markdown(records))
         print(f"results: {args.out}")
+
+    records = bench_gemm.measure_all(
+        cases, lambda case: f"{case.problem.family} {case.problem.name} {case.problem.dtype}: "
+        f"{len(case.manifests)} schedule(s)",
+        lambda case, records: measure_case(case, generator, gpu, date, records, args.reference_max_tflop), save,
+        report)
     return 1 if any(r["status"] != "PASS" for r in records) else 0
 
 

@@ -201,9 +201,9 @@ class ProblemTest(unittest.TestCase):
         self.dir.add(gemm)
         found = ba.find_attention_manifests(self.dir.path)
         self.assertEqual([m.notes["op"] for m in found], ["attention", "decode"])
-        self.assertEqual([m.label for m in ba.select(found, ba.re.compile("decode"))], [found[1].label])
+        self.assertEqual([m.label for m in ba.bench_gemm.select(found, ba.re.compile("decode"))], [found[1].label])
         with self.assertRaises(ManifestError):
-            ba.select(found, ba.re.compile("bf16"))
+            ba.bench_gemm.select(found, ba.re.compile("bf16"))
         with self.assertRaises(ManifestError) as caught:
             ba.find_attention_manifests(self.dir.path / "missing")
         self.assertIn("export_attention_suite.sh", str(caught.exception))

@@ -276,6 +276,27 @@ def environment(gpu: str, date: str) -> dict:
             "triton": triton.__version__, "cuda": torch.version.cuda}
 
 
+def measure_all(cases: list, announce: Callable[[object], str], measure: Callable[[object, list[dict]], None],
+                save: Callable[[list[dict], str | None], None], report: Callable[[list[dict]], None]) -> list[dict]:
+    """Measures every case into one list of records, saving them after each case (so that a crash later keeps
+    them) and once more at the end with the reason the run stopped, if something stopped it; `report` prints
+    whatever was measured, also then. The benchmarks' common driver loop."""
+    records: list[dict] = []
+    aborted = None
+    try:
+        for case in cases:
+            print(announce(case), flush=True)
+            measure(case, records)
+            save(records, None)
+    except Exception as e:
+        aborted = f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        save(records, aborted)
+        report(records)
+    return records
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     cases = gemm_cases(select(find_manifests(args.manifests, "gemm"), args.match))
@@ -288,23 +309,19 @@ def main(argv: list[str]) -> int:
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     env = environment(gpu, date)
     generator = torch.Generator(device="cuda").manual_seed(args.seed)
-    records: list[dict] = []
-    aborted = None
-    try:
-        for case in cases:
-            print(f"{case.problem.shape} {case.problem.dtype}: {len(case.manifests)} schedule(s)", flush=True)
-            measure_case(case, generator, gpu, date, records)
-            mark_best(records)
-            write_json(args.out, results_json(records, env, None))  # so that a crash later keeps these
-    except Exception as e:
-        aborted = f"{type(e).__name__}: {e}"
-        raise
-    finally:
+
+    def save(records: list[dict], aborted: str | None) -> None:
         mark_best(records)
         write_json(args.out, results_json(records, env, aborted))
+
+    def report(records: list[dict]) -> None:
         print(format_table(records))
         print(format_summary(records, gpu, date, env["command"]))
         print(f"results: {args.out}")
+
+    records = measure_all(cases, lambda case: f"{case.problem.shape} {case.problem.dtype}: "
+                          f"{len(case.manifests)} schedule(s)",
+                          lambda case, records: measure_case(case, generator, gpu, date, records), save, report)
     return 1 if any(r["status"] != "PASS" for r in records) else 0
 
 

@@ -285,6 +285,41 @@ class BenchGemmTest(unittest.TestCase):
             bench_gemm.select(m, bench_gemm.re.compile("bf16"))
 
 
+class MeasureAllTest(unittest.TestCase):
+    """The driver loop both benchmarks share: records saved after every case and at the end, the report printed
+    even when a case raises, and the reason saved with what was measured before it."""
+
+    def run_cases(self, cases):
+        saves, reports = [], []
+
+        def measure(case, records):
+            if case == "bad":
+                raise RuntimeError("launch failed")
+            records.append({"case": case})
+
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            try:
+                records = bench_gemm.measure_all(cases, lambda c: f"case {c}", measure,
+                                                 lambda r, aborted: saves.append((len(r), aborted)),
+                                                 lambda r: reports.append(len(r)))
+            except RuntimeError:
+                records = None
+        return records, saves, reports, printed.getvalue()
+
+    def test_every_case_saved_then_reported(self):
+        records, saves, reports, printed = self.run_cases(["a", "b"])
+        self.assertEqual(records, [{"case": "a"}, {"case": "b"}])
+        self.assertEqual(saves, [(1, None), (2, None), (2, None)])
+        self.assertEqual(reports, [2])
+        self.assertEqual(printed, "case a\ncase b\n")
+
+    def test_a_failing_case_is_saved_as_the_reason_and_raised(self):
+        records, saves, reports, _ = self.run_cases(["a", "bad", "c"])
+        self.assertIsNone(records)  # raised
+        self.assertEqual(saves, [(1, None), (1, "RuntimeError: launch failed")])
+        self.assertEqual(reports, [1])
+
+
 class AccuracyStudyTest(unittest.TestCase):
     def setUp(self):
         self.dir = ManifestDir()
