@@ -11,32 +11,15 @@
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
 set -euo pipefail
 
-if [[ $# -lt 1 || $# -gt 2 ]]; then
-  echo "usage: $0 OUT_DIR [TWIST_BINARY]" >&2
-  exit 2
-fi
-out=$1
-twist=${2:-build/bench/apps/twist/twist}
-if [[ ! -x $twist ]]; then
-  echo "$0: no twist binary at $twist; build it first:" >&2
-  echo "  cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/bench --target twist" >&2
-  exit 2
-fi
+source "$(dirname "$0")/export_common.sh"
+parse_export_args "$@"
 # A binary older than `twist export attention` answers with its usage text instead of asking for --out.
 probe=$("$twist" export attention 2>&1 || true)
 if [[ $probe != *"needs --out"* ]]; then
   echo "$0: $twist has no 'export attention' command; rebuild it from this tree" >&2
   exit 2
 fi
-# The benchmark reads every manifest in the folder, so manifests left from an earlier export would be measured too.
-if [[ -e $out && ! -d $out ]]; then
-  echo "$0: $out exists and is not a directory" >&2
-  exit 2
-fi
-if [[ -d $out && -n $(ls -A "$out") ]]; then
-  echo "$0: $out is not empty; remove it (or choose another OUT_DIR) so that no stale manifest is measured" >&2
-  exit 2
-fi
+require_no_manifests "$out"
 mkdir -p "$out"
 
 count=0

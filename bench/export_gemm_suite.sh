@@ -11,24 +11,9 @@
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
 set -euo pipefail
 
-if [[ $# -lt 1 || $# -gt 2 ]]; then
-  echo "usage: $0 OUT_DIR [TWIST_BINARY]" >&2
-  exit 2
-fi
-out=$1
-twist=${2:-build/bench/apps/twist/twist}
-if [[ ! -x $twist ]]; then
-  echo "$0: no twist binary at $twist; build it first:" >&2
-  echo "  cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/bench --target twist" >&2
-  exit 2
-fi
-# The scripts read every manifest in a folder, so manifests left from an earlier export would be measured too.
-for sub in gemm accumulation accumulation_timing; do
-  if [[ -d $out/$sub && -n $(ls -A "$out/$sub") ]]; then
-    echo "$0: $out/$sub is not empty; remove it (or choose another OUT_DIR) so that no stale manifest is measured" >&2
-    exit 2
-  fi
-done
+source "$(dirname "$0")/export_common.sh"
+parse_export_args "$@"
+for sub in gemm accumulation accumulation_timing; do require_no_manifests "$out/$sub"; done
 
 export_gemm() {
   "$twist" export gemm "$@" >/dev/null
