@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_attention as ba  # noqa: E402
 from cubin_launcher import ManifestError, load_manifest  # noqa: E402  (on the path bench_attention set)
+from test_bench_support import ManifestDir  # noqa: E402  (the GEMM tests' folder of manifests)
 
 REPO = ba.REPO
 LOG2E = math.log2(math.e)
@@ -63,24 +64,6 @@ def attention_manifest(b, h, s, l, d, dtype="f16", causal=False, group=1, decode
     return {"label": label, "arch": "sm_90a", "causal": "true" if causal else "false", "dtype": dtype,
             "group": str(group), "op": op, "schedule": schedule, "shape": shape, "buffers": buffers,
             "kernels": kernels}
-
-
-class ManifestDir:
-    """A temporary folder of manifests, each with placeholder cubin files (their bytes are never read here)."""
-
-    def __init__(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.path = Path(self._tmp.name)
-
-    def add(self, data):
-        for k in data["kernels"]:
-            (self.path / k["cubin"]).write_bytes(b"\x7fELF placeholder")
-        path = self.path / f"{data['label']}.json"
-        path.write_text(json.dumps(data))
-        return path
-
-    def close(self):
-        self._tmp.cleanup()
 
 
 class ProblemTest(unittest.TestCase):
