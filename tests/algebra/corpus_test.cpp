@@ -10,9 +10,11 @@
 #include "algebra/online.h"
 #include "algebra/tolerance.h"
 #include "algebra/twist.h"
+#include "test_support.h"
 
 using namespace twist;
 using namespace twist::algebra;
+using twist::algebra::testing::root_mean_square;
 
 TEST_SUITE_BEGIN("algebra");
 
@@ -128,25 +130,6 @@ Monoid argmax_missing_tie_condition() {
       .combine([](const State& a, const State& b) {
         const Expr take_b = b["v"] > a["v"] || b["i"] < a["i"];
         return std::vector<Expr>{select(take_b, b["v"], a["v"]), select(take_b, b["i"], a["i"])};
-      })
-      .build();
-}
-
-// The running statistic of an RMS norm as a twist without reference: psi(n, rms) = (n, n * rms^2) onto
-// (+, +).
-Monoid root_mean_square() {
-  return TwistBuilder("root_mean_square", product({sum(f64), sum(f64)}, {"n", "sum_squares"}))
-      .state({{"n", f64}, {"rms", f64}})
-      .elements({{"x", f64}})
-      .identity({0.0, 0.0})
-      .lift([](const State& x) {
-        return std::vector<Expr>{Expr(1.0), abs(x[0])};
-      })
-      .to_base([](const State& s, const Expr&) {
-        return std::vector<Expr>{s["n"], s["n"] * s["rms"] * s["rms"]};
-      })
-      .from_base([](const State& b, const Expr&) {
-        return std::vector<Expr>{b["n"], select(b["n"] == 0, 0, sqrt(b["sum_squares"] / b["n"]))};
       })
       .build();
 }

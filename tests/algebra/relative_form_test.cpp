@@ -81,23 +81,6 @@ class TileFolder {
   Real initial_reference_ = 0;
 };
 
-Monoid root_mean_square() {
-  return TwistBuilder("root_mean_square", product({sum(f64), sum(f64)}, {"n", "sum_squares"}))
-      .state({{"n", f64}, {"rms", f64}})
-      .elements({{"x", f64}})
-      .identity({0.0, 0.0})
-      .lift([](const State& x) {
-        return std::vector<Expr>{Expr(1.0), abs(x[0])};
-      })
-      .to_base([](const State& s, const Expr&) {
-        return std::vector<Expr>{s["n"], s["n"] * s["rms"] * s["rms"]};
-      })
-      .from_base([](const State& b, const Expr&) {
-        return std::vector<Expr>{b["n"], select(b["n"] == 0, 0, sqrt(b["sum_squares"] / b["n"]))};
-      })
-      .build();
-}
-
 }  // namespace
 
 TEST_CASE("softmax's relative form is a max selector and an additive sum relative to the running max") {

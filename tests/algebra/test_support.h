@@ -1,11 +1,14 @@
 #pragma once
-// Helpers shared by the algebra tests: comparisons that do not rely on the checker's own.
+// Helpers shared by the algebra tests: comparisons that do not rely on the checker's own, and the monoids
+// that more than one test uses.
 #include <cmath>
 #include <functional>
 #include <limits>
 
+#include "algebra/builtins.h"
 #include "algebra/monoid_evaluator.h"
 #include "algebra/tolerance.h"
+#include "algebra/twist.h"
 
 namespace twist::algebra::testing {
 
@@ -67,6 +70,25 @@ inline std::string show(const Values& v) {
   std::string s = "(";
   for (Real x : v) s += fmt::format("{} ", static_cast<double>(x));
   return s + ")";
+}
+
+// The running statistic of an RMS norm as a twist without reference: psi(n, rms) = (n, n * rms^2) onto
+// (+, +).
+inline Monoid root_mean_square() {
+  return TwistBuilder("root_mean_square", product({sum(f64), sum(f64)}, {"n", "sum_squares"}))
+      .state({{"n", f64}, {"rms", f64}})
+      .elements({{"x", f64}})
+      .identity({0.0, 0.0})
+      .lift([](const State& x) {
+        return std::vector<Expr>{Expr(1.0), abs(x[0])};
+      })
+      .to_base([](const State& s, const Expr&) {
+        return std::vector<Expr>{s["n"], s["n"] * s["rms"] * s["rms"]};
+      })
+      .from_base([](const State& b, const Expr&) {
+        return std::vector<Expr>{b["n"], select(b["n"] == 0, 0, sqrt(b["sum_squares"] / b["n"]))};
+      })
+      .build();
 }
 
 }  // namespace twist::algebra::testing
