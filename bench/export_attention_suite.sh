@@ -31,10 +31,12 @@ export_attention() {
 # --- prefill: B H S D causal (S = L) ------------------------------------------------------------------------
 # The first tiling is the GPU tests' benchmark tiling: 128 query rows per block (8 warps of 16), key tiles of 64
 # (32 for D = 256, whose Q, K and V tiles would not fit 227 KB of shared memory at 64 with 3 stages), 2 stages:
-# one 256-thread block per SM. The second was the runner-up of a sweep on the H200 (2026-12-02, bench/RESULTS.md):
-#   D = 64:  key tiles of 128 (229 registers, 80 KB of shared memory), the best of the sweep for D = 64
-#   D = 128: 64 rows (4 warps), key tiles of 32, at least 3 blocks per SM (about 165 registers, 48 KB)
-#   D = 256: 64 rows, key tiles of 32, at least 2 blocks per SM (255 registers, 96 KB)
+# one 256-thread block per SM. The second was the best of a sweep on the H200 (2026-12-02, bench/RESULTS.md):
+#   D = 64, 128: 32 rows per warp (two atoms of rows, so that each K and V fragment feeds both; Q is then read
+#                from shared memory at every k-step), 4 warps, key tiles of 64 (252-255 registers; at D = 128,
+#                56 bytes spilled, and still the fastest)
+#   D = 256: 64 rows, key tiles of 32, at least 2 blocks per SM (255 registers, 96 KB); 32 rows per warp spills
+#            2 KB at D = 256
 first_tiling() {
   if (( $1 == 256 )); then
     echo "--block-rows 128 --key-tile 32 --stages 2"
@@ -44,8 +46,7 @@ first_tiling() {
 }
 second_tiling() {
   case $1 in
-    64) echo "--block-rows 128 --key-tile 128 --stages 2" ;;
-    128) echo "--block-rows 64 --key-tile 32 --stages 2 --min-blocks 3" ;;
+    64 | 128) echo "--block-rows 128 --key-tile 64 --stages 2 --warp-rows 32" ;;
     256) echo "--block-rows 64 --key-tile 32 --stages 2 --min-blocks 2" ;;
     *) echo "$0: no tiling for D = $1" >&2; exit 2 ;;
   esac

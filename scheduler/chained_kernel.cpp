@@ -129,6 +129,20 @@ class ChainedKernelBuilder {
   Halide::Expr valid_at(const Halide::Expr &jn, const Halide::Expr &e) const;
   Halide::Expr guards_at(const Halide::Expr &jn, const Halide::Expr &e) const;
   Halide::Expr tile_is_full() const;
+  // Whether Q's fragments are read from shared memory at every k-step instead of kept in registers for the
+  // whole key loop: with several atoms of rows per warp (each K and V fragment then feeds all of them, as in
+  // FlashAttention-2), keeping every atom's Q fragments would take the registers the accumulators need.
+  bool q_per_step() const { return row_slots() > 2; }
+  // The Q fragments' loops: the row atoms, and the k-steps when they are all kept.
+  std::vector<std::pair<std::string, int>> q_loops() const {
+    std::vector<std::pair<std::string, int>> loops = row_loops_;
+    if (!q_per_step()) loops.push_back({"S.dk", dk_extent_});
+    return loops;
+  }
+  const StagePlan &q_stage() const;
+  FragmentLoad q_fragments() const {
+    return {AtomOperand::a, q_coords_, "S.dka", atom_row_, "S.ja", q_loops(), "frag.q", &q_stage(), 0};
+  }
   // Whether the tile being built may take its elements to be finite (see assume_finite_elements).
   bool finite_elements() const { return !masked_ && req_.schedule->approximate(); }
   // The base state's variables bound to the row arrays at `slot` and, for the column component, `column`.
@@ -508,6 +522,13 @@ std::map<std::string, Halide::Expr> ChainedKernelBuilder::elements_at(const Hali
   return x;
 }
 
+const StagePlan &ChainedKernelBuilder::q_stage() const {
+  for (const StagePlan &p : stages_)
+    if (p.input == rows_operand_.input) return p;
+  fail("schedule of '{}': stage '{}' (the rows' operand) in shared memory", req_.reduction.name(),
+       rows_operand_.input);
+}
+
 Stmt ChainedKernelBuilder::scores() {
   // S for the tile: acc_s = sum over k-steps of Q fragments (loaded once, before the key loop) x K fragments.
   const StagePlan *k_stage = nullptr;
@@ -523,13 +544,13 @@ Stmt ChainedKernelBuilder::scores() {
       "frag.k",
       k_stage,
       k_stage->directive.depth > 1 ? var(k_stage->directive.at) % k_stage->directive.depth : Halide::Expr(0)};
-  std::vector<std::pair<std::string, int>> q_loops = row_loops_;
-  q_loops.push_back({"S.dk", dk_extent_});
-  Stmt mma = intrinsic::mma({"acc.s", "frag.q", "frag.k", "acc.s", s_index(var("S.jn"), 0), flat(q_loops) * 8,
-                             var("S.jn") * 4, s_index(var("S.jn"), 0)});
+  Stmt mma = intrinsic::mma({"acc.s", "frag.q", "frag.k", "acc.s", s_index(var("S.jn"), 0),
+                             flat(q_loops()) * 8, var("S.jn") * 4, s_index(var("S.jn"), 0)});
   std::vector<std::pair<std::string, int>> mma_loops = row_loops_;
   mma_loops.push_back({"S.jn", jn_extent_});
-  Stmt step = block({load_fragments(k, req_.reduction.name()), over(mma_loops, mma)});
+  Stmt step = block({load_fragments(k, req_.reduction.name()),
+                     q_per_step() ? load_fragments(q_fragments(), req_.reduction.name()) : Stmt(),
+                     over(mma_loops, mma)});
   std::vector<std::pair<std::string, int>> all = row_loops_;
   all.push_back({"S.jn", jn_extent_});
   all.push_back({"S.e", 4});
@@ -841,17 +862,10 @@ Kernel ChainedKernelBuilder::build() {
   prologue.push_back(intrinsic::async_commit());
   prologue.push_back(intrinsic::async_wait(0));
   prologue.push_back(intrinsic::barrier());
-  const StagePlan *q_stage = nullptr;
-  for (const StagePlan &p : stages_)
-    if (p.input == rows_operand_.input) q_stage = &p;
-  if (q_stage->at >= 0)
+  if (q_stage().at >= 0)
     fail("schedule of '{}': '{}' is the same for every key tile: stage it once per block (at \"\")",
          chain_.producer.name(), rows_operand_.input);
-  std::vector<std::pair<std::string, int>> q_loops = row_loops_;
-  q_loops.push_back({"S.dk", dk_extent_});
-  prologue.push_back(
-      load_fragments({AtomOperand::a, q_coords_, "S.dka", atom_row_, "S.ja", q_loops, "frag.q", q_stage, 0},
-                     req_.reduction.name()));
+  if (!q_per_step()) prologue.push_back(load_fragments(q_fragments(), req_.reduction.name()));
   // The states: rows at the base identity and the initial reference, the column accumulators at 0.
   std::vector<Stmt> init;
   for (int k : row_components_)
@@ -886,7 +900,7 @@ Kernel ChainedKernelBuilder::build() {
   auto reg = [&](const std::string &name, const Type &t, int n, Stmt s) {
     return Allocate::make(name, t, Halide::MemoryType::Register, {n}, const_true(), s);
   };
-  body = reg("frag.q", rows_operand_.type, row_points * dk_extent_ * 8, body);
+  body = reg("frag.q", rows_operand_.type, row_points * (q_per_step() ? 1 : dk_extent_) * 8, body);
   body = reg("frag.k", keys_operand_.type, jn_extent_ * 4, body);
   body = reg("frag.p", column_operand_.type, row_points * key_steps_ * 8, body);
   body = reg("frag.v", column_operand_.type, col_points_ * 4, body);

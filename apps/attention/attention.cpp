@@ -81,6 +81,7 @@ Attention make_attention(const AttentionOptions &o) {
 std::string AttentionTiling::name() const {
   std::string s = fmt::format("flash_{}x{}_s{}", block_rows, key_tile, stages);
   if (split_kv > 1) s += fmt::format("_splitkv{}", split_kv);
+  if (warp_rows != 16) s += fmt::format("_w{}", warp_rows);
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   return s;
 }
@@ -112,16 +113,23 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
 }  // namespace
 
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
+  if (t.warp_rows % 16 != 0 || t.block_rows % t.warp_rows != 0)
+    fail(
+        "attention tiling {}: a warp's rows ({}) must be a multiple of 16 (the atom's rows) that divides the "
+        "block's rows ({})",
+        t.name(), t.warp_rows, t.block_rows);
   Schedule s;
   s[a.O]
       .fuse("h", "b", "bh")
       .bind("bh", Binding::block_y)
       .split("i", "io", "ii", t.block_rows)
       .bind("io", Binding::block_x)
-      .split("ii", "iw", "ia", 16)
-      .bind("iw", Binding::warp);
+      .split("ii", "iw", "ir", t.warp_rows)
+      .bind("iw", Binding::warp)
+      .split("ir", "im", "ia", 16)
+      .unroll("im");
   schedule_common(s, a, t);
-  s[a.O].reorder({"jka", "da", "ia", "dn", "jk", "jo", "iw", "io", "bh"});
+  s[a.O].reorder({"jka", "da", "ia", "dn", "im", "jk", "jo", "iw", "io", "bh"});
   return s;
 }
 

@@ -44,7 +44,8 @@ struct Attention {
 Attention make_attention(const AttentionOptions &options = {});
 
 struct AttentionTiling {
-  int block_rows = 128;  // queries per block, 16 per warp
+  int block_rows = 128;  // queries per block
+  int warp_rows = 16;    // queries per warp (prefill): 16 (one atom of rows) or a multiple of 16
   int key_tile = 64;     // keys per iteration of the key loop
   int stages = 2;        // K and V pipeline depth
   int split_kv = 1;      // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
@@ -52,8 +53,9 @@ struct AttentionTiling {
   std::string name() const;
 };
 
-// The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per 16 queries, Q
-// staged once and kept in registers, K and V staged per key tile with cp.async, S computed at the key loop.
+// The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per `warp_rows` queries,
+// Q staged once (and kept in registers when a warp has one atom of 16 rows), K and V staged per key tile with
+// cp.async, S computed at the key loop.
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 
 // Decoding (one query per head): the `group` query heads that share a key/value head are packed into the rows

@@ -548,7 +548,7 @@ class ExportSuiteTest(unittest.TestCase):
                 ("4x16x4096x4096x256", "f16", "false"), ("4x16x4096x4096x128", "bf16", "false"),
                 ("4x16x4096x4096x128", "bf16", "true")})
             for shape, dtype, causal in shapes:  # two distinct tilings each
-                tilings = {(e["--block-rows"], e["--key-tile"], e["--stages"]) for e in prefill
+                tilings = {(e["--block-rows"], e["--key-tile"], e["--stages"], e.get("--warp-rows", "16")) for e in prefill
                            if (e["--shape"], e["--dtype"], e["--causal"]) == (shape, dtype, causal)}
                 self.assertEqual(len(tilings), 2, shape)
             self.assertTrue(all(e["--key-tile"] == "32" for e in prefill if e["--shape"].endswith("x256")))

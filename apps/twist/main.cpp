@@ -293,6 +293,7 @@ int export_attention(const Options &o) {
   t.stages = std::stoi(o.get("stages", "2"));
   t.split_kv = std::stoi(o.get("split-kv", "1"));
   t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
+  t.warp_rows = std::stoi(o.get("warp-rows", "16"));
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   dump(o, a.out, s, p);
@@ -327,7 +328,7 @@ int usage() {
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
-               "                         [--split-kv N] [--min-blocks N] [--label NAME] [--dump=...]\n";
+               "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n";
   // clang-format on
   return 2;
 }

@@ -50,10 +50,24 @@ TEST_CASE("causal attention with fully masked rows, and key lengths the tiles do
   Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "c"});
   for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}}) {
     const auto scalars = sizes(a, 2, 1, s, l);
-    const double err = lowered_error(a.out, schedule_attention(a, small_tiling()), random_inputs(a.out, scalars, 8), scalars);
+    const double err = lowered_error(a.out, schedule_attention(a, small_tiling()),
+                                     random_inputs(a.out, scalars, 8), scalars);
     INFO(s, " queries, ", l, " keys: error ", err);
     CHECK(err < 2e-3);
   }
+}
+
+TEST_CASE("two atoms of rows per warp read Q from shared memory at every k-step and match the oracle") {
+  // Causal with a key length the tiles do not divide, so that both row atoms of a warp see masked tiles.
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "w32"});
+  AttentionTiling t = small_tiling();
+  t.block_rows = 64, t.warp_rows = 32;
+  const auto scalars = sizes(a, 1, 2, 70, 83);
+  const Schedule s = schedule_attention(a, t);
+  const LoweredProgram p = lower(a.out, s, Target::sm90a());
+  CHECK(p.kernels[0].threads == 64);  // 2 warps of 32 rows
+  CHECK(lowered_error(a.out, s, random_inputs(a.out, scalars, 11), scalars) < 2e-3);
+  compile_for_both_targets(p);
 }
 
 TEST_CASE("split-KV attention: the key loop across blocks, combined with the monoid's combine") {
@@ -83,10 +97,11 @@ TEST_CASE("the same program with soft-capping, ALiBi and a sliding window needs 
     const char *name;
     AttentionOptions options;
   };
-  for (const Variant &v : {Variant{"softcap", {.head_dim = 64, .softcap = 20.0f, .prefix = "cap"}},
-                           Variant{"alibi", {.head_dim = 64, .causal = true, .alibi = true, .prefix = "alibi"}},
-                           Variant{"window", {.head_dim = 64, .causal = true, .window = 24, .prefix = "win"}},
-                           Variant{"gqa", {.head_dim = 64, .group = 2, .causal = true, .prefix = "gqa"}}}) {
+  for (const Variant &v :
+       {Variant{"softcap", {.head_dim = 64, .softcap = 20.0f, .prefix = "cap"}},
+        Variant{"alibi", {.head_dim = 64, .causal = true, .alibi = true, .prefix = "alibi"}},
+        Variant{"window", {.head_dim = 64, .causal = true, .window = 24, .prefix = "win"}},
+        Variant{"gqa", {.head_dim = 64, .group = 2, .causal = true, .prefix = "gqa"}}}) {
     Attention a = make_attention(v.options);
     const auto scalars = sizes(a, 1, 4, 61, 61);
     auto inputs = random_inputs(a.out, scalars, 12);
@@ -98,7 +113,8 @@ TEST_CASE("the same program with soft-capping, ALiBi and a sliding window needs 
 
 TEST_CASE("attention kernels for head dimensions 128 and 256 compile for sm_80 and sm_90a") {
   for (int d : {128, 256}) {
-    Attention a = make_attention({.dtype = f16, .head_dim = d, .causal = true, .prefix = "hd" + std::to_string(d)});
+    Attention a =
+        make_attention({.dtype = f16, .head_dim = d, .causal = true, .prefix = "hd" + std::to_string(d)});
     AttentionTiling t;
     t.key_tile = d == 256 ? 32 : 64;
     const auto sources = compile_for_both_targets(lower(a.out, schedule_attention(a, t), Target::sm90a()));
