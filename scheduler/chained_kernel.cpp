@@ -1,5 +1,6 @@
 #include "scheduler/chained_kernel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -523,10 +524,11 @@ std::map<std::string, Halide::Expr> ChainedKernelBuilder::elements_at(const Hali
 }
 
 const StagePlan &ChainedKernelBuilder::q_stage() const {
-  for (const StagePlan &p : stages_)
-    if (p.input == rows_operand_.input) return p;
-  fail("schedule of '{}': stage '{}' (the rows' operand) in shared memory", req_.reduction.name(),
-       rows_operand_.input);
+  // plan_stages refused schedules that do not stage every operand of the atoms.
+  const auto it = std::find_if(stages_.begin(), stages_.end(),
+                               [&](const StagePlan &p) { return p.input == rows_operand_.input; });
+  TWIST_CHECK(it != stages_.end(), "'{}' is not staged", rows_operand_.input);
+  return *it;
 }
 
 Stmt ChainedKernelBuilder::scores() {
