@@ -152,6 +152,26 @@ Halide::Expr StagePlan::index_of(const std::vector<Halide::Expr> &coords, const 
 }
 
 Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads) const {
+  // Inside the input, a box needs no guard per chunk: a tile whose whole box is in bounds (every tile but
+  // the last along a dimension the tiles do not divide) copies with constant sizes and addresses affine in
+  // the stage loop, which the compiler strength-reduces; only tiles that cross an edge pay for the guards.
+  Halide::Expr inside = const_true();
+  for (size_t c = 0; c < box_extent.size(); ++c)
+    inside = inside && box_min_at(iteration, c) + box_extent[c] <= shape[c];
+  inside = simplify(inside);
+  if (is_const_one(inside)) return copy_chunks(iteration, slot, threads, false);
+  const Stmt guarded = copy_chunks(iteration, slot, threads, true);
+  if (is_const_zero(inside)) return guarded;
+  return IfThenElse::make(inside, copy_chunks(iteration, slot, threads, false), guarded);
+}
+
+Halide::Expr StagePlan::box_min_at(const Halide::Expr &iteration, size_t c) const {
+  // The box's origin depends on the stage loop's variable: take it at `iteration`.
+  return directive.at.empty() ? box_min[c] : substitute(directive.at, iteration, box_min[c]);
+}
+
+Stmt StagePlan::copy_chunks(const Halide::Expr &iteration, const Halide::Expr &slot, int threads,
+                            bool guarded) const {
   const int elems = copy_bytes / elem_bytes;
   const int chunks_per_row = cols / elems;
   const int chunks = rows * chunks_per_row;
@@ -170,19 +190,20 @@ Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, in
   std::vector<Halide::Expr> global;
   Halide::Expr valid = const_true();
   for (size_t c = 0; c < coords.size(); ++c) {
-    // The box's origin depends on the stage loop's variable: take it at `iteration`.
-    global.push_back((directive.at.empty() ? box_min[c] : substitute(directive.at, iteration, box_min[c])) +
-                     coords[c]);
-    valid = valid && global.back() < shape[c];
+    global.push_back(box_min_at(iteration, c) + coords[c]);
+    if (guarded) valid = valid && global.back() < shape[c];
   }
-  const Halide::Expr src = Halide::select(valid, flat_index(global, shape), 0);
+  const Halide::Expr src =
+      guarded ? Halide::select(valid, flat_index(global, shape), 0) : flat_index(global, shape);
   const Halide::Expr dst = index_of_cell(row, col, slot);
+  const Halide::Expr bytes = guarded ? Halide::select(valid, copy_bytes, 0) : Halide::Expr(copy_bytes);
   Stmt one;
   if (copy_bytes >= 4) {
-    one = intrinsic::copy({buffer, dst, input, src, copy_bytes, Halide::select(valid, copy_bytes, 0),
-                           directive.transport == Transport::cp_async});
+    one = intrinsic::copy(
+        {buffer, dst, input, src, copy_bytes, bytes, directive.transport == Transport::cp_async});
   } else {
-    one = Store::make(buffer, Halide::select(valid, load(type, input, src), make_zero(type)), dst,
+    const Halide::Expr value = load(type, input, src);
+    one = Store::make(buffer, guarded ? Halide::select(valid, value, make_zero(type)) : value, dst,
                       Parameter(), const_true(), ModulusRemainder());
   }
   if (chunks % threads != 0) one = IfThenElse::make(chunk < chunks, one);

@@ -23,20 +23,25 @@ struct StagePlan {
   // stage (its own loop included), and its constant extent.
   std::vector<Halide::Expr> box_min;
   std::vector<int> box_extent;
-  int rows = 1, cols = 1;    // the box as a matrix: cols along the input's last (contiguous) dimension
+  int rows = 1, cols = 1;  // the box as a matrix: cols along the input's last (contiguous) dimension
   int elem_bytes = 2;
-  int copy_bytes = 16;       // bytes per copy instruction (4, 8, 16), or elem_bytes for element-wise copies
+  int copy_bytes = 16;  // bytes per copy instruction (4, 8, 16), or elem_bytes for element-wise copies
   SharedLayout layout = SharedLayout::row_major;  // the layout used (a swizzle that cannot apply falls back)
-  int row_pitch = 1;         // elements between rows (cols, or cols + padding)
-  int slot_elems = 0;        // elements of one pipeline slot
+  int row_pitch = 1;                              // elements between rows (cols, or cols + padding)
+  int slot_elems = 0;                             // elements of one pipeline slot
 
   int bytes() const { return slot_elems * directive.depth * elem_bytes; }
   // The shared-array index of the element at input coordinates `coords`, in pipeline slot `slot`.
   Halide::Expr index_of(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot) const;
-  Halide::Expr index_of_cell(const Halide::Expr &row, const Halide::Expr &col, const Halide::Expr &slot) const;
+  Halide::Expr index_of_cell(const Halide::Expr &row, const Halide::Expr &col,
+                             const Halide::Expr &slot) const;
   // The copy of the footprint for the stage loop's iteration `iteration` into `slot`, shared by `threads`
   // threads, as statements of the schedule's transport (async copies are not committed here).
   Stmt copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads) const;
+  // The box's first coordinate in dimension `c` at the stage loop's iteration `iteration`.
+  Halide::Expr box_min_at(const Halide::Expr &iteration, size_t c) const;
+  // The copy's chunks, each guarded against the input's extents (and zero-filled outside) or not.
+  Stmt copy_chunks(const Halide::Expr &iteration, const Halide::Expr &slot, int threads, bool guarded) const;
   // Conditions on the scalar arguments this plan relies on (row pitches that keep copies aligned).
   std::vector<Requirement> requirements;
   std::string summary() const;
