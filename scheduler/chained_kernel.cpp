@@ -888,8 +888,8 @@ Kernel ChainedKernelBuilder::build() {
     tile = is_const_one(full) ? tile_body(false) : IfThenElse::make(full, tile_body(false), tile);
   if (!is_const_one(full)) summary_ += fmt::format("  tiles where {} need no mask\n", full);
   const auto [first, count] = key_tiles();
-  Stmt loop =
-      staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile, loops_.func);
+  Stmt loop = staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile,
+                          loops_.func, PrefetchGuards::by_tile);
   std::vector<Stmt> finish;
   for (int k : row_components_)
     if (!form_->is_selector(k))

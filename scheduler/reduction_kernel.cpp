@@ -310,9 +310,13 @@ Stmt ReductionKernelBuilder::pipelined_mainloop() {
   const LoopDim &x = loops_.dims[tile], &k = loops_.dims[step];
   const int steps = k.constant_extent(loops_.func, "pipelined fragments");
   fragment_slices_ = steps;
-  auto copies = [&](const Halide::Expr &iteration) {
+  // The copies of tile `iteration`: in the prologue split into unguarded and guarded tiles, in the steady
+  // state all guarded or none (the loop is partitioned at first_guarded_prefetch).
+  auto copies = [&](const Halide::Expr &iteration, std::optional<bool> guarded) {
     std::vector<Stmt> s;
-    for (const StagePlan *p : here) s.push_back(p->copy(iteration, iteration % depth, mapping_.threads));
+    for (const StagePlan *p : here)
+      s.push_back(guarded ? p->copy_chunks(iteration, iteration % depth, mapping_.threads, *guarded)
+                          : p->copy(iteration, iteration % depth, mapping_.threads));
     return block(s);
   };
   // The fragments of k-step `s` of tile `t`, into slice `slice`.
@@ -333,29 +337,36 @@ Stmt ReductionKernelBuilder::pipelined_mainloop() {
   // whole tile, so the copies issued at the next tile's first step may overwrite the slot it came from.
   std::vector<Stmt> prologue;
   for (int s = 0; s < depth - 1; ++s)
-    prologue.push_back(block({guarded(simplify(s < x.extent), copies(s)), intrinsic::async_commit()}));
+    prologue.push_back(
+        block({guarded(simplify(s < x.extent), copies(s, std::nullopt)), intrinsic::async_commit()}));
   prologue.push_back(intrinsic::async_wait(depth - 2));
   prologue.push_back(intrinsic::barrier());
   prologue.push_back(loads(0, 0, 0));
-  std::vector<Stmt> body;
   const Halide::Expr t = x.var();
-  for (int s = 0; s < steps; ++s) {
-    if (s == 0) {
-      body.push_back(guarded(t + (depth - 1) < x.extent, copies(t + (depth - 1))));
-      body.push_back(intrinsic::async_commit());
+  auto tile_body = [&](bool guarded_copies) {
+    std::vector<Stmt> body;
+    for (int s = 0; s < steps; ++s) {
+      if (s == 0) {
+        const Halide::Expr ahead = t + (depth - 1);
+        body.push_back(guarded_copies ? guarded(ahead < x.extent, copies(ahead, true))
+                                      : copies(ahead, false));
+        body.push_back(intrinsic::async_commit());
+      }
+      if (s + 1 < steps) {
+        body.push_back(loads(t, s + 1, s + 1));
+      } else {
+        body.push_back(intrinsic::async_wait(depth - 2));
+        body.push_back(intrinsic::barrier());
+        body.push_back(loads(t + 1, 0, 0));
+      }
+      body.push_back(atoms(s));
     }
-    if (s + 1 < steps) {
-      body.push_back(loads(t, s + 1, s + 1));
-    } else {
-      body.push_back(intrinsic::async_wait(depth - 2));
-      body.push_back(intrinsic::barrier());
-      body.push_back(loads(t + 1, 0, 0));
-    }
-    body.push_back(atoms(s));
-  }
+    return block(body);
+  };
   summary_ += fmt::format("  fragments software-pipelined over the {} k-steps of each '{}' tile\n", steps, x.name);
-  return block({block(prologue), For::make(x.name, 0, x.extent, ForType::Serial, Halide::DeviceAPI::None, block(body)),
-                intrinsic::async_wait(0)});
+  const Stmt tiles =
+      partitioned_loop(x.name, 0, x.extent, first_guarded_prefetch(here, 0, x.extent, depth - 1), tile_body);
+  return block({block(prologue), tiles, intrinsic::async_wait(0)});
 }
 
 int ReductionKernelBuilder::fragment_count(const std::vector<int> &dims) const {
@@ -404,8 +415,8 @@ Stmt ReductionKernelBuilder::wrap_with_stages(int dim, Stmt body) {
   // Register loops index register arrays, so they must unroll.
   const bool unrolled = d.binding == Binding::unrolled ||
                         std::find(register_dims_.begin(), register_dims_.end(), dim) != register_dims_.end();
-  return staged_loop(d.name, 0, d.extent, unrolled ? ForType::Unrolled : ForType::Serial, here, mapping_.threads, body,
-                     loops_.func);
+  return staged_loop(d.name, 0, d.extent, unrolled ? ForType::Unrolled : ForType::Serial, here,
+                     mapping_.threads, body, loops_.func, PrefetchGuards::partitioned);
 }
 
 Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &inner) {

@@ -210,6 +210,40 @@ Stmt StagePlan::copy_chunks(const Halide::Expr &iteration, const Halide::Expr &s
   return For::make(round_var, 0, rounds, ForType::Unrolled, Halide::DeviceAPI::None, one);
 }
 
+Halide::Expr first_guarded_prefetch(const std::vector<const StagePlan *> &plans, const Halide::Expr &min,
+                                    const Halide::Expr &extent, int ahead) {
+  const Halide::Expr end = min + extent;
+  Halide::Expr split = end - ahead, invariant = const_true();
+  for (const StagePlan *p : plans) {
+    const Halide::Expr x = Variable::make(Halide::Int(32), p->directive.at);
+    for (size_t c = 0; c < p->box_extent.size(); ++c) {
+      // The box's origin as first + step * x; an origin of another form gets guards everywhere.
+      const Halide::Expr first = simplify(p->box_min_at(0, c));
+      const Halide::Expr step_expr = simplify(p->box_min_at(1, c) - first);
+      const auto *step = as_const_int(step_expr);
+      if (!step || *step < 0 || !can_prove(p->box_min_at(x, c) == first + static_cast<int>(*step) * x))
+        return min;
+      // The box of iteration i is inside while step * i <= room.
+      const Halide::Expr room = p->shape[c] - p->box_extent[c] - first;
+      if (*step == 0)
+        invariant = invariant && 0 <= room;
+      else
+        split = Halide::min(split, room / static_cast<int>(*step) - ahead + 1);
+    }
+  }
+  return simplify(Halide::select(invariant, Halide::max(split, min), min));
+}
+
+Stmt partitioned_loop(const std::string &name, const Halide::Expr &min, const Halide::Expr &extent,
+                      const Halide::Expr &split, const std::function<Stmt(bool guarded)> &body) {
+  const Halide::Expr end = simplify(min + extent);
+  if (can_prove(split <= min))
+    return For::make(name, min, extent, ForType::Serial, Halide::DeviceAPI::None, body(true));
+  return Block::make(
+      For::make(name, min, split - min, ForType::Serial, Halide::DeviceAPI::None, body(false)),
+      For::make(name, split, end - split, ForType::Serial, Halide::DeviceAPI::None, body(true)));
+}
+
 std::string StagePlan::summary() const {
   std::string box;
   for (int e : box_extent) box += (box.empty() ? "" : " x ") + std::to_string(e);
@@ -224,7 +258,7 @@ namespace twist {
 
 Stmt staged_loop(const std::string &name, const Halide::Expr &min, const Halide::Expr &extent, ForType type,
                  const std::vector<const StagePlan *> &here, int threads, const Stmt &body,
-                 const std::string &func) {
+                 const std::string &func, PrefetchGuards guards) {
   if (here.empty()) return For::make(name, min, extent, type, Halide::DeviceAPI::None, body);
   const int depth = here[0]->directive.depth;
   bool async = false;
@@ -234,32 +268,46 @@ Stmt staged_loop(const std::string &name, const Halide::Expr &min, const Halide:
            name);
     async = async || p->directive.transport == Transport::cp_async;
   }
-  auto copies = [&](const Halide::Expr &iteration, const Halide::Expr &slot) {
+  // The copies of the boxes of `iteration` into `slot`: split into unguarded and guarded tiles, or all with
+  // guards, or none.
+  enum class Guards { by_tile, all, none };
+  auto copies = [&](const Halide::Expr &iteration, const Halide::Expr &slot, Guards g) {
     std::vector<Stmt> s;
-    for (const StagePlan *p : here) s.push_back(p->copy(iteration, slot, threads));
+    for (const StagePlan *p : here)
+      s.push_back(g == Guards::by_tile ? p->copy(iteration, slot, threads)
+                                       : p->copy_chunks(iteration, slot, threads, g == Guards::all));
     return Block::make(s);
+  };
+  // The steady state, whose iterations copy the boxes of iteration x + ahead with `body(guards)`.
+  auto loop = [&](int ahead, const std::function<Stmt(Guards)> &body) {
+    if (guards == PrefetchGuards::by_tile)
+      return For::make(name, min, extent, ForType::Serial, Halide::DeviceAPI::None, body(Guards::by_tile));
+    return partitioned_loop(name, min, extent, first_guarded_prefetch(here, min, extent, ahead),
+                            [&](bool guarded) { return body(guarded ? Guards::all : Guards::none); });
   };
   const Halide::Expr x = Variable::make(Halide::Int(32), name);
   if (depth == 1) {
-    Stmt fill = copies(x, 0);
-    if (async) fill = Block::make({fill, intrinsic::async_commit(), intrinsic::async_wait(0)});
-    return For::make(name, min, extent, ForType::Serial, Halide::DeviceAPI::None,
-                     Block::make({intrinsic::barrier(), fill, intrinsic::barrier(), body}));
+    return loop(0, [&](Guards g) {
+      Stmt fill = copies(x, 0, g);
+      if (async) fill = Block::make({fill, intrinsic::async_commit(), intrinsic::async_wait(0)});
+      return Block::make({intrinsic::barrier(), fill, intrinsic::barrier(), body});
+    });
   }
   std::vector<Stmt> prologue;
   for (int s = 0; s < depth - 1; ++s) {
     const Halide::Expr iteration = simplify(min + s);
-    Stmt fill = copies(iteration, iteration % depth);
+    Stmt fill = copies(iteration, iteration % depth, Guards::by_tile);
     if (!is_const_one(simplify(s < extent))) fill = IfThenElse::make(s < extent, fill);
     prologue.push_back(Block::make(fill, intrinsic::async_commit()));
   }
   const Halide::Expr ahead = x + (depth - 1);
-  Stmt steady = Block::make({intrinsic::async_wait(depth - 2), intrinsic::barrier(),
-                             IfThenElse::make(ahead < min + extent, copies(ahead, ahead % depth)),
-                             intrinsic::async_commit(), body});
-  return Block::make({Block::make(prologue),
-                      For::make(name, min, extent, ForType::Serial, Halide::DeviceAPI::None, steady),
-                      intrinsic::async_wait(0)});
+  const Stmt steady = loop(depth - 1, [&](Guards g) {
+    const Stmt fill = copies(ahead, ahead % depth, g);
+    return Block::make({intrinsic::async_wait(depth - 2), intrinsic::barrier(),
+                        g == Guards::none ? fill : IfThenElse::make(ahead < min + extent, fill),
+                        intrinsic::async_commit(), body});
+  });
+  return Block::make({Block::make(prologue), steady, intrinsic::async_wait(0)});
 }
 
 }  // namespace twist

@@ -2,6 +2,7 @@
 // Staging an input in shared memory: the footprint (the box of the input that one iteration of the stage's
 // loop reads, over every thread of the block), its layout in shared memory, and the cooperative copy that
 // fills it with the schedule's transport.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,13 +54,35 @@ struct StagePlan {
 StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
                      const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies);
 
+// How a stage loop keeps the copies of tiles that lie inside their inputs free of guards.
+enum class PrefetchGuards {
+  // One loop: each iteration's copies branch on whether their tile's box is inside. The body appears once,
+  // but the compiler predicates the branch, so every iteration issues both versions of the copies.
+  by_tile,
+  // Two loops, split at first_guarded_prefetch: the first copies without guards, the second with them.
+  // Every copy instruction issued is needed, but the body appears twice, which costs registers in a large
+  // body.
+  partitioned,
+};
+
 // The loop `name` over [min, min + extent), with `body` as its body and the stages `here` (all staged at this
 // loop) keeping shared memory filled ahead of the iterations that read it: with one slot, copy, wait and
 // synchronize at the top of each iteration; with a ring of `depth` slots, iteration x computes on slot
 // x % depth while the copies for x + depth - 1 are in flight.
 Stmt staged_loop(const std::string &name, const Halide::Expr &min, const Halide::Expr &extent,
                  Halide::Internal::ForType type, const std::vector<const StagePlan *> &here, int threads,
-                 const Stmt &body, const std::string &func);
+                 const Stmt &body, const std::string &func, PrefetchGuards guards);
+
+// A loop over [min, min + extent) that copies, at iteration x, the boxes of `plans` for iteration x + ahead:
+// the first iteration from which those copies may need guards (a box that crosses its input's edge, or
+// x + ahead past the loop's end). Before it, every copy is in bounds.
+Halide::Expr first_guarded_prefetch(const std::vector<const StagePlan *> &plans, const Halide::Expr &min,
+                                    const Halide::Expr &extent, int ahead);
+
+// The serial loop `name` over [min, min + extent) as two loops: [min, split) with body(false) and the rest
+// with body(true), the body whose copies are guarded.
+Stmt partitioned_loop(const std::string &name, const Halide::Expr &min, const Halide::Expr &extent,
+                      const Halide::Expr &split, const std::function<Stmt(bool guarded)> &body);
 
 // The coordinate tuples at which `e` reads input `name`.
 std::vector<std::vector<Halide::Expr>> reads_of(const Halide::Expr &e, const std::string &name);
