@@ -193,9 +193,16 @@ Stmt StagePlan::copy_chunks(const Halide::Expr &iteration, const Halide::Expr &s
     global.push_back(box_min_at(iteration, c) + coords[c]);
     if (guarded) valid = valid && global.back() < shape[c];
   }
-  const Halide::Expr src =
-      guarded ? Halide::select(valid, flat_index(global, shape), 0) : flat_index(global, shape);
-  const Halide::Expr dst = index_of_cell(row, col, slot);
+  // With the thread index and the round bounded, the simplifier drops the wrap-arounds (% extent) of
+  // coordinates that stay in the box, which would otherwise hide their affine form from the compiler.
+  Scope<Interval> bounds;
+  bounds.push(intrinsic::kThreadIndex, Interval(0, threads - 1));
+  bounds.push(round_var, Interval(0, rounds - 1));
+  auto bounded = [&](const Halide::Expr &e) { return simplify(e, true, bounds); };
+  valid = bounded(valid);
+  const Halide::Expr flat = bounded(flat_index(global, shape));
+  const Halide::Expr src = guarded ? Halide::select(valid, flat, 0) : flat;
+  const Halide::Expr dst = bounded(index_of_cell(row, col, slot));
   const Halide::Expr bytes = guarded ? Halide::select(valid, copy_bytes, 0) : Halide::Expr(copy_bytes);
   Stmt one;
   if (copy_bytes >= 4) {
