@@ -310,13 +310,12 @@ Stmt ReductionKernelBuilder::pipelined_mainloop() {
   const LoopDim &x = loops_.dims[tile], &k = loops_.dims[step];
   const int steps = k.constant_extent(loops_.func, "pipelined fragments");
   fragment_slices_ = steps;
-  // The copies of tile `iteration`: in the prologue split into unguarded and guarded tiles, in the steady
-  // state all guarded or none (the loop is partitioned at first_guarded_prefetch).
-  auto copies = [&](const Halide::Expr &iteration, std::optional<bool> guarded) {
+  // The copies of tile `iteration` (the steady state's loop is partitioned at first_guarded_prefetch, so
+  // its copies are all guarded or none).
+  auto copies = [&](const Halide::Expr &iteration, StagePlan::Guards guards) {
     std::vector<Stmt> s;
     for (const StagePlan *p : here)
-      s.push_back(guarded ? p->copy_chunks(iteration, iteration % depth, mapping_.threads, *guarded)
-                          : p->copy(iteration, iteration % depth, mapping_.threads));
+      s.push_back(p->copy(iteration, iteration % depth, mapping_.threads, guards));
     return block(s);
   };
   // The fragments of k-step `s` of tile `t`, into slice `slice`.
@@ -337,8 +336,8 @@ Stmt ReductionKernelBuilder::pipelined_mainloop() {
   // whole tile, so the copies issued at the next tile's first step may overwrite the slot it came from.
   std::vector<Stmt> prologue;
   for (int s = 0; s < depth - 1; ++s)
-    prologue.push_back(
-        block({guarded(simplify(s < x.extent), copies(s, std::nullopt)), intrinsic::async_commit()}));
+    prologue.push_back(block(
+        {guarded(simplify(s < x.extent), copies(s, StagePlan::Guards::by_tile)), intrinsic::async_commit()}));
   prologue.push_back(intrinsic::async_wait(depth - 2));
   prologue.push_back(intrinsic::barrier());
   prologue.push_back(loads(0, 0, 0));
@@ -348,8 +347,8 @@ Stmt ReductionKernelBuilder::pipelined_mainloop() {
     for (int s = 0; s < steps; ++s) {
       if (s == 0) {
         const Halide::Expr ahead = t + (depth - 1);
-        body.push_back(guarded_copies ? guarded(ahead < x.extent, copies(ahead, true))
-                                      : copies(ahead, false));
+        body.push_back(guarded_copies ? guarded(ahead < x.extent, copies(ahead, StagePlan::Guards::all))
+                                      : copies(ahead, StagePlan::Guards::none));
         body.push_back(intrinsic::async_commit());
       }
       if (s + 1 < steps) {

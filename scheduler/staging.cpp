@@ -151,7 +151,9 @@ Halide::Expr StagePlan::index_of(const std::vector<Halide::Expr> &coords, const 
   return index_of_cell(row, local(coords.size() - 1), slot);
 }
 
-Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads) const {
+Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads,
+                     Guards guards) const {
+  if (guards != Guards::by_tile) return copy_chunks(iteration, slot, threads, guards == Guards::all);
   // Inside the input, a box needs no guard per chunk: a tile whose whole box is in bounds (every tile but
   // the last along a dimension the tiles do not divide) copies with constant sizes and addresses affine in
   // the stage loop, which the compiler strength-reduces; only tiles that cross an edge pay for the guards.
@@ -275,14 +277,10 @@ Stmt staged_loop(const std::string &name, const Halide::Expr &min, const Halide:
            name);
     async = async || p->directive.transport == Transport::cp_async;
   }
-  // The copies of the boxes of `iteration` into `slot`: split into unguarded and guarded tiles, or all with
-  // guards, or none.
-  enum class Guards { by_tile, all, none };
+  using Guards = StagePlan::Guards;
   auto copies = [&](const Halide::Expr &iteration, const Halide::Expr &slot, Guards g) {
     std::vector<Stmt> s;
-    for (const StagePlan *p : here)
-      s.push_back(g == Guards::by_tile ? p->copy(iteration, slot, threads)
-                                       : p->copy_chunks(iteration, slot, threads, g == Guards::all));
+    for (const StagePlan *p : here) s.push_back(p->copy(iteration, slot, threads, g));
     return Block::make(s);
   };
   // The steady state, whose iterations copy the boxes of iteration x + ahead with `body(guards)`.

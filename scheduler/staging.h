@@ -36,12 +36,16 @@ struct StagePlan {
   Halide::Expr index_of(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot) const;
   Halide::Expr index_of_cell(const Halide::Expr &row, const Halide::Expr &col,
                              const Halide::Expr &slot) const;
+  // Which copies guard each chunk against the input's extents (zero-filling outside): all, none (the caller
+  // knows the box is inside), or those of a tile whose box is not wholly inside (decided per tile).
+  enum class Guards { by_tile, all, none };
   // The copy of the footprint for the stage loop's iteration `iteration` into `slot`, shared by `threads`
   // threads, as statements of the schedule's transport (async copies are not committed here).
-  Stmt copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads) const;
+  Stmt copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads,
+            Guards guards = Guards::by_tile) const;
   // The box's first coordinate in dimension `c` at the stage loop's iteration `iteration`.
   Halide::Expr box_min_at(const Halide::Expr &iteration, size_t c) const;
-  // The copy's chunks, each guarded against the input's extents (and zero-filled outside) or not.
+  // copy's chunks, each guarded or none.
   Stmt copy_chunks(const Halide::Expr &iteration, const Halide::Expr &slot, int threads, bool guarded) const;
   // Conditions on the scalar arguments this plan relies on (row pitches that keep copies aligned).
   std::vector<Requirement> requirements;
