@@ -1,6 +1,7 @@
 #include "scheduler/kernel_assembly.h"
 
 #include "lang/error.h"
+#include "scheduler/address_bases.h"
 #include "scheduler/stmt_building.h"
 
 namespace twist {
@@ -59,7 +60,8 @@ Kernel assemble_kernel(const ReductionKernelRequest &request, Stmt body, const s
   k.threads = mapping.threads;
   k.min_blocks_per_sm = request.schedule ? request.schedule->min_blocks() : 1;
   k.fast_math = request.schedule && request.schedule->approximate();
-  k.body = hoist_invariants(simplify_exprs(define_bound_loops(mapping, body)));
+  k.body = hoist_invariants(
+      simplify_exprs(share_address_bases(define_bound_loops(mapping, body), mapping.threads)));
   k.required_instructions.insert(k.required_instructions.end(), instructions.begin(), instructions.end());
   k.schedule_summary = summary;
   collect_arguments(*request.graph, k, request.output_buffers);

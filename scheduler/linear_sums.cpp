@@ -1,6 +1,10 @@
 #include "scheduler/linear_sums.h"
 
+#include <functional>
 #include <vector>
+
+#include "lang/error.h"
+#include "lang/expr.h"
 
 namespace twist {
 
@@ -47,20 +51,32 @@ LinearSum collect(const Halide::Expr &e) {
   return s;
 }
 
+// The sum of `terms` (those `pick` accepts) and `constant`, as written by canonical_sum.
+Halide::Expr rebuild(const LinearSum &s, int64_t constant,
+                     const std::function<bool(const Halide::Expr &)> &pick) {
+  Halide::Expr sum;
+  for (const auto &[t, c] : s.terms) {
+    if (c == 0 || !pick(t)) continue;
+    const Halide::Expr term = c == 1 ? t : t * static_cast<int>(c);
+    sum = sum.defined() ? sum + term : term;
+  }
+  const Halide::Expr k = static_cast<int>(constant);
+  if (!sum.defined()) return k;
+  return constant == 0 ? sum : sum + k;
+}
+
 }  // namespace
 
 Halide::Expr canonical_sum(const Halide::Expr &e) {
   if (!e.type().is_int() || e.type().bits() != 32) return e;
   const LinearSum s = collect(e);
-  Halide::Expr sum;
-  for (const auto &[t, c] : s.terms) {
-    if (c == 0) continue;
-    const Halide::Expr term = c == 1 ? t : t * static_cast<int>(c);
-    sum = sum.defined() ? sum + term : term;
-  }
-  const Halide::Expr constant = static_cast<int>(s.constant);
-  if (!sum.defined()) return constant;
-  return s.constant == 0 ? sum : sum + constant;
+  return rebuild(s, s.constant, [](const Halide::Expr &) { return true; });
+}
+
+SplitSum split_sum(const Halide::Expr &e, const std::function<bool(const Halide::Expr &term)> &keep) {
+  TWIST_CHECK(e.type() == Halide::Int(32), "split_sum of {}, which is not a 32-bit integer", e);
+  const LinearSum s = collect(e);
+  return {rebuild(s, s.constant, keep), rebuild(s, 0, [&](const Halide::Expr &t) { return !keep(t); })};
 }
 
 }  // namespace twist
