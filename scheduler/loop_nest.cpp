@@ -16,9 +16,12 @@ std::string show(const Halide::Expr &e) {
 
 const char *role_name(BufferArg::Role r) {
   switch (r) {
-    case BufferArg::Role::input: return "input";
-    case BufferArg::Role::output: return "output";
-    case BufferArg::Role::workspace: return "workspace";
+    case BufferArg::Role::input:
+      return "input";
+    case BufferArg::Role::output:
+      return "output";
+    case BufferArg::Role::workspace:
+      return "workspace";
   }
   return "?";
 }

@@ -9,8 +9,8 @@
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/fragments.h"
-#include "scheduler/kernel_assembly.h"
 #include "scheduler/intrinsics.h"
+#include "scheduler/kernel_assembly.h"
 #include "scheduler/loops.h"
 #include "scheduler/staging.h"
 #include "scheduler/stmt_building.h"
@@ -33,10 +33,7 @@ std::map<std::string, Halide::Expr> bind_state(const State &s, const std::vector
 class ReductionKernelBuilder {
  public:
   explicit ReductionKernelBuilder(const ReductionKernelRequest &r)
-      : req_(r),
-        def_(r.reduction.definition()),
-        monoid_(*def_.reduction->monoid),
-        lowering_(*r.graph) {}
+      : req_(r), def_(r.reduction.definition()), monoid_(*def_.reduction->monoid), lowering_(*r.graph) {}
 
   Kernel build();
 
@@ -75,17 +72,18 @@ class ReductionKernelBuilder {
   ThreadMapping mapping_;
   std::vector<StagePlan> stages_;
   std::vector<Halide::Expr> elements_;  // the reduction's elements in kernel terms
-  std::vector<size_t> outer_;            // serial pure loops outside the reduction, in order
-  std::vector<size_t> nest_;             // serial loops from the first reduction loop inwards (atom loops excluded)
-  std::vector<int> register_dims_;       // pure loops inside the reduction nest: their states live in registers
+  std::vector<size_t> outer_;           // serial pure loops outside the reduction, in order
+  std::vector<size_t> nest_;  // serial loops from the first reduction loop inwards (atom loops excluded)
+  std::vector<int> register_dims_;  // pure loops inside the reduction nest: their states live in registers
   // Matrix atom.
   bool atom_ = false;
   int atom_i_ = -1, atom_j_ = -1, atom_k_ = -1;
   std::optional<Contraction> contraction_;
   Type accumulator_type_;
-  int load_point_ = -1;     // the loop (index into dims) at the top of whose body fragments are loaded
-  int promote_loop_ = -1;   // hybrid accumulation: the loop at the end of whose body partials are promoted
-  int fragment_slices_ = 1; // fragment arrays hold this many k-steps (the pipelined main loop keeps them all)
+  int load_point_ = -1;    // the loop (index into dims) at the top of whose body fragments are loaded
+  int promote_loop_ = -1;  // hybrid accumulation: the loop at the end of whose body partials are promoted
+  int fragment_slices_ =
+      1;  // fragment arrays hold this many k-steps (the pipelined main loop keeps them all)
   std::vector<int> a_dims_, b_dims_;  // register dims each operand's fragment array spans
   std::string summary_;
 };
@@ -97,15 +95,19 @@ void ReductionKernelBuilder::plan_loops() {
     const ReductionSplit &s = *req_.schedule->reduction_split();
     for (const LoopDim &d : loops_.dims)
       if (d.binding == Binding::block_z)
-        fail("schedule of '{}': split_reduction({}) spreads parts over block.z, but loop '{}' is already bound there",
-             f.name(), s.var, d.name);
+        fail(
+            "schedule of '{}': split_reduction({}) spreads parts over block.z, but loop '{}' is already "
+            "bound there",
+            f.name(), s.var, d.name);
     split_into_parts(loops_, s.var, s.var + ".part", s.parts, Binding::block_z);
   }
   for (const LoopDim &d : loops_.dims)
     if (d.reduction && (d.binding == Binding::warp || d.binding == Binding::thread))
-      fail("schedule of '{}': reduction loop '{}' is bound to {}: cooperative reductions across threads are not "
-           "lowered yet; split the reduction across blocks with split_reduction() instead",
-           f.name(), d.name, to_string(d.binding));
+      fail(
+          "schedule of '{}': reduction loop '{}' is bound to {}: cooperative reductions across threads are "
+          "not "
+          "lowered yet; split the reduction across blocks with split_reduction() instead",
+          f.name(), d.name, to_string(d.binding));
   atom_ = req_.schedule && req_.schedule->atom().has_value();
   const int raster = req_.schedule ? req_.schedule->raster_group() : 1;
   mapping_ = map_threads(loops_, raster, atom_, req_.target);
@@ -133,9 +135,11 @@ void ReductionKernelBuilder::plan_atom() {
   for (int d = 0; d < 3; ++d) {
     const LoopDim &dim = loops_.dims[dims[d]];
     if (dim.constant_extent(fname, "a matrix atom") != want[d])
-      fail("schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16 (i, j, k), but loop '{}' has extent {}; split "
-           "it to {}",
-           fname, dim.name, dim.extent, want[d]);
+      fail(
+          "schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16 (i, j, k), but loop '{}' has extent "
+          "{}; split "
+          "it to {}",
+          fname, dim.name, dim.extent, want[d]);
     if (dim.binding != Binding::serial && dim.binding != Binding::unrolled)
       fail("schedule of '{}': loop '{}' of the matrix atom must not be bound to {}", fname, dim.name,
            to_string(dim.binding));
@@ -145,26 +149,34 @@ void ReductionKernelBuilder::plan_atom() {
   // The atom's loops must be the three innermost serial loops.
   std::set<size_t> atom_dims = {size_t(atom_i_), size_t(atom_j_), size_t(atom_k_)};
   const size_t n = nest_.size();
-  if (n < 3 || !atom_dims.count(nest_[n - 1]) || !atom_dims.count(nest_[n - 2]) || !atom_dims.count(nest_[n - 3]))
-    fail("schedule of '{}': the matrix atom's loops {}, {}, {} must be the innermost serial loops (the loops are {})",
-         fname, a.i, a.j, a.k, loops_.names());
+  if (n < 3 || !atom_dims.count(nest_[n - 1]) || !atom_dims.count(nest_[n - 2]) ||
+      !atom_dims.count(nest_[n - 3]))
+    fail(
+        "schedule of '{}': the matrix atom's loops {}, {}, {} must be the innermost serial loops (the loops "
+        "are {})",
+        fname, a.i, a.j, a.k, loops_.names());
   nest_.resize(n - 3);
   if (!def_.reduction->domain.predicates().empty())
-    fail("schedule of '{}': a matrix atom cannot apply the predicates of RDom '{}'; use a fold (no matrix_atom)",
-         fname, def_.reduction->domain.name());
+    fail(
+        "schedule of '{}': a matrix atom cannot apply the predicates of RDom '{}'; use a fold (no "
+        "matrix_atom)",
+        fname, def_.reduction->domain.name());
   contraction_ = as_contraction(monoid_, def_.reduction->elements);
   if (!contraction_)
-    fail("schedule of '{}': a matrix atom needs a sum of products of two inputs (as in a GEMM), but the reduction is "
-         "{} over {}",
-         fname, monoid_.name, def_.reduction->elements[0]);
+    fail(
+        "schedule of '{}': a matrix atom needs a sum of products of two inputs (as in a GEMM), but the "
+        "reduction is "
+        "{} over {}",
+        fname, monoid_.name, def_.reduction->elements[0]);
   const Accumulation acc = req_.schedule->accumulation();
   const Type state_type = monoid_.state[0].type;
   accumulator_type_ = acc.kind == Accumulation::Kind::f32 ? f32 : f16;
   if (acc.kind == Accumulation::Kind::f32 && state_type != f32)
     fail("schedule of '{}': f32 accumulation needs an f32 sum, but the monoid's state is {}", fname,
          type_name(state_type));
-  summary_ += fmt::format("  matrix atom mma.m16n8k16 {}.{} -> {} accumulation ({})\n", type_name(contraction_->a.type),
-                          type_name(contraction_->b.type), to_string(acc), type_name(state_type));
+  summary_ += fmt::format("  matrix atom mma.m16n8k16 {}.{} -> {} accumulation ({})\n",
+                          type_name(contraction_->a.type), type_name(contraction_->b.type), to_string(acc),
+                          type_name(state_type));
 }
 
 void ReductionKernelBuilder::plan_stages() {
@@ -178,8 +190,8 @@ void ReductionKernelBuilder::plan_stages() {
       for (const Input &i : req_.graph->inputs)
         if (i.name() == d.input) in = &i;
       std::vector<Halide::Expr> args(coords.begin(), coords.end());
-      return Halide::Expr(Call::make(in->type(), d.input, args, Call::Image, FunctionPtr(), 0, Halide::Buffer<>(),
-                                     in->contents()->parameter));
+      return Halide::Expr(Call::make(in->type(), d.input, args, Call::Image, FunctionPtr(), 0,
+                                     Halide::Buffer<>(), in->contents()->parameter));
     });
   std::vector<Halide::Expr> marked;
   for (const Expr &e : def_.reduction->elements) marked.push_back(lowering_.lower(e));
@@ -187,21 +199,25 @@ void ReductionKernelBuilder::plan_stages() {
     const Input *in = nullptr;
     for (const Input &i : req_.graph->inputs)
       if (i.name() == d.input) in = &i;
-    if (!in) fail("schedule of '{}': stage({}) names no input of the program", req_.reduction.name(), d.input);
+    if (!in)
+      fail("schedule of '{}': stage({}) names no input of the program", req_.reduction.name(), d.input);
     std::vector<std::vector<Halide::Expr>> reads;
     for (const Halide::Expr &e : marked)
       for (auto &r : reads_of(e, d.input)) reads.push_back(r);
     StagePlan plan = plan_stage(d, *in, loops_, reads, req_.element_copies);
     if (std::find(nest_.begin(), nest_.end(), size_t(plan.at)) == nest_.end())
-      fail("schedule of '{}': input '{}' is staged at loop '{}', which is outside the reduction loops; stage it at a "
-           "reduction loop",
-           req_.reduction.name(), d.input, d.at);
+      fail(
+          "schedule of '{}': input '{}' is staged at loop '{}', which is outside the reduction loops; stage "
+          "it at a "
+          "reduction loop",
+          req_.reduction.name(), d.input, d.at);
     summary_ += plan.summary();
     stages_.push_back(plan);
   }
   // Second pass: staged inputs read shared memory, at the pipeline slot of the stage loop's iteration.
   for (const StagePlan &p : stages_) {
-    const Halide::Expr slot = p.directive.depth > 1 ? var(p.directive.at) % p.directive.depth : Halide::Expr(0);
+    const Halide::Expr slot =
+        p.directive.depth > 1 ? var(p.directive.at) % p.directive.depth : Halide::Expr(0);
     lowering_.read_input_with(p.input, [p, slot](const std::vector<Halide::Expr> &coords) {
       return load(p.type, p.buffer, p.index_of(coords, slot));
     });
@@ -218,7 +234,8 @@ Halide::Expr ReductionKernelBuilder::register_index(const std::vector<int> &dims
 Stmt ReductionKernelBuilder::for_each_point(const std::function<Stmt()> &body) const {
   Stmt s = body();
   if (atom_) {
-    // The accumulator element e of this lane is the atom's (row, col) = (accumulator_row(e), accumulator_col(e)).
+    // The accumulator element e of this lane is the atom's (row, col) = (accumulator_row(e),
+    // accumulator_col(e)).
     const std::string e = "acc.e";
     std::vector<Stmt> per_element;
     for (int k = 0; k < 4; ++k) {
@@ -247,7 +264,8 @@ std::vector<Halide::Expr> ReductionKernelBuilder::state_values() const {
     return values;
   }
   for (size_t c = 0; c < monoid_.state.size(); ++c)
-    values.push_back(load(monoid_.state[c].type, "state." + monoid_.state[c].name, register_index(register_dims_)));
+    values.push_back(
+        load(monoid_.state[c].type, "state." + monoid_.state[c].name, register_index(register_dims_)));
   return values;
 }
 
@@ -273,12 +291,14 @@ Stmt ReductionKernelBuilder::fold_update() {
   const State a = monoid_.lhs(), b = monoid_.rhs(), x = monoid_.element();
   std::vector<std::pair<std::string, Halide::Expr>> lets;
   for (int e = 0; e < x.size(); ++e) lets.push_back({x[e].as<Variable>()->name, elements_[e]});
-  for (size_t c = 0; c < monoid_.state.size(); ++c) lets.push_back({b[c].as<Variable>()->name, monoid_.lift[c]});
+  for (size_t c = 0; c < monoid_.state.size(); ++c)
+    lets.push_back({b[c].as<Variable>()->name, monoid_.lift[c]});
   const std::vector<Halide::Expr> current = state_values();
   for (size_t c = 0; c < monoid_.state.size(); ++c) lets.push_back({a[c].as<Variable>()->name, current[c]});
   std::vector<Stmt> stores;
   for (size_t c = 0; c < monoid_.state.size(); ++c)
-    stores.push_back(store("state." + monoid_.state[c].name, monoid_.combine[c], register_index(register_dims_)));
+    stores.push_back(
+        store("state." + monoid_.state[c].name, monoid_.combine[c], register_index(register_dims_)));
   return guarded(all_of(loops_.reduction_guards), let_all(lets, block(stores)));
 }
 
@@ -293,7 +313,8 @@ Stmt ReductionKernelBuilder::atom_update() {
 Stmt ReductionKernelBuilder::pipelined_mainloop() {
   // The shape this applies to: the staged k-tile loop, inside it the k-step loop whose top loads the
   // fragments, and inside that only register loops (a GEMM's main loop).
-  if (!atom_ || req_.schedule->accumulation().kind == Accumulation::Kind::hybrid || nest_.size() < 2) return Stmt();
+  if (!atom_ || req_.schedule->accumulation().kind == Accumulation::Kind::hybrid || nest_.size() < 2)
+    return Stmt();
   const int tile = static_cast<int>(nest_[0]), step = static_cast<int>(nest_[1]);
   if (step != load_point_) return Stmt();
   for (size_t p = 2; p < nest_.size(); ++p)
@@ -362,7 +383,8 @@ Stmt ReductionKernelBuilder::pipelined_mainloop() {
     }
     return block(body);
   };
-  summary_ += fmt::format("  fragments software-pipelined over the {} k-steps of each '{}' tile\n", steps, x.name);
+  summary_ +=
+      fmt::format("  fragments software-pipelined over the {} k-steps of each '{}' tile\n", steps, x.name);
   const Stmt tiles =
       partitioned_loop(x.name, 0, x.extent, first_guarded_prefetch(here, 0, x.extent, depth - 1), tile_body);
   return block({block(prologue), tiles, intrinsic::async_wait(0)});
@@ -382,16 +404,20 @@ Stmt ReductionKernelBuilder::fragment_loads(const Halide::Expr &slice) {
     for (const StagePlan &p : stages_)
       if (p.input == operand.input) f.stage = &p;
     if (!f.stage)
-      fail("schedule of '{}': the matrix atom reads '{}' through ldmatrix, so '{}' must be staged in shared memory",
-           req_.reduction.name(), operand.input, operand.input);
+      fail(
+          "schedule of '{}': the matrix atom reads '{}' through ldmatrix, so '{}' must be staged in shared "
+          "memory",
+          req_.reduction.name(), operand.input, operand.input);
     for (const Halide::Expr &c : operand.coords) f.coords.push_back(simplify(lowering_.lower(c)));
     f.k_loop = loops_.dims[atom_k_].name;
     f.other_loop = loops_.dims[op == AtomOperand::a ? atom_i_ : atom_j_].name;
     f.unused_loop = loops_.dims[op == AtomOperand::a ? atom_j_ : atom_i_].name;
     for (int d : op == AtomOperand::a ? a_dims_ : b_dims_)
-      f.register_loops.push_back({loops_.dims[d].name, loops_.dims[d].constant_extent(loops_.func, "fragments")});
+      f.register_loops.push_back(
+          {loops_.dims[d].name, loops_.dims[d].constant_extent(loops_.func, "fragments")});
     f.fragment = op == AtomOperand::a ? "frag.a" : "frag.b";
-    f.slot = f.stage->directive.depth > 1 ? var(f.stage->directive.at) % f.stage->directive.depth : Halide::Expr(0);
+    f.slot = f.stage->directive.depth > 1 ? var(f.stage->directive.at) % f.stage->directive.depth
+                                          : Halide::Expr(0);
     f.dst_offset = slice * (fragment_count(op == AtomOperand::a ? a_dims_ : b_dims_) * fragment_elements(op));
     loads.push_back(load_fragments(f, req_.reduction.name()));
   }
@@ -401,8 +427,9 @@ Stmt ReductionKernelBuilder::fragment_loads(const Halide::Expr &slice) {
 Stmt ReductionKernelBuilder::promote_partials() const {
   return for_each_point([&] {
     const Halide::Expr index = register_index(register_dims_) * 4 + var("acc.e");
-    return block({store("acc.f32", load(f32, "acc.f32", index) + Halide::cast(f32, load(f16, "acc", index)), index),
-                  store("acc", make_zero(f16), index)});
+    return block(
+        {store("acc.f32", load(f32, "acc.f32", index) + Halide::cast(f32, load(f16, "acc", index)), index),
+         store("acc", make_zero(f16), index)});
   });
 }
 
@@ -429,7 +456,8 @@ Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &
     const int every = req_.schedule->accumulation().promote_every;
     int inner_steps = 1;
     for (size_t p = position + 1; p < nest_.size(); ++p)
-      if (loops_.dims[nest_[p]].reduction) inner_steps *= loops_.dims[nest_[p]].constant_extent(loops_.func, "hybrid accumulation");
+      if (loops_.dims[nest_[p]].reduction)
+        inner_steps *= loops_.dims[nest_[p]].constant_extent(loops_.func, "hybrid accumulation");
     const LoopDim &d = loops_.dims[dim];
     const auto *extent = as_const_int(simplify(d.extent));
     const bool fits = every % inner_steps == 0 && (!extent || *extent % (every / inner_steps) == 0);
@@ -445,10 +473,12 @@ Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &
 Stmt ReductionKernelBuilder::epilogue() {
   std::vector<Halide::Expr> coords;
   for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
-  const Halide::Expr part =
-      req_.output == Output::partial_states ? var(req_.schedule->reduction_split()->var + ".part") : Halide::Expr();
-  return for_each_point(
-      [&] { return guarded(all_of(loops_.pure_guards), epilogue_stores(req_, coords, state_values(), part)); });
+  const Halide::Expr part = req_.output == Output::partial_states
+                                ? var(req_.schedule->reduction_split()->var + ".part")
+                                : Halide::Expr();
+  return for_each_point([&] {
+    return guarded(all_of(loops_.pure_guards), epilogue_stores(req_, coords, state_values(), part));
+  });
 }
 
 Kernel ReductionKernelBuilder::build() {
@@ -466,15 +496,19 @@ Kernel ReductionKernelBuilder::build() {
     // A is the operand indexed by the atom's rows.
     auto uses_loop = [&](const ContractionOperand &o, int dim) {
       bool uses = false;
-      for (const Halide::Expr &c : o.coords) uses = uses || expr_uses_var(simplify(lowering_.lower(c)), loops_.dims[dim].name);
+      for (const Halide::Expr &c : o.coords)
+        uses = uses || expr_uses_var(simplify(lowering_.lower(c)), loops_.dims[dim].name);
       return uses;
     };
-    if (uses_loop(contraction_->a, atom_j_) && uses_loop(contraction_->b, atom_i_)) std::swap(contraction_->a, contraction_->b);
+    if (uses_loop(contraction_->a, atom_j_) && uses_loop(contraction_->b, atom_i_))
+      std::swap(contraction_->a, contraction_->b);
     if (uses_loop(contraction_->a, atom_j_) || uses_loop(contraction_->b, atom_i_))
-      fail("schedule of '{}': the matrix atom needs one factor indexed by its rows ({}) and the other by its columns "
-           "({}), but '{}' and '{}' do not split that way",
-           req_.reduction.name(), loops_.dims[atom_i_].name, loops_.dims[atom_j_].name, contraction_->a.input,
-           contraction_->b.input);
+      fail(
+          "schedule of '{}': the matrix atom needs one factor indexed by its rows ({}) and the other by its "
+          "columns "
+          "({}), but '{}' and '{}' do not split that way",
+          req_.reduction.name(), loops_.dims[atom_i_].name, loops_.dims[atom_j_].name, contraction_->a.input,
+          contraction_->b.input);
     for (auto it = nest_.rbegin(); it != nest_.rend(); ++it)
       if (loops_.dims[*it].reduction) {
         load_point_ = static_cast<int>(*it);
@@ -500,14 +534,20 @@ Kernel ReductionKernelBuilder::build() {
   if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid && promote_loop_ < 0) {
     std::string steps;
     for (size_t d : nest_)
-      if (loops_.dims[d].reduction) steps += fmt::format("{}{} ({})", steps.empty() ? "" : ", ", loops_.dims[d].name, loops_.dims[d].extent);
-    fail("schedule of '{}': hybrid accumulation promotes every {} k-steps, but no reduction loop ends after a whole "
-         "number of such groups (the k-step loops are {}); choose a count that divides or is a multiple of the "
-         "k-steps per tile",
-         req_.reduction.name(), req_.schedule->accumulation().promote_every, steps);
+      if (loops_.dims[d].reduction)
+        steps +=
+            fmt::format("{}{} ({})", steps.empty() ? "" : ", ", loops_.dims[d].name, loops_.dims[d].extent);
+    fail(
+        "schedule of '{}': hybrid accumulation promotes every {} k-steps, but no reduction loop ends after a "
+        "whole "
+        "number of such groups (the k-step loops are {}); choose a count that divides or is a multiple of "
+        "the "
+        "k-steps per tile",
+        req_.reduction.name(), req_.schedule->accumulation().promote_every, steps);
   }
   std::vector<Stmt> parts = {init_states(), reduction};
-  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) parts.push_back(promote_partials());
+  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
+    parts.push_back(promote_partials());
   parts.push_back(epilogue());
   Stmt body = block(parts);
 
@@ -519,17 +559,20 @@ Kernel ReductionKernelBuilder::build() {
                           {fragment_slices_ * fragment_count(a_dims_) * 8}, const_true(), body);
     body = Allocate::make("frag.b", contraction_->b.type, Halide::MemoryType::Register,
                           {fragment_slices_ * fragment_count(b_dims_) * 4}, const_true(), body);
-    body = Allocate::make("acc", accumulator_type_, Halide::MemoryType::Register, {points * 4}, const_true(), body);
+    body = Allocate::make("acc", accumulator_type_, Halide::MemoryType::Register, {points * 4}, const_true(),
+                          body);
     if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
       body = Allocate::make("acc.f32", f32, Halide::MemoryType::Register, {points * 4}, const_true(), body);
   } else {
     for (const Component &c : monoid_.state)
-      body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {points}, const_true(), body);
+      body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {points}, const_true(),
+                            body);
   }
   for (auto it = outer_.rbegin(); it != outer_.rend(); ++it) {
     const LoopDim &d = loops_.dims[*it];
-    body = For::make(d.name, 0, d.extent, d.binding == Binding::unrolled ? ForType::Unrolled : ForType::Serial,
-                     Halide::DeviceAPI::None, body);
+    body =
+        For::make(d.name, 0, d.extent, d.binding == Binding::unrolled ? ForType::Unrolled : ForType::Serial,
+                  Halide::DeviceAPI::None, body);
   }
   check_register_budget();
   std::vector<std::string> instructions;
@@ -550,10 +593,12 @@ void ReductionKernelBuilder::check_register_budget() const {
   }
   const int registers = bytes / 4;
   if (registers > req_.target.max_registers_per_thread)
-    fail("schedule of '{}' keeps {} state value(s) per thread in registers, at least {} registers, but {} allows {} "
-         "per thread; use smaller register tiles",
-         req_.reduction.name(), points * (atom_ ? 4 : int(monoid_.state.size())), registers, req_.target.arch,
-         req_.target.max_registers_per_thread);
+    fail(
+        "schedule of '{}' keeps {} state value(s) per thread in registers, at least {} registers, but {} "
+        "allows {} "
+        "per thread; use smaller register tiles",
+        req_.reduction.name(), points * (atom_ ? 4 : int(monoid_.state.size())), registers, req_.target.arch,
+        req_.target.max_registers_per_thread);
 }
 
 }  // namespace
@@ -583,7 +628,8 @@ void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<Buff
       IRVisitor::visit(a);
     }
     void visit(const Variable *v) override {
-      if (is_param(v) && std::none_of(scalars.begin(), scalars.end(), [&](auto &s) { return s.name == v->name; }))
+      if (is_param(v) &&
+          std::none_of(scalars.begin(), scalars.end(), [&](auto &s) { return s.name == v->name; }))
         scalars.push_back({v->name, v->type});
     }
   } uses;

@@ -22,8 +22,9 @@ std::string c_name(const std::string &name) {
   std::string out;
   for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
-  static const std::set<std::string> reserved = {"int", "float", "double", "char", "bool", "if", "for", "do",
-                                                 "while", "return", "const", "auto", "case", "default", "half"};
+  static const std::set<std::string> reserved = {"int",   "float", "double", "char",    "bool",
+                                                 "if",    "for",   "do",     "while",   "return",
+                                                 "const", "auto",  "case",   "default", "half"};
   if (reserved.count(out)) out += "_";
   return out;
 }
@@ -43,7 +44,9 @@ std::string c_type(const Type &t) {
 
 namespace {
 
-bool is_16bit_float(const Type &t) { return t.is_float() && t.bits() == 16; }
+bool is_16bit_float(const Type &t) {
+  return t.is_float() && t.bits() == 16;
+}
 
 std::optional<int> power_of_two(const Halide::Expr &e) {
   const auto *c = as_const_int(e);
@@ -57,8 +60,10 @@ std::optional<int> power_of_two(const Halide::Expr &e) {
 const std::map<std::string, std::string> &helper_definitions() {
   static const std::map<std::string, std::string> defs = {
       {"div",
-       "// Halide's integer division and remainder: rounding towards negative infinity, a non-negative remainder, and\n"
-       "// x / 0 == x % 0 == 0. Branch-free, so that the compiler hoists and shares them like any arithmetic.\n"
+       "// Halide's integer division and remainder: rounding towards negative infinity, a non-negative "
+       "remainder, and\n"
+       "// x / 0 == x % 0 == 0. Branch-free, so that the compiler hoists and shares them like any "
+       "arithmetic.\n"
        "__device__ __forceinline__ int twist_div(int a, int b) {\n"
        "  const int d = b == 0 ? 1 : b, q = a / d, r = a - q * d;\n"
        "  return b == 0 ? 0 : q - ((r != 0) & ((r ^ d) < 0));\n"
@@ -81,10 +86,12 @@ const std::map<std::string, std::string> &helper_definitions() {
        "__device__ __forceinline__ void twist_copy_async(void *dst, const void *src, int src_bytes) {\n"
        "  unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));\n"
        "  if constexpr (Bytes == 16)\n"
-       "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(d), \"l\"(src), \"r\"(src_bytes)\n"
+       "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(d), \"l\"(src), "
+       "\"r\"(src_bytes)\n"
        "                 : \"memory\");\n"
        "  else\n"
-       "    asm volatile(\"cp.async.ca.shared.global [%0], [%1], %2, %3;\\n\" ::\"r\"(d), \"l\"(src), \"n\"(Bytes),\n"
+       "    asm volatile(\"cp.async.ca.shared.global [%0], [%1], %2, %3;\\n\" ::\"r\"(d), \"l\"(src), "
+       "\"n\"(Bytes),\n"
        "                 \"r\"(src_bytes)\n"
        "                 : \"memory\");\n"
        "}\n"},
@@ -100,47 +107,66 @@ const std::map<std::string, std::string> &helper_definitions() {
        "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\\n\"\n"
        "                 : \"=r\"(d[0]), \"=r\"(d[1]), \"=r\"(d[2]), \"=r\"(d[3]) : \"r\"(s));\n"
        "  else if constexpr (Matrices == 2 && !Transpose)\n"
-       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(d[0]), \"=r\"(d[1]) : \"r\"(s));\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(d[0]), "
+       "\"=r\"(d[1]) : \"r\"(s));\n"
        "  else if constexpr (Matrices == 2)\n"
        "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\\n\"\n"
        "                 : \"=r\"(d[0]), \"=r\"(d[1]) : \"r\"(s));\n"
        "  else if constexpr (!Transpose)\n"
-       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\\n\" : \"=r\"(d[0]) : \"r\"(s));\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\\n\" : \"=r\"(d[0]) : "
+       "\"r\"(s));\n"
        "  else\n"
-       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\\n\" : \"=r\"(d[0]) : \"r\"(s));\n"
+       "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\\n\" : \"=r\"(d[0]) : "
+       "\"r\"(s));\n"
        "}\n"},
-      {"mma_f32_f16", "__device__ __forceinline__ void twist_mma_f32_f16(float *d, const void *a, const void *b, const float *c) {\n"
-                      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
-                      "  asm volatile(\n"
-                      "      \"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, \"\n"
-                      "      \"{%10, %11, %12, %13};\\n\"\n"
-                      "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
-                      "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), \"f\"(c[1]),\n"
-                      "        \"f\"(c[2]), \"f\"(c[3]));\n"
-                      "}\n"},
-      {"mma_f32_bf16", "__device__ __forceinline__ void twist_mma_f32_bf16(float *d, const void *a, const void *b, const float *c) {\n"
-                       "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
-                       "  asm volatile(\n"
-                       "      \"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, \"\n"
-                       "      \"{%10, %11, %12, %13};\\n\"\n"
-                       "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
-                       "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), \"f\"(c[1]),\n"
-                       "        \"f\"(c[2]), \"f\"(c[3]));\n"
-                       "}\n"},
-      {"mma_f16_f16", "__device__ __forceinline__ void twist_mma_f16_f16(__half *d, const void *a, const void *b, const __half *c) {\n"
-                      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
-                      "  const unsigned *C = reinterpret_cast<const unsigned *>(c);\n"
-                      "  unsigned *D = reinterpret_cast<unsigned *>(d);\n"
-                      "  asm volatile(\n"
-                      "      \"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%8, %9};\\n\"\n"
-                      "      : \"=r\"(D[0]), \"=r\"(D[1])\n"
-                      "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"r\"(C[0]), \"r\"(C[1]));\n"
-                      "}\n"},
-      {"ex2", "__device__ __forceinline__ float twist_ex2_approx(float x) {\n"
-              "  float y;\n"
-              "  asm(\"ex2.approx.ftz.f32 %0, %1;\\n\" : \"=f\"(y) : \"f\"(x));\n"
-              "  return y;\n"
-              "}\n"},
+      {"mma_f32_f16",
+       "__device__ __forceinline__ void twist_mma_f32_f16(float *d, const void *a, const void *b, const "
+       "float *c) {\n"
+       "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned "
+       "*>(b);\n"
+       "  asm volatile(\n"
+       "      \"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, "
+       "%9}, \"\n"
+       "      \"{%10, %11, %12, %13};\\n\"\n"
+       "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
+       "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), "
+       "\"f\"(c[1]),\n"
+       "        \"f\"(c[2]), \"f\"(c[3]));\n"
+       "}\n"},
+      {"mma_f32_bf16",
+       "__device__ __forceinline__ void twist_mma_f32_bf16(float *d, const void *a, const void *b, const "
+       "float *c) {\n"
+       "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned "
+       "*>(b);\n"
+       "  asm volatile(\n"
+       "      \"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, "
+       "%9}, \"\n"
+       "      \"{%10, %11, %12, %13};\\n\"\n"
+       "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
+       "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), "
+       "\"f\"(c[1]),\n"
+       "        \"f\"(c[2]), \"f\"(c[3]));\n"
+       "}\n"},
+      {"mma_f16_f16",
+       "__device__ __forceinline__ void twist_mma_f16_f16(__half *d, const void *a, const void *b, const "
+       "__half *c) {\n"
+       "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned "
+       "*>(b);\n"
+       "  const unsigned *C = reinterpret_cast<const unsigned *>(c);\n"
+       "  unsigned *D = reinterpret_cast<unsigned *>(d);\n"
+       "  asm volatile(\n"
+       "      \"mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%8, "
+       "%9};\\n\"\n"
+       "      : \"=r\"(D[0]), \"=r\"(D[1])\n"
+       "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"r\"(C[0]), "
+       "\"r\"(C[1]));\n"
+       "}\n"},
+      {"ex2",
+       "__device__ __forceinline__ float twist_ex2_approx(float x) {\n"
+       "  float y;\n"
+       "  asm(\"ex2.approx.ftz.f32 %0, %1;\\n\" : \"=f\"(y) : \"f\"(x));\n"
+       "  return y;\n"
+       "}\n"},
   };
   return defs;
 }
@@ -278,8 +304,8 @@ std::string Printer::expr(const Halide::Expr &e) {
   auto minmax = [&](const Halide::Expr &a, const Halide::Expr &b, bool is_max) {
     const Type &t = a.type();
     const char *fn = t.is_float() ? (is_16bit_float(t) ? (is_max ? "__hmax" : "__hmin")
-                                                       : t.bits() == 32 ? (is_max ? "fmaxf" : "fminf")
-                                                                        : (is_max ? "fmax" : "fmin"))
+                                     : t.bits() == 32  ? (is_max ? "fmaxf" : "fminf")
+                                                       : (is_max ? "fmax" : "fmin"))
                                   : (is_max ? "max" : "min");
     return std::string(fn) + "(" + expr(a) + ", " + expr(b) + ")";
   };
@@ -298,15 +324,16 @@ std::string Printer::expr(const Halide::Expr &e) {
     return "(" + expr(s->condition) + " ? " + expr(s->true_value) + " : " + expr(s->false_value) + ")";
   if (const auto *l = e.as<Load>()) return c_name(l->name) + "[" + expr(l->index) + "]";
   if (const auto *l = e.as<Let>())
-    return "[&] { const " + c_type(l->value.type()) + " " + c_name(l->name) + " = " + expr(l->value) + "; return " +
-           expr(l->body) + "; }()";
+    return "[&] { const " + c_type(l->value.type()) + " " + c_name(l->name) + " = " + expr(l->value) +
+           "; return " + expr(l->body) + "; }()";
   if (const auto *c = e.as<Call>()) {
     if (auto m = as_math_call(c)) return math(*m, c);
     if (c->is_intrinsic(Call::likely) || c->is_intrinsic(Call::likely_if_innermost)) return expr(c->args[0]);
     if (c->is_intrinsic(Call::abs)) {
       const Type &t = c->args[0].type();
       if (is_16bit_float(t)) return "__habs(" + expr(c->args[0]) + ")";
-      return std::string(t.is_float() ? (t.bits() == 32 ? "fabsf(" : "fabs(") : "abs(") + expr(c->args[0]) + ")";
+      return std::string(t.is_float() ? (t.bits() == 32 ? "fabsf(" : "fabs(") : "abs(") + expr(c->args[0]) +
+             ")";
     }
     if (c->is_intrinsic(Call::bitwise_and)) return binary(c->args[0], "&", c->args[1]);
     if (c->is_intrinsic(Call::bitwise_or)) return binary(c->args[0], "|", c->args[1]);
@@ -324,8 +351,8 @@ void Printer::intrinsic(const Stmt &s, int n) {
   } else if (auto c = intrinsic::as_copy(s)) {
     helpers_.insert("copy");
     out_ << ind(n) << (c->async ? "twist_copy_async<" : "twist_copy_sync<") << c->bytes << ">("
-         << address(c->dst, c->dst_index) << ", " << address(c->src, c->src_index) << ", " << expr(c->src_bytes)
-         << ");\n";
+         << address(c->dst, c->dst_index) << ", " << address(c->src, c->src_index) << ", "
+         << expr(c->src_bytes) << ");\n";
   } else if (intrinsic::is_async_commit(s)) {
     out_ << ind(n) << "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n";
   } else if (auto w = intrinsic::as_async_wait(s)) {
@@ -337,12 +364,17 @@ void Printer::intrinsic(const Stmt &s, int n) {
   } else if (auto m = intrinsic::as_mma(s)) {
     const Type in = array_type(m->a), acc = array_type(m->c);
     std::string helper;
-    if (acc == Halide::Float(32)) helper = in.is_bfloat() ? "mma_f32_bf16" : "mma_f32_f16";
-    else if (acc == Halide::Float(16) && !in.is_bfloat()) helper = "mma_f16_f16";
-    else fail("kernel {}: no mma.sync atom multiplies {} with {} accumulation", kernel_.name, type_name(in), type_name(acc));
+    if (acc == Halide::Float(32))
+      helper = in.is_bfloat() ? "mma_f32_bf16" : "mma_f32_f16";
+    else if (acc == Halide::Float(16) && !in.is_bfloat())
+      helper = "mma_f16_f16";
+    else
+      fail("kernel {}: no mma.sync atom multiplies {} with {} accumulation", kernel_.name, type_name(in),
+           type_name(acc));
     helpers_.insert(helper);
-    out_ << ind(n) << "twist_" << helper << "(" << address(m->d, m->d_index) << ", " << address(m->a, m->a_index) << ", "
-         << address(m->b, m->b_index) << ", " << address(m->c, m->c_index) << ");\n";
+    out_ << ind(n) << "twist_" << helper << "(" << address(m->d, m->d_index) << ", "
+         << address(m->a, m->a_index) << ", " << address(m->b, m->b_index) << ", "
+         << address(m->c, m->c_index) << ");\n";
   } else if (auto sh = intrinsic::as_shuffle_xor(s)) {
     out_ << ind(n) << c_name(sh->dst) << "[" << expr(sh->dst_index) << "] = __shfl_xor_sync(0xffffffffu, "
          << expr(sh->value) << ", " << sh->lane_mask << ");\n";
@@ -363,8 +395,8 @@ void Printer::stmt(const Stmt &s, int n) {
     out_ << ind(n) << "{\n";
     Stmt body = s;
     while (const auto *l = body.as<LetStmt>()) {
-      out_ << ind(n + 1) << "const " << c_type(l->value.type()) << " " << c_name(l->name) << " = " << expr(l->value)
-           << ";\n";
+      out_ << ind(n + 1) << "const " << c_type(l->value.type()) << " " << c_name(l->name) << " = "
+           << expr(l->value) << ";\n";
       body = l->body;
     }
     stmt(body, n + 1);
@@ -372,8 +404,8 @@ void Printer::stmt(const Stmt &s, int n) {
   } else if (const auto *f = s.as<For>()) {
     if (f->for_type == ForType::Unrolled) out_ << ind(n) << "#pragma unroll\n";
     const std::string v = c_name(f->name);
-    out_ << ind(n) << "for (int " << v << " = " << expr(f->min) << "; " << v << " < " << expr(simplify(f->min + f->extent))
-         << "; ++" << v << ") {\n";
+    out_ << ind(n) << "for (int " << v << " = " << expr(f->min) << "; " << v << " < "
+         << expr(simplify(f->min + f->extent)) << "; ++" << v << ") {\n";
     stmt(f->body, n + 1);
     out_ << ind(n) << "}\n";
   } else if (const auto *i = s.as<IfThenElse>()) {
@@ -387,8 +419,8 @@ void Printer::stmt(const Stmt &s, int n) {
   } else if (const auto *a = s.as<Allocate>()) {
     declare_array(a->name, a->type);
     if (a->memory_type == Halide::MemoryType::Register) {
-      out_ << ind(n) << "__align__(16) " << c_type(a->type) << " " << c_name(a->name) << "[" << expr(a->extents[0])
-           << "];\n";
+      out_ << ind(n) << "__align__(16) " << c_type(a->type) << " " << c_name(a->name) << "["
+           << expr(a->extents[0]) << "];\n";
     }
     stmt(a->body, n);
   } else if (const auto *st = s.as<Store>()) {
@@ -434,14 +466,16 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   Printer printer(k, options);
   const SharedLayoutPlan shared = plan_shared(k.body);
   if (shared.bytes > k.shared_bytes + 128 * static_cast<int>(shared.arrays.size()))
-    fail("kernel {}: its shared arrays take {} bytes but it was lowered for {}", k.name, shared.bytes, k.shared_bytes);
+    fail("kernel {}: its shared arrays take {} bytes but it was lowered for {}", k.name, shared.bytes,
+         k.shared_bytes);
   std::ostringstream params;
   for (const BufferArg &b : k.buffers) {
     printer.declare_array(b.name, b.type);
-    params << (params.tellp() ? ", " : "") << (b.role == BufferArg::Role::input ? "const " : "") << c_type(b.type)
-           << " *__restrict__ " << c_name(b.name);
+    params << (params.tellp() ? ", " : "") << (b.role == BufferArg::Role::input ? "const " : "")
+           << c_type(b.type) << " *__restrict__ " << c_name(b.name);
   }
-  for (const ScalarArg &s : k.scalars) params << (params.tellp() ? ", " : "") << c_type(s.type) << " " << c_name(s.name);
+  for (const ScalarArg &s : k.scalars)
+    params << (params.tellp() ? ", " : "") << c_type(s.type) << " " << c_name(s.name);
 
   std::ostringstream body;
   if (!shared.arrays.empty()) body << "  extern __shared__ __align__(128) unsigned char twist_smem[];\n";
@@ -456,8 +490,8 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   for (std::string line; std::getline(summary, line);) unit << "//" << line << "\n";
   unit << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\n";
   for (const std::string &h : printer.helpers()) unit << helper_definitions().at(h) << "\n";
-  unit << "extern \"C\" __global__ void __launch_bounds__(" << k.threads << ", " << k.min_blocks_per_sm << ") "
-       << c_name(k.name) << "(" << params.str() << ") {\n"
+  unit << "extern \"C\" __global__ void __launch_bounds__(" << k.threads << ", " << k.min_blocks_per_sm
+       << ") " << c_name(k.name) << "(" << params.str() << ") {\n"
        << body.str() << printer.body() << "}\n";
   return unit.str();
 }

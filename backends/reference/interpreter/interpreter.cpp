@@ -15,26 +15,26 @@ using namespace interpreter;
 
 namespace {
 
-std::string show(const Halide::Expr& e) {
+std::string show(const Halide::Expr &e) {
   std::ostringstream os;
   os << e;
   return os.str();
 }
 
-std::string declared_shape(const std::vector<Halide::Expr>& shape) {
+std::string declared_shape(const std::vector<Halide::Expr> &shape) {
   std::string s;
-  for (const Halide::Expr& e : shape) s += (s.empty() ? "" : ", ") + show(e);
+  for (const Halide::Expr &e : shape) s += (s.empty() ? "" : ", ") + show(e);
   return "[" + s + "]";
 }
 
 // The extents of a shape over the scalar arguments, with what the shape belongs to in the message if it
 // cannot be evaluated.
-std::vector<int64_t> extents_of(const std::vector<Halide::Expr>& shape, const Scalars& scalars,
-                                const std::string& what) {
+std::vector<int64_t> extents_of(const std::vector<Halide::Expr> &shape, const Scalars &scalars,
+                                const std::string &what) {
   std::vector<int64_t> extents;
   try {
     extents = evaluate_shape(shape, scalars);
-  } catch (const Error& error) {
+  } catch (const Error &error) {
     fail("the shape {} of {} cannot be evaluated ({}); pass every size parameter it uses in `scalars`",
          declared_shape(shape), what, error.what());
   }
@@ -44,7 +44,7 @@ std::vector<int64_t> extents_of(const std::vector<Halide::Expr>& shape, const Sc
   return extents;
 }
 
-const char* role_name(BufferArg::Role role) {
+const char *role_name(BufferArg::Role role) {
   switch (role) {
     case BufferArg::Role::input:
       return "input";
@@ -59,26 +59,26 @@ const char* role_name(BufferArg::Role role) {
 // A kernel's global buffers as interpreter arrays, read from their tensors before the kernel runs and
 // written back once it has completed.
 struct BoundBuffer {
-  Array* array;
-  HostTensor* tensor;
+  Array *array;
+  HostTensor *tensor;
 };
 
-std::vector<BoundBuffer> bind_buffers(Machine& m, StatementCompiler& sc,
-                                      std::map<std::string, HostTensor>& buffers,
-                                      const std::map<std::string, double>& scalars) {
+std::vector<BoundBuffer> bind_buffers(Machine &m, StatementCompiler &sc,
+                                      std::map<std::string, HostTensor> &buffers,
+                                      const std::map<std::string, double> &scalars) {
   std::vector<BoundBuffer> bound;
-  for (const BufferArg& arg : m.kernel.buffers) {
+  for (const BufferArg &arg : m.kernel.buffers) {
     const std::string what = fmt::format("{} buffer '{}'", role_name(arg.role), arg.name);
     auto it = buffers.find(arg.name);
     if (it == buffers.end())
       fail("the kernel needs its {} ({}{}), and `buffers` holds no tensor of that name", what,
            type_name(arg.type), declared_shape(arg.shape));
-    HostTensor& tensor = it->second;
+    HostTensor &tensor = it->second;
     const std::vector<int64_t> shape = extents_of(arg.shape, scalars, what);
     if (tensor.type() != arg.type || tensor.shape() != shape)
       fail("the kernel's {} is {}{}, but the tensor passed for it is {}{}", what, type_name(arg.type),
            shape_string(shape), type_name(tensor.type()), shape_string(tensor.shape()));
-    Array& array = m.add_array(
+    Array &array = m.add_array(
         Array(arg.name, arg.type, Space::global, tensor.size(), arg.role != BufferArg::Role::input));
     sc.add_buffer(array);
     bound.push_back({&array, &tensor});
@@ -88,10 +88,10 @@ std::vector<BoundBuffer> bind_buffers(Machine& m, StatementCompiler& sc,
 
 // The slot and value of each scalar argument: floating-point values are rounded to the argument's type,
 // integers must be ones the type holds.
-std::vector<std::pair<int, Real>> bind_scalars(Machine& m, StatementCompiler& sc,
-                                               const std::map<std::string, double>& scalars) {
+std::vector<std::pair<int, Real>> bind_scalars(Machine &m, StatementCompiler &sc,
+                                               const std::map<std::string, double> &scalars) {
   std::vector<std::pair<int, Real>> bound;
-  for (const ScalarArg& arg : m.kernel.scalars) {
+  for (const ScalarArg &arg : m.kernel.scalars) {
     auto it = scalars.find(arg.name);
     if (it == scalars.end())
       fail("the kernel needs the {} scalar '{}', and `scalars` holds no value of that name",
@@ -105,14 +105,14 @@ std::vector<std::pair<int, Real>> bind_scalars(Machine& m, StatementCompiler& sc
   return bound;
 }
 
-void execute(Machine& m, std::map<std::string, HostTensor>& buffers,
-             const std::map<std::string, double>& scalars) {
-  const Kernel& kernel = m.kernel;
+void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
+             const std::map<std::string, double> &scalars) {
+  const Kernel &kernel = m.kernel;
   if (kernel.threads < 1 || kernel.threads > 1024)
     fail("the kernel has {} threads per block; a block has 1 to 1024", kernel.threads);
   StatementCompiler sc(m);
   sc.add_variable(intrinsic::kThreadIndex);
-  for (const char* name : intrinsic::kBlockIndex) sc.add_variable(name);
+  for (const char *name : intrinsic::kBlockIndex) sc.add_variable(name);
   const std::vector<std::pair<int, Real>> scalar_slots = bind_scalars(m, sc, scalars);
   const std::vector<BoundBuffer> bound = bind_buffers(m, sc, buffers, scalars);
   const std::vector<int64_t> grid =
@@ -136,9 +136,9 @@ void execute(Machine& m, std::map<std::string, HostTensor>& buffers,
   for (int d = 0; d < 3; ++d) block_slots[d] = m.compiler.slot(intrinsic::kBlockIndex[d]);
   for (int t = 0; t < m.threads; ++t) {
     m.slots[t][thread_slot] = t;
-    for (const auto& [slot, value] : scalar_slots) m.slots[t][slot] = value;
+    for (const auto &[slot, value] : scalar_slots) m.slots[t][slot] = value;
   }
-  for (const BoundBuffer& b : bound) {
+  for (const BoundBuffer &b : bound) {
     b.array->values.resize(b.array->size);
     for (int64_t i = 0; i < b.array->size; ++i) b.array->values[i] = b.tensor->get_linear(i);
   }
@@ -162,7 +162,7 @@ void execute(Machine& m, std::map<std::string, HostTensor>& buffers,
   }
   m.running = false;
   m.where = nullptr;
-  for (const BoundBuffer& b : bound) {
+  for (const BoundBuffer &b : bound) {
     if (!b.array->writable) continue;
     for (int64_t i = 0; i < b.array->size; ++i)
       b.tensor->set_linear(i, static_cast<double>(b.array->values[i]));
@@ -171,29 +171,29 @@ void execute(Machine& m, std::map<std::string, HostTensor>& buffers,
 
 }  // namespace
 
-void run_kernel(const Kernel& kernel, std::map<std::string, HostTensor>& buffers,
-                const std::map<std::string, double>& scalars, const InterpretOptions& options) {
+void run_kernel(const Kernel &kernel, std::map<std::string, HostTensor> &buffers,
+                const std::map<std::string, double> &scalars, const InterpretOptions &options) {
   // The same check the GPU runtime makes before a launch: the lowering relied on these conditions.
   check_requirements(kernel, scalars);
   Machine m(kernel, options);
   try {
     execute(m, buffers, scalars);
-  } catch (const Error& error) {
+  } catch (const Error &error) {
     fail("{}: {}", m.location(), error.what());
   }
 }
 
-std::map<std::string, HostTensor> run_program(const LoweredProgram& program,
-                                              const std::map<std::string, HostTensor>& inputs,
-                                              const std::map<std::string, double>& scalars,
-                                              const InterpretOptions& options) {
+std::map<std::string, HostTensor> run_program(const LoweredProgram &program,
+                                              const std::map<std::string, HostTensor> &inputs,
+                                              const std::map<std::string, double> &scalars,
+                                              const InterpretOptions &options) {
   // Size parameters come from the inputs' shapes, as on the GPU; the other scalars are as given.
   std::map<std::string, std::vector<int64_t>> input_shapes;
-  for (const auto& [name, tensor] : inputs) input_shapes.emplace(name, tensor.shape());
+  for (const auto &[name, tensor] : inputs) input_shapes.emplace(name, tensor.shape());
   const Scalars bound = bind_arguments(program, input_shapes, scalars);
   std::map<std::string, HostTensor> buffers = inputs;
-  auto allocate = [&](const std::string& name, const Type& type, const std::vector<Halide::Expr>& shape,
-                      const char* role) {
+  auto allocate = [&](const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
+                      const char *role) {
     if (buffers.count(name))
       fail("program '{}': its {} '{}' has the name of an input tensor; rename one of them", program.name,
            role, name);
@@ -201,14 +201,14 @@ std::map<std::string, HostTensor> run_program(const LoweredProgram& program,
     tensor.fill(static_cast<double>(poison(type)));
     buffers.emplace(name, std::move(tensor));
   };
-  for (const BufferArg& output : program.outputs) allocate(output.name, output.type, output.shape, "output");
-  for (const Workspace& workspace : program.workspaces)
+  for (const BufferArg &output : program.outputs) allocate(output.name, output.type, output.shape, "output");
+  for (const Workspace &workspace : program.workspaces)
     allocate(workspace.name, workspace.type, workspace.shape, "workspace");
   // A kernel whose requirements these shapes break runs as its fallback, as on a GPU.
-  for (const Kernel& kernel : program.kernels)
+  for (const Kernel &kernel : program.kernels)
     run_kernel(select_variant(kernel, bound), buffers, bound, options);
   std::map<std::string, HostTensor> outputs;
-  for (const BufferArg& output : program.outputs)
+  for (const BufferArg &output : program.outputs)
     outputs.emplace(output.name, std::move(buffers.at(output.name)));
   return outputs;
 }

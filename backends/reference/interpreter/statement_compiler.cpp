@@ -12,7 +12,7 @@ using namespace Halide::Internal;
 namespace {
 
 template <typename T>
-std::string show(const T& node) {
+std::string show(const T &node) {
   std::ostringstream os;
   os << node;
   std::string s = os.str();
@@ -21,12 +21,12 @@ std::string show(const T& node) {
 }
 
 // The first line of a statement, for messages about statements that contain others.
-std::string first_line(const Stmt& s) {
+std::string first_line(const Stmt &s) {
   const std::string text = show(s);
   return text.substr(0, text.find('\n'));
 }
 
-const char* for_type_name(ForType t) {
+const char *for_type_name(ForType t) {
   switch (t) {
     case ForType::Serial:
       return "serial";
@@ -48,22 +48,22 @@ const char* for_type_name(ForType t) {
   return "unknown";
 }
 
-std::optional<int64_t> constant(const Halide::Expr& e) {
+std::optional<int64_t> constant(const Halide::Expr &e) {
   const Halide::Expr simplified = simplify(e);
-  if (const int64_t* value = as_const_int(simplified)) return *value;
+  if (const int64_t *value = as_const_int(simplified)) return *value;
   return std::nullopt;
 }
 
 }  // namespace
 
-StatementCompiler::StatementCompiler(Machine& machine) : machine_(machine) {
-  machine_.compiler.on_load([this](const Load* op) -> ExprCompiler::LoadFn {
-    Array& a = buffer(op->name, "load from");
+StatementCompiler::StatementCompiler(Machine &machine) : machine_(machine) {
+  machine_.compiler.on_load([this](const Load *op) -> ExprCompiler::LoadFn {
+    Array &a = buffer(op->name, "load from");
     if (op->type != a.type)
       fail("`{}` loads {} from {}: a load must have the buffer's element type", show(Halide::Expr(op)),
            type_name(op->type), a.describe());
-    Machine* m = &machine_;
-    Array* array = &a;
+    Machine *m = &machine_;
+    Array *array = &a;
     return [m, array](Real index) { return m->read(*array, m->element(*array, index, "load from")); };
   });
 }
@@ -73,20 +73,20 @@ StatementCompiler::~StatementCompiler() {
   machine_.compiler.on_load(nullptr);
 }
 
-void StatementCompiler::add_buffer(Array& array) {
+void StatementCompiler::add_buffer(Array &array) {
   buffers_[array.name].push_back(&array);
 }
 
-void StatementCompiler::add_variable(const std::string& name) {
+void StatementCompiler::add_variable(const std::string &name) {
   ++bound_[name];
   machine_.compiler.slot(name);
 }
 
-CompiledExpr StatementCompiler::expr(const Halide::Expr& e) {
+CompiledExpr StatementCompiler::expr(const Halide::Expr &e) {
   return machine_.compiler.compile(e);
 }
 
-Array& StatementCompiler::buffer(const std::string& name, const char* use) {
+Array &StatementCompiler::buffer(const std::string &name, const char *use) {
   auto it = buffers_.find(name);
   if (it == buffers_.end() || it->second.empty())
     fail("the {} '{}' names no buffer: it is neither one of the kernel's buffers nor an enclosing Allocate",
@@ -94,8 +94,8 @@ Array& StatementCompiler::buffer(const std::string& name, const char* use) {
   return *it->second.back();
 }
 
-Array& StatementCompiler::writable_buffer(const std::string& name, const char* use) {
-  Array& a = buffer(name, use);
+Array &StatementCompiler::writable_buffer(const std::string &name, const char *use) {
+  Array &a = buffer(name, use);
   if (!a.writable)
     fail(
         "the {} {} writes one of the kernel's input buffers, which are read-only; write an output or a "
@@ -104,7 +104,7 @@ Array& StatementCompiler::writable_buffer(const std::string& name, const char* u
   return a;
 }
 
-std::string StatementCompiler::bind(const std::string& name, const Type& type, Stmt& body) {
+std::string StatementCompiler::bind(const std::string &name, const Type &type, Stmt &body) {
   std::string bound = name;
   if (bound_[name] > 0) {
     bound = fmt::format("{}#{}", name, ++renames_);
@@ -114,11 +114,11 @@ std::string StatementCompiler::bind(const std::string& name, const Type& type, S
   return bound;
 }
 
-void StatementCompiler::unbind(const std::string& bound) {
+void StatementCompiler::unbind(const std::string &bound) {
   --bound_[bound];
 }
 
-Exec StatementCompiler::compile(const Stmt& s) {
+Exec StatementCompiler::compile(const Stmt &s) {
   switch (s->node_type) {
     case IRNodeType::Block:
       return block(s);
@@ -144,22 +144,22 @@ Exec StatementCompiler::compile(const Stmt& s) {
   }
 }
 
-Exec StatementCompiler::block(const Stmt& s) {
+Exec StatementCompiler::block(const Stmt &s) {
   // A chain of Blocks is flattened, so that long bodies do not nest closures deeply.
   std::vector<Exec> parts;
   Stmt rest = s;
-  while (const auto* b = rest.as<Block>()) {
+  while (const auto *b = rest.as<Block>()) {
     parts.push_back(compile(b->first));
     rest = b->rest;
   }
   parts.push_back(compile(rest));
-  return [parts = std::move(parts)](const ActiveThreads& active) {
-    for (const Exec& part : parts) part(active);
+  return [parts = std::move(parts)](const ActiveThreads &active) {
+    for (const Exec &part : parts) part(active);
   };
 }
 
-Exec StatementCompiler::let_stmt(const LetStmt* op) {
-  Machine* m = &machine_;
+Exec StatementCompiler::let_stmt(const LetStmt *op) {
+  Machine *m = &machine_;
   const Where where = m->describe(fmt::format("let {} = {}", op->name, show(op->value)));
   m->where = where;
   CompiledExpr value = expr(op->value);
@@ -168,7 +168,7 @@ Exec StatementCompiler::let_stmt(const LetStmt* op) {
   const int slot = m->compiler.slot(name);
   Exec run_body = compile(body);
   unbind(name);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     for (int t : active) {
       m->thread = t;
@@ -179,8 +179,8 @@ Exec StatementCompiler::let_stmt(const LetStmt* op) {
   };
 }
 
-Exec StatementCompiler::for_loop(const For* op) {
-  Machine* m = &machine_;
+Exec StatementCompiler::for_loop(const For *op) {
+  Machine *m = &machine_;
   const Where where = m->describe(fmt::format("for ({}, {}, {})", op->name, show(op->min), show(op->extent)));
   m->where = where;
   if (op->for_type != ForType::Serial && op->for_type != ForType::Unrolled)
@@ -200,7 +200,7 @@ Exec StatementCompiler::for_loop(const For* op) {
   const int slot = m->compiler.slot(name);
   Exec run_body = compile(body);
   unbind(name);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     m->thread = active.front();
     const Real lo = min(m->slots[m->thread]), n = extent(m->slots[m->thread]);
@@ -223,14 +223,14 @@ Exec StatementCompiler::for_loop(const For* op) {
   };
 }
 
-Exec StatementCompiler::if_then_else(const IfThenElse* op) {
-  Machine* m = &machine_;
+Exec StatementCompiler::if_then_else(const IfThenElse *op) {
+  Machine *m = &machine_;
   const Where where = m->describe(fmt::format("if ({})", show(op->condition)));
   m->where = where;
   CompiledExpr condition = expr(op->condition);
   Exec then_case = compile(op->then_case);
   Exec else_case = op->else_case.defined() ? compile(op->else_case) : Exec();
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     ActiveThreads taken, not_taken;
     for (int t : active) {
@@ -244,10 +244,10 @@ Exec StatementCompiler::if_then_else(const IfThenElse* op) {
   };
 }
 
-Exec StatementCompiler::allocate(const Allocate* op) {
-  Machine* m = &machine_;
+Exec StatementCompiler::allocate(const Allocate *op) {
+  Machine *m = &machine_;
   std::string extents;
-  for (const Halide::Expr& e : op->extents) extents += (extents.empty() ? "" : " * ") + show(e);
+  for (const Halide::Expr &e : op->extents) extents += (extents.empty() ? "" : " * ") + show(e);
   const Where where = m->describe(
       fmt::format("allocate {}[{} * {}] in {}", op->name, type_name(op->type), extents,
                   op->memory_type == Halide::MemoryType::GPUShared ? "shared memory" : "registers"));
@@ -266,7 +266,7 @@ Exec StatementCompiler::allocate(const Allocate* op) {
         "the allocation is conditional or has a custom allocator; the loop-nest IR allocates "
         "unconditionally");
   int64_t size = 1;
-  for (const Halide::Expr& e : op->extents) {
+  for (const Halide::Expr &e : op->extents) {
     const std::optional<int64_t> extent = constant(e);
     if (!extent || *extent < 0)
       fail(
@@ -275,26 +275,26 @@ Exec StatementCompiler::allocate(const Allocate* op) {
           show(e));
     size *= *extent;
   }
-  Array& array = m->add_array(Array(op->name, op->type, space, size));
+  Array &array = m->add_array(Array(op->name, op->type, space, size));
   poison(op->type);  // refuses element types that arrays cannot hold, now rather than at run time
   if (space == Space::shared) shared_bytes_ += size * op->type.bytes();
   buffers_[op->name].push_back(&array);
   Exec body = compile(op->body);
   buffers_[op->name].pop_back();
-  Array* a = &array;
-  return [=](const ActiveThreads& active) {
+  Array *a = &array;
+  return [=](const ActiveThreads &active) {
     reset(*a, m->threads, m->options.check_races);
     body(active);
   };
 }
 
-Exec StatementCompiler::store(const Store* op) {
-  Machine* m = &machine_;
+Exec StatementCompiler::store(const Store *op) {
+  Machine *m = &machine_;
   const Where where = m->describe(fmt::format("{}[{}] = {}", op->name, show(op->index), show(op->value)));
   m->where = where;
   if (!is_const_one(op->predicate))
     fail("the store is predicated; the loop-nest IR guards stores with IfThenElse instead");
-  Array* a = &writable_buffer(op->name, "store to");
+  Array *a = &writable_buffer(op->name, "store to");
   if (op->value.type() != a->type)
     fail("the store writes a {} value into {}: the types must match, so cast the value to {}",
          type_name(op->value.type()), a->describe(), type_name(a->type));
@@ -303,7 +303,7 @@ Exec StatementCompiler::store(const Store* op) {
     Real index, value;
   };
   std::vector<Pending> pending;
-  return [=](const ActiveThreads& active) mutable {
+  return [=](const ActiveThreads &active) mutable {
     m->where = where;
     pending.resize(active.size());
     for (size_t k = 0; k < active.size(); ++k) {
@@ -319,8 +319,8 @@ Exec StatementCompiler::store(const Store* op) {
   };
 }
 
-Exec StatementCompiler::evaluate(const Stmt& s) {
-  Machine* m = &machine_;
+Exec StatementCompiler::evaluate(const Stmt &s) {
+  Machine *m = &machine_;
   const Where where = m->describe(show(s.as<Evaluate>()->value));
   m->where = where;
   if (intrinsic::is_barrier(s)) return compile_barrier(*this, where);
@@ -334,23 +334,23 @@ Exec StatementCompiler::evaluate(const Stmt& s) {
   if (intrinsic::is_intrinsic(s))
     fail("this twist intrinsic is unknown to the interpreter; scheduler/intrinsics.h lists the ones it runs");
   // Halide's no-op statement.
-  if (is_const(s.as<Evaluate>()->value)) return [](const ActiveThreads&) {};
+  if (is_const(s.as<Evaluate>()->value)) return [](const ActiveThreads &) {};
   fail("an Evaluate in the loop-nest IR is a twist intrinsic; this one evaluates an expression for nothing");
 }
 
-Exec StatementCompiler::assert_stmt(const AssertStmt* op) {
-  Machine* m = &machine_;
+Exec StatementCompiler::assert_stmt(const AssertStmt *op) {
+  Machine *m = &machine_;
   const Where where = m->describe(fmt::format("assert({}, {})", show(op->condition), show(op->message)));
   m->where = where;
   CompiledExpr condition = expr(op->condition);
   // Halide's assertion messages are i32 calls (halide_error and friends); their string arguments say what
   // went wrong, and the call itself is shown when it has none.
   std::string message;
-  if (const auto* call = op->message.as<Call>())
-    for (const Halide::Expr& arg : call->args)
-      if (const auto* text = arg.as<StringImm>()) message += (message.empty() ? "" : " ") + text->value;
+  if (const auto *call = op->message.as<Call>())
+    for (const Halide::Expr &arg : call->args)
+      if (const auto *text = arg.as<StringImm>()) message += (message.empty() ? "" : " ") + text->value;
   if (message.empty()) message = show(op->message);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     for (int t : active) {
       m->thread = t;
