@@ -90,11 +90,18 @@ class Rebase : public IRMutator {
       l->src_index = rebase(l->src, l->src_index);
       return intrinsic::ldmatrix(*l);
     }
-    if (auto c = intrinsic::as_copy(s); c && shared_.count(c->dst)) {
-      c->dst_index = rebase(c->dst, c->dst_index);
+    if (auto c = intrinsic::as_copy(s); c && (shared_.count(c->dst) || shared_.count(c->src))) {
+      if (shared_.count(c->dst)) c->dst_index = rebase(c->dst, c->dst_index);
+      if (shared_.count(c->src)) c->src_index = rebase(c->src, c->src_index);
       return intrinsic::copy(*c);
     }
     return s;
+  }
+
+  Stmt visit(const Store *op) override {
+    if (!shared_.count(op->name)) return IRMutator::visit(op);
+    return Store::make(op->name, mutate(op->value), rebase(op->name, op->index), op->param, op->predicate,
+                       op->alignment);
   }
 
   bool accesses_shared(const Stmt &s) const {
@@ -106,7 +113,11 @@ class Rebase : public IRMutator {
       void visit(const Evaluate *e) override {
         const Stmt s(e);
         if (intrinsic::as_ldmatrix(s)) found = true;
-        if (auto c = intrinsic::as_copy(s); c && shared.count(c->dst)) found = true;
+        if (auto c = intrinsic::as_copy(s); c && (shared.count(c->dst) || shared.count(c->src))) found = true;
+      }
+      void visit(const Store *st) override {
+        found = found || shared.count(st->name);
+        IRVisitor::visit(st);
       }
     } find(shared_);
     s.accept(&find);

@@ -914,7 +914,7 @@ Kernel ChainedKernelBuilder::build() {
   body = reg("acc.o", form_->base[column_component_].type, row_points * col_points_ * 4, body);
   for (int k : row_components_) body = reg("row." + form_->base[k].name, form_->base[k].type, slots, body);
   if (form_->has_reference) body = reg("row.ref", form_->ref_type, slots, body);
-  return assemble_kernel(req_, body, stages_, mapping_,
+  return assemble_kernel(req_, with_shared_arrays(stages_, body), stages_, mapping_,
                          {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col", "__shfl_xor_sync"},
                          summary_);
 }

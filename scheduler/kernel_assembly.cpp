@@ -36,19 +36,23 @@ Kernel assemble_kernel(const ReductionKernelRequest &request, Stmt body, const s
                        const std::string &summary) {
   Kernel k;
   for (const StagePlan &p : stages) {
-    body = Allocate::make(p.buffer, p.type, Halide::MemoryType::GPUShared, {p.slot_elems * p.directive.depth},
-                          const_true(), body);
-    k.shared_bytes += p.bytes();
     k.requirements.insert(k.requirements.end(), p.requirements.begin(), p.requirements.end());
     if (p.directive.transport == Transport::cp_async && p.copy_bytes >= 4)
       k.required_instructions.push_back(p.copy_bytes == 16 ? "cp.async.cg.shared.global"
                                                            : "cp.async.ca.shared.global");
   }
+  const SharedArrays shared = shared_arrays(body);
+  k.shared_bytes = shared.bytes;
   if (k.shared_bytes > request.target.max_shared_bytes_per_block) {
     std::string demand;
-    for (const StagePlan &p : stages)
-      demand += fmt::format("{}{} {} B ({} slot(s) of {} B)", demand.empty() ? "" : ", ", p.buffer, p.bytes(),
-                            p.directive.depth, p.slot_elems * p.elem_bytes);
+    for (const SharedArray &a : shared.arrays) {
+      std::string slots;
+      for (const StagePlan &p : stages)
+        if (p.buffer == a.allocate->name && p.directive.depth > 1)
+          slots = fmt::format(" ({} slots of {} B)", p.directive.depth, p.slot_elems * p.elem_bytes);
+      demand += fmt::format("{}{} {} B{} at offset {}", demand.empty() ? "" : ", ", a.allocate->name, a.bytes,
+                            slots, a.offset);
+    }
     fail(
         "schedule of '{}' needs {} bytes of shared memory per block ({}), but {} allows {} bytes; use fewer "
         "pipeline stages or smaller tiles",

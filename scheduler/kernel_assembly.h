@@ -15,8 +15,9 @@ namespace twist {
 // copies or out of the branches around short-circuit guards on its own.
 Halide::Internal::Stmt hoist_invariants(const Halide::Internal::Stmt &body);
 
-// `instructions` are the ones the body's atoms and shuffles ask for (the stages add their copies'). Throws,
-// naming every stage's share, when the shared arrays exceed the target's budget.
+// `body` holds the shared arrays of `stages` (with_shared_arrays); `instructions` are the ones the body's
+// atoms and shuffles ask for (the stages add their copies'). Throws, naming every shared array's share, when
+// the shared arrays exceed the target's budget.
 Kernel assemble_kernel(const ReductionKernelRequest &request, Halide::Internal::Stmt body,
                        const std::vector<StagePlan> &stages, const ThreadMapping &mapping,
                        std::vector<std::string> instructions, const std::string &summary);

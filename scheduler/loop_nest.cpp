@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "lang/error.h"
+
 namespace twist {
 
 namespace {
@@ -27,6 +29,29 @@ const char *role_name(BufferArg::Role r) {
 }
 
 }  // namespace
+
+SharedArrays shared_arrays(const Stmt &body) {
+  using namespace Halide::Internal;
+  struct Collect : IRVisitor {
+    SharedArrays layout;
+    int top = 0;  // the end of the arrays whose scopes enclose the current statement
+    using IRVisitor::visit;
+    void visit(const Allocate *a) override {
+      if (a->memory_type != Halide::MemoryType::GPUShared) return IRVisitor::visit(a);
+      const auto *extent = as_const_int(a->extents[0]);
+      TWIST_CHECK(extent, "shared array {} has a non-constant extent", a->name);
+      const int bytes = static_cast<int>(*extent * a->type.bytes());
+      layout.arrays.push_back({a, top, bytes});
+      const int outer = top;
+      top += (bytes + 127) / 128 * 128;
+      layout.bytes = std::max(layout.bytes, top);
+      IRVisitor::visit(a);
+      top = outer;
+    }
+  } collect;
+  body.accept(&collect);
+  return collect.layout;
+}
 
 std::string to_string(const Kernel &k) {
   std::string s = fmt::format("kernel {} grid=({}, {}, {}) threads={} shared={}B\n", k.name, show(k.grid[0]),

@@ -7,7 +7,9 @@
 //   - global tensors are the kernel's buffers, read with Load and written with Store at a flat row-major
 //     element index;
 //   - shared memory and registers are Allocate nodes with MemoryType::GPUShared and MemoryType::Register
-//     (register arrays are only indexed with values known after unrolling);
+//     (register arrays are only indexed with values known after unrolling); shared arrays whose scopes do
+//     not nest share bytes (see shared_arrays), so a barrier must separate the last use of one from the
+//     first use of the next;
 //   - For loops are Serial or Unrolled (fully unrolled: their extent is a constant);
 //   - barriers, asynchronous copies, matrix fragments loads and matrix-multiply atoms are the twist
 //     intrinsics of scheduler/intrinsics.h, each an Evaluate of an Extern Call.
@@ -82,6 +84,19 @@ struct LoweredProgram {
   std::vector<Workspace> workspaces;
   std::vector<ScalarArg> scalars;  // every scalar and size parameter the kernels read
 };
+
+// Where each shared array of a kernel body lives in the block's shared memory: at a 128-byte aligned offset
+// past the arrays whose scopes enclose it, so that arrays in disjoint scopes (a GEMM's staged inputs and the
+// output tile its epilogue writes back) reuse the same bytes. `bytes` is what the block needs.
+struct SharedArray {
+  const Halide::Internal::Allocate *allocate;
+  int offset = 0, bytes = 0;
+};
+struct SharedArrays {
+  std::vector<SharedArray> arrays;
+  int bytes = 0;
+};
+SharedArrays shared_arrays(const Stmt &body);
 
 // The printed loop nest of every kernel, for dumps and for FileCheck-style tests.
 std::string to_string(const Kernel &k);

@@ -43,6 +43,7 @@ class ReductionKernelBuilder {
   void plan_loops();
   void plan_stages();
   void plan_atom();
+  void plan_write_backs();
   void check_register_budget() const;
 
   // The loop nest from the first reduction loop inwards, with the innermost statement `inner`.
@@ -71,6 +72,7 @@ class ReductionKernelBuilder {
   LoopStructure loops_;
   ThreadMapping mapping_;
   std::vector<StagePlan> stages_;
+  std::vector<StagePlan> write_backs_;  // outputs whose tiles go out through shared memory
   std::vector<Halide::Expr> elements_;  // the reduction's elements in kernel terms
   std::vector<size_t> outer_;           // serial pure loops outside the reduction, in order
   std::vector<size_t> nest_;  // serial loops from the first reduction loop inwards (atom loops excluded)
@@ -470,15 +472,63 @@ Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &
   return wrap_with_stages(dim, body);
 }
 
+void ReductionKernelBuilder::plan_write_backs() {
+  // A tensor-core kernel's lanes hold pairs of elements scattered over 8 rows of each atom; written straight
+  // to global memory they take one narrow store each. Collected in shared memory first, the block's tile goes
+  // out in wide stores of whole rows. (A serial pure loop outside the reduction would write a slice of the
+  // tile per iteration, so such kernels store directly.)
+  if (!atom_ || req_.output != Output::values || !outer_.empty()) return;
+  std::vector<Halide::Expr> coords;
+  for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
+  for (const BufferArg &out : req_.output_buffers) {
+    write_backs_.push_back(
+        plan_write_back(out.name, out.type, out.shape, loops_, coords, req_.element_copies));
+    summary_ += write_backs_.back().summary();
+  }
+}
+
 Stmt ReductionKernelBuilder::epilogue() {
   std::vector<Halide::Expr> coords;
   for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
   const Halide::Expr part = req_.output == Output::partial_states
                                 ? var(req_.schedule->reduction_split()->var + ".part")
                                 : Halide::Expr();
-  return for_each_point([&] {
-    return guarded(all_of(loops_.pure_guards), epilogue_stores(req_, coords, state_values(), part));
+  // A point outside the output is not stored; into a shared tile it may be, as the tile's copy-out skips it,
+  // unless computing its value reads an input (a bias past its end).
+  auto reads_input = [&](const Stmt &s) {
+    struct Reads : IRVisitor {
+      const std::vector<Input> &inputs;
+      bool found = false;
+      explicit Reads(const std::vector<Input> &i) : inputs(i) {}
+      using IRVisitor::visit;
+      void visit(const Load *l) override {
+        for (const Input &in : inputs) found = found || l->name == in.name();
+        IRVisitor::visit(l);
+      }
+    } reads(req_.graph->inputs);
+    s.accept(&reads);
+    return reads.found;
+  };
+  const Stmt stores = for_each_point([&] {
+    const Stmt s = epilogue_stores(req_, coords, state_values(), part);
+    return write_backs_.empty() || reads_input(s) ? guarded(all_of(loops_.pure_guards), s) : s;
   });
+  if (write_backs_.empty()) return stores;
+  // Into the shared tiles (whose bytes the staged inputs used until the barrier), then out to the outputs.
+  struct IntoTiles : IRMutator {
+    const std::vector<StagePlan> &tiles;
+    const std::vector<Halide::Expr> &coords;
+    IntoTiles(const std::vector<StagePlan> &t, const std::vector<Halide::Expr> &c) : tiles(t), coords(c) {}
+    using IRMutator::visit;
+    Stmt visit(const Store *op) override {
+      for (const StagePlan &p : tiles)
+        if (op->name == p.input) return store(p.buffer, op->value, p.index_of(coords, 0));
+      return IRMutator::visit(op);
+    }
+  } into_tiles(write_backs_, coords);
+  std::vector<Stmt> steps = {intrinsic::barrier(), into_tiles.mutate(stores), intrinsic::barrier()};
+  for (const StagePlan &p : write_backs_) steps.push_back(p.copy(Halide::Expr(), 0, mapping_.threads));
+  return block(steps);
 }
 
 Kernel ReductionKernelBuilder::build() {
@@ -548,8 +598,9 @@ Kernel ReductionKernelBuilder::build() {
   std::vector<Stmt> parts = {init_states(), reduction};
   if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
     parts.push_back(promote_partials());
-  parts.push_back(epilogue());
-  Stmt body = block(parts);
+  plan_write_backs();
+  Stmt body =
+      block({with_shared_arrays(stages_, block(parts)), with_shared_arrays(write_backs_, epilogue())});
 
   // Register arrays for the states (or accumulators and fragments), around the reduction.
   int points = 1;
@@ -577,7 +628,9 @@ Kernel ReductionKernelBuilder::build() {
   check_register_budget();
   std::vector<std::string> instructions;
   if (atom_) instructions = {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col"};
-  return assemble_kernel(req_, body, stages_, mapping_, instructions, summary_);
+  std::vector<StagePlan> plans = stages_;
+  plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
+  return assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
 }
 
 void ReductionKernelBuilder::check_register_budget() const {

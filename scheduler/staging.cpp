@@ -39,28 +39,31 @@ std::vector<std::vector<Halide::Expr>> reads_of(const Halide::Expr &e, const std
   return collect.reads;
 }
 
-StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
-                     const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies) {
+namespace {
+
+// The plan of a stage of tensor `name`, read or written at `accesses` (lowered coordinates, one tuple each).
+StagePlan plan_tile(const StageDirective &d, const std::string &name, const Type &type,
+                    const std::vector<Halide::Expr> &shape, const LoopStructure &loops,
+                    const std::vector<std::vector<Halide::Expr>> &accesses, bool element_copies) {
   StagePlan p;
   p.directive = d;
-  p.input = input.name();
-  p.type = input.type();
-  p.shape = to_halide(input.shape());
-  p.buffer = input.name() + "_smem";
-  p.elem_bytes = input.type().bytes();
+  p.input = name;
+  p.type = type;
+  p.shape = shape;
+  p.buffer = name + "_smem";
+  p.elem_bytes = type.bytes();
   // An empty `at` stages once per block, before every loop (an input that no reduction loop moves through).
   p.at = d.at.empty() ? -1 : loops.index(d.at);
   if (p.at < 0 && !d.at.empty()) loops.dim(d.at);
   if (p.at >= 0 && loops.dims[p.at].binding != Binding::serial &&
       loops.dims[p.at].binding != Binding::unrolled)
     fail("schedule of '{}': input '{}' is staged at loop '{}', which is bound to {}; stage at a serial loop",
-         loops.func, input.name(), d.at, to_string(loops.dims[p.at].binding));
-  if (reads.empty())
-    fail("schedule of '{}': input '{}' is staged, but '{}' does not read it", loops.func, input.name(),
-         loops.func);
+         loops.func, name, d.at, to_string(loops.dims[p.at].binding));
+  if (accesses.empty())
+    fail("schedule of '{}': input '{}' is staged, but '{}' does not read it", loops.func, name, loops.func);
   if (d.transport == Transport::tma)
     fail("schedule of '{}': the TMA transport for '{}' is not lowered yet; use Transport::cp_async",
-         loops.func, input.name());
+         loops.func, name);
 
   // Every thread of the block shares the box, and loops inside the stage's loop sweep it.
   Scope<Interval> inside;
@@ -71,20 +74,20 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
                                dim.binding != Binding::block_y && dim.binding != Binding::block_z;
     if (parallel || serial_inside) inside.push(dim.name, Interval(0, simplify(dim.extent - 1)));
   }
-  const int rank = input.rank();
+  const int rank = static_cast<int>(shape.size());
   for (int c = 0; c < rank; ++c) {
     Interval box = Interval::nothing();
-    for (const auto &coords : reads) box.include(bounds_of_expr_in_scope(coords[c], inside));
+    for (const auto &coords : accesses) box.include(bounds_of_expr_in_scope(coords[c], inside));
     if (!box.is_bounded())
       fail("schedule of '{}': the part of '{}' read in one iteration of '{}' is unbounded in dimension {}",
-           loops.func, input.name(), d.at, c);
+           loops.func, name, d.at, c);
     Halide::Expr extent = simplify(box.max - box.min + 1);
     const auto *e = as_const_int(extent);
     if (!e)
       fail(
           "schedule of '{}': staging '{}' at '{}' needs a box of constant size, but dimension {} spans {} "
           "elements; stage at a loop whose inner loops have constant extents",
-          loops.func, input.name(), d.at, c, extent);
+          loops.func, name, d.at, c, extent);
     p.box_min.push_back(simplify(box.min));
     p.box_extent.push_back(static_cast<int>(*e));
   }
@@ -107,7 +110,7 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
           {pitch % elems == 0,
            fmt::format("the last extent of '{}' ({}) must be a multiple of {} for {}-byte copies "
                        "of its staged tiles; schedule a narrower transport for other shapes",
-                       input.name(), pitch, elems, bytes)});
+                       name, pitch, elems, bytes)});
     }
     p.copy_bytes = bytes;
     break;
@@ -121,6 +124,29 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
   p.row_pitch = p.cols + (p.layout == SharedLayout::padded ? chunk16 : 0);
   p.slot_elems = p.rows * p.row_pitch;
   return p;
+}
+
+}  // namespace
+
+StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
+                     const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies) {
+  return plan_tile(d, input.name(), input.type(), to_halide(input.shape()), loops, reads, element_copies);
+}
+
+StagePlan plan_write_back(const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
+                          const LoopStructure &loops, const std::vector<Halide::Expr> &coords,
+                          bool element_copies) {
+  StagePlan p = plan_tile({name, "", Transport::plain, 1, SharedLayout::swizzled}, name, type, shape, loops,
+                          {coords}, element_copies);
+  p.write_back = true;
+  return p;
+}
+
+Stmt with_shared_arrays(const std::vector<StagePlan> &plans, Stmt body) {
+  for (const StagePlan &p : plans)
+    body = Allocate::make(p.buffer, p.type, Halide::MemoryType::GPUShared, {p.slot_elems * p.directive.depth},
+                          const_true(), body);
+  return body;
 }
 
 Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Expr &col,
@@ -203,17 +229,25 @@ Stmt StagePlan::copy_chunks(const Halide::Expr &iteration, const Halide::Expr &s
   auto bounded = [&](const Halide::Expr &e) { return simplify(e, true, bounds); };
   valid = bounded(valid);
   const Halide::Expr flat = bounded(flat_index(global, shape));
-  const Halide::Expr src = guarded ? Halide::select(valid, flat, 0) : flat;
   const Halide::Expr dst = bounded(index_of_cell(row, col, slot));
-  const Halide::Expr bytes = guarded ? Halide::select(valid, copy_bytes, 0) : Halide::Expr(copy_bytes);
   Stmt one;
-  if (copy_bytes >= 4) {
-    one = intrinsic::copy(
-        {buffer, dst, input, src, copy_bytes, bytes, directive.transport == Transport::cp_async});
+  if (write_back) {
+    // Out of shared memory: a chunk outside the output is not written at all.
+    one = copy_bytes >= 4 ? intrinsic::copy({input, flat, buffer, dst, copy_bytes, copy_bytes, false})
+                          : Store::make(input, load(type, buffer, dst), flat, Parameter(), const_true(),
+                                        ModulusRemainder());
+    if (guarded) one = IfThenElse::make(valid, one);
   } else {
-    const Halide::Expr value = load(type, input, src);
-    one = Store::make(buffer, guarded ? Halide::select(valid, value, make_zero(type)) : value, dst,
-                      Parameter(), const_true(), ModulusRemainder());
+    const Halide::Expr src = guarded ? Halide::select(valid, flat, 0) : flat;
+    const Halide::Expr bytes = guarded ? Halide::select(valid, copy_bytes, 0) : Halide::Expr(copy_bytes);
+    if (copy_bytes >= 4) {
+      one = intrinsic::copy(
+          {buffer, dst, input, src, copy_bytes, bytes, directive.transport == Transport::cp_async});
+    } else {
+      const Halide::Expr value = load(type, input, src);
+      one = Store::make(buffer, guarded ? Halide::select(valid, value, make_zero(type)) : value, dst,
+                        Parameter(), const_true(), ModulusRemainder());
+    }
   }
   if (chunks % threads != 0) one = IfThenElse::make(chunk < chunks, one);
   return For::make(round_var, 0, rounds, ForType::Unrolled, Halide::DeviceAPI::None, one);
@@ -256,6 +290,9 @@ Stmt partitioned_loop(const std::string &name, const Halide::Expr &min, const Ha
 std::string StagePlan::summary() const {
   std::string box;
   for (int e : box_extent) box += (box.empty() ? "" : " x ") + std::to_string(e);
+  if (write_back)
+    return fmt::format("  {} <- shared {} [{}] {}, {} B, written back with {}-byte stores of whole rows\n",
+                       input, buffer, box, to_string(layout), slot_elems * elem_bytes, copy_bytes);
   return fmt::format("  {} -> shared {} [{}] {}, {} B per slot x {} slot(s), {}-byte {} copies\n", input,
                      buffer, box, to_string(layout), slot_elems * elem_bytes, directive.depth, copy_bytes,
                      directive.transport == Transport::cp_async ? "cp.async" : "plain");

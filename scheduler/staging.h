@@ -15,11 +15,14 @@ namespace twist {
 
 struct StagePlan {
   StageDirective directive;
-  std::string input;
+  std::string input;  // the tensor in global memory (an output, for a write-back)
   Type type;
-  std::vector<Halide::Expr> shape;  // the input's extents
-  std::string buffer;               // the shared array
-  int at = -1;                      // the stage's loop, an index into LoopStructure::dims
+  std::vector<Halide::Expr> shape;  // the tensor's extents
+  // A write-back collects a block's tile of an output in shared memory and copies it out whole: the copies go
+  // from shared to global memory, and only chunks inside the output are written.
+  bool write_back = false;
+  std::string buffer;  // the shared array
+  int at = -1;         // the stage's loop, an index into LoopStructure::dims
   // The box one iteration reads: per input dimension its first coordinate, over the loops outside the
   // stage (its own loop included), and its constant extent.
   std::vector<Halide::Expr> box_min;
@@ -57,6 +60,14 @@ struct StagePlan {
 // whose rows do not keep vector copies aligned).
 StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
                      const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies);
+// Plans the write-back of output buffer `name` (of `type` and `shape`) whose points one block stores at
+// `coords` (lowered coordinates, over the block's loops), with the copy width and requirements of a stage.
+StagePlan plan_write_back(const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
+                          const LoopStructure &loops, const std::vector<Halide::Expr> &coords,
+                          bool element_copies);
+
+// `body` inside the shared arrays of `plans`.
+Halide::Internal::Stmt with_shared_arrays(const std::vector<StagePlan> &plans, Halide::Internal::Stmt body);
 
 // How a stage loop keeps the copies of tiles that lie inside their inputs free of guards.
 enum class PrefetchGuards {

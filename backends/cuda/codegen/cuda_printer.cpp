@@ -436,36 +436,12 @@ void Printer::stmt(const Stmt &s, int n) {
   }
 }
 
-// Shared arrays live in the dynamic shared memory, each at a 128-byte aligned offset.
-struct SharedLayoutPlan {
-  std::vector<std::pair<const Allocate *, int>> arrays;
-  int bytes = 0;
-};
-
-SharedLayoutPlan plan_shared(const Stmt &body) {
-  struct Collect : IRVisitor {
-    SharedLayoutPlan plan;
-    using IRVisitor::visit;
-    void visit(const Allocate *a) override {
-      if (a->memory_type == Halide::MemoryType::GPUShared) {
-        const auto *extent = as_const_int(a->extents[0]);
-        TWIST_CHECK(extent, "shared array {} has a non-constant extent", a->name);
-        plan.arrays.push_back({a, plan.bytes});
-        plan.bytes += static_cast<int>((*extent * a->type.bytes() + 127) / 128 * 128);
-      }
-      IRVisitor::visit(a);
-    }
-  } collect;
-  body.accept(&collect);
-  return collect.plan;
-}
-
 }  // namespace
 
 std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   Printer printer(k, options);
-  const SharedLayoutPlan shared = plan_shared(k.body);
-  if (shared.bytes > k.shared_bytes + 128 * static_cast<int>(shared.arrays.size()))
+  const SharedArrays shared = shared_arrays(k.body);
+  if (shared.bytes > k.shared_bytes)
     fail("kernel {}: its shared arrays take {} bytes but it was lowered for {}", k.name, shared.bytes,
          k.shared_bytes);
   std::ostringstream params;
@@ -479,9 +455,9 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
 
   std::ostringstream body;
   if (!shared.arrays.empty()) body << "  extern __shared__ __align__(128) unsigned char twist_smem[];\n";
-  for (const auto &[a, offset] : shared.arrays)
-    body << "  " << c_type(a->type) << " *" << c_name(a->name) << " = reinterpret_cast<" << c_type(a->type)
-         << " *>(twist_smem + " << offset << ");\n";
+  for (const SharedArray &a : shared.arrays)
+    body << "  " << c_type(a.allocate->type) << " *" << c_name(a.allocate->name) << " = reinterpret_cast<"
+         << c_type(a.allocate->type) << " *>(twist_smem + " << a.offset << ");\n";
   printer.stmt(k.body, 1);
 
   std::ostringstream unit;

@@ -122,12 +122,13 @@ void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
       fail("the grid ({}, {}, {}) has no blocks; a launch needs at least one", grid[0], grid[1], grid[2]);
   const Exec body = sc.compile(kernel.body);
   m.where = nullptr;
-  if (sc.shared_bytes() > kernel.shared_bytes)
+  // Arrays in disjoint scopes share bytes on the GPU (shared_arrays); here each has its own.
+  if (const int needed = shared_arrays(kernel.body).bytes; needed > kernel.shared_bytes)
     fail(
         "the body's shared allocations take {} bytes, but the kernel declares only {} "
         "(Kernel::shared_bytes): "
         "on a GPU the excess would be out of bounds",
-        sc.shared_bytes(), kernel.shared_bytes);
+        needed, kernel.shared_bytes);
 
   // Slots are sized once every expression is compiled: compiling hands them out.
   m.slots.assign(m.threads, Slots(m.compiler.num_slots(), 0));

@@ -277,7 +277,6 @@ Exec StatementCompiler::allocate(const Allocate *op) {
   }
   Array &array = m->add_array(Array(op->name, op->type, space, size));
   poison(op->type);  // refuses element types that arrays cannot hold, now rather than at run time
-  if (space == Space::shared) shared_bytes_ += size * op->type.bytes();
   buffers_[op->name].push_back(&array);
   Exec body = compile(op->body);
   buffers_[op->name].pop_back();

@@ -33,7 +33,6 @@ class StatementCompiler {
   // The same, for a statement that writes the buffer: a kernel's input buffers are read-only.
   Array &writable_buffer(const std::string &name, const char *use);
   // The bytes of every shared allocation compiled so far.
-  int64_t shared_bytes() const { return shared_bytes_; }
 
  private:
   Exec block(const Stmt &s);
@@ -54,7 +53,6 @@ class StatementCompiler {
   std::map<std::string, std::vector<Array *>> buffers_;  // by name, innermost last
   std::map<std::string, int> bound_;                     // variable names bound around the statement
   int renames_ = 0;
-  int64_t shared_bytes_ = 0;
 };
 
 }  // namespace twist::reference::interpreter
