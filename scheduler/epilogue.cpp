@@ -14,7 +14,8 @@ namespace {
 
 // The values the output stores: the monoid's finalize, or the fused consumer's values with its call of the
 // reduction replaced by them.
-std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r, const std::vector<Halide::Expr> &coords) {
+std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r,
+                                        const std::vector<Halide::Expr> &coords) {
   const Monoid &m = *r.reduction.definition().reduction->monoid;
   std::vector<Halide::Expr> finalized(m.finalize.begin(), m.finalize.end());
   if (!r.consumer) return finalized;
@@ -22,14 +23,15 @@ std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r, const s
   ExprLowering lowering(*r.graph);
   for (size_t k = 0; k < cd.args.size(); ++k) lowering.bind(cd.args[k].name(), coords[k]);
   const std::string &reduction = r.reduction.name();
-  lowering.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
-    if (c->name != reduction) return std::nullopt;
-    for (size_t k = 0; k < args.size(); ++k)
-      if (!equal(simplify(args[k]), simplify(coords[k])))
-        fail("func '{}' reads '{}' at another point than its own, so it cannot be fused as its epilogue",
-             r.consumer->name(), reduction);
-    return finalized[c->value_index];
-  });
+  lowering.on_func_call(
+      [&](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
+        if (c->name != reduction) return std::nullopt;
+        for (size_t k = 0; k < args.size(); ++k)
+          if (!equal(simplify(args[k]), simplify(coords[k])))
+            fail("func '{}' reads '{}' at another point than its own, so it cannot be fused as its epilogue",
+                 r.consumer->name(), reduction);
+        return finalized[c->value_index];
+      });
   std::vector<Halide::Expr> values;
   for (const Expr &v : cd.values) values.push_back(lowering.lower(v));
   return values;
@@ -46,7 +48,8 @@ Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::
     std::vector<Halide::Expr> at = {part}, shape = {r.output_buffers[0].shape[0]};
     at.insert(at.end(), coords.begin(), coords.end());
     shape.insert(shape.end(), r.extents.begin(), r.extents.end());
-    for (int c = 0; c < s.size(); ++c) stores.push_back(store(r.output_buffers[c].name, s[c], flat_index(at, shape)));
+    for (int c = 0; c < s.size(); ++c)
+      stores.push_back(store(r.output_buffers[c].name, s[c], flat_index(at, shape)));
   } else {
     const std::vector<Halide::Expr> values = output_values(r, coords);
     const Halide::Expr index = flat_index(coords, r.extents);

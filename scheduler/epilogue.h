@@ -9,7 +9,8 @@ namespace twist {
 
 // Statements storing the point at `coords` (the output's coordinates, in kernel terms) whose state
 // components are `state`; `part` is the split part's index where the request stores partial states.
-Halide::Internal::Stmt epilogue_stores(const ReductionKernelRequest &request, const std::vector<Halide::Expr> &coords,
+Halide::Internal::Stmt epilogue_stores(const ReductionKernelRequest &request,
+                                       const std::vector<Halide::Expr> &coords,
                                        const std::vector<Halide::Expr> &state, const Halide::Expr &part);
 
 }  // namespace twist
