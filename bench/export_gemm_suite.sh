@@ -22,14 +22,15 @@ export_gemm() {
 # M x N x K, as baseline.py measured cuBLAS.
 shapes=(1024x1024x1024 2048x2048x2048 4096x4096x4096 8192x8192x8192 4096x15360x3840 4096x3840x15360
         16x15360x3840 1x4096x4096)
-# The first tiling, for every shape: the default block 128x128x32 and warp 64x64 with 4 stages instead of 3 (two
-# blocks of 64 KB fit an SM; a sweep at 4096^3 f16 on the H200 measured 377 TFLOP/s against 349 with 3 stages,
-# and every other tiling swept within 5% below it). The second tiling: for M >= 1024
-# a larger block, which halves the loads of A per flop and has the 228 KB of shared memory an H200 SM offers;
-# for the skinny shapes (M = 1, 16) a 128-row block computes mostly padding and covers few SMs, so instead small
-# blocks with K split 8 ways, to put more of the machine on reading B.
-first=(--stages 4)
-large=(--block 128x256x32 --warp 64x64 --stages 4)
+# The first tiling, for every shape: block 128x128x64 and warp 64x64 with 3 stages (two blocks of 96 KB fit an
+# SM). The second: for M >= 1024 block 128x256x64 with 3 stages, which halves the loads of A per flop. Both
+# were the best of their block size in a sweep at 4096^3 and 8192^3 f16 on the H200 (2026-12-03, after the
+# write-back epilogue: 423 and 428 TFLOP/s at 4096^3, where 128x128x32 and 128x256x32 with 4 stages, the
+# tilings before, measured 383 and 399-418). For the skinny shapes (M = 1, 16) a 128-row block computes
+# mostly padding and covers few SMs, so instead small blocks with K split 8 ways, to put more of the machine
+# on reading B.
+first=(--block 128x128x64 --warp 64x64 --stages 3)
+large=(--block 128x256x64 --warp 64x64 --stages 3)
 skinny=(--block 64x64x32 --warp 32x32 --split-k 8)
 for dtype in f16 bf16; do
   for shape in "${shapes[@]}"; do

@@ -168,6 +168,7 @@ class ChainedKernelBuilder {
   ThreadMapping mapping_;
   std::optional<RelativeForm> form_;
   std::vector<StagePlan> stages_;
+  std::vector<StagePlan> write_backs_;  // the outputs' tiles, written back through shared memory
   std::string summary_;
 
   // The consumer's atom over (rows, columns, keys) and the loops around it.
@@ -841,10 +842,13 @@ Stmt ChainedKernelBuilder::epilogue() {
                                 ? var(req_.schedule->reduction_split()->var + ".part")
                                 : Halide::Expr();
   Stmt stores = epilogue_stores(req_, coords, state, part);
+  // Into a write-back tile a point outside the output may go, as the tile's copy-out skips it.
+  if (write_backs_.empty() || reads_inputs(stores, *req_.graph)) stores = IfThenElse::make(all_of(guards), stores);
   std::vector<std::pair<std::string, int>> points = row_loops_;
   for (const auto &c : col_loops_) points.push_back(c);
   points.push_back({"S.e", 4});
-  return over(points, IfThenElse::make(all_of(guards), stores));
+  stores = over(points, stores);
+  return write_backs_.empty() ? stores : write_back(write_backs_, coords, stores, mapping_.threads);
 }
 
 Kernel ChainedKernelBuilder::build() {
@@ -894,7 +898,14 @@ Kernel ChainedKernelBuilder::build() {
   for (int k : row_components_)
     if (!form_->is_selector(k))
       finish.push_back(quad_reduce("row." + form_->base[k].name, slots, form_->ops[k], form_->base[k].type));
-  Stmt body = block({block(prologue), block(init), loop, block(finish), epilogue()});
+  if (req_.output == ReductionKernelRequest::Output::values) {
+    std::vector<Halide::Expr> coords;
+    for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
+    write_backs_ = plan_write_backs(req_, loops_, coords);
+    for (const StagePlan &p : write_backs_) summary_ += p.summary();
+  }
+  Stmt body = block({with_shared_arrays(stages_, block({block(prologue), block(init), loop, block(finish)})),
+                     with_shared_arrays(write_backs_, epilogue())});
 
   // Registers: the Q fragments for every k-step, one key tile's K, P and V fragments, S's accumulators and
   // the consumer's elements at S's points, the column accumulators and the rows' states.
@@ -914,7 +925,9 @@ Kernel ChainedKernelBuilder::build() {
   body = reg("acc.o", form_->base[column_component_].type, row_points * col_points_ * 4, body);
   for (int k : row_components_) body = reg("row." + form_->base[k].name, form_->base[k].type, slots, body);
   if (form_->has_reference) body = reg("row.ref", form_->ref_type, slots, body);
-  return assemble_kernel(req_, with_shared_arrays(stages_, body), stages_, mapping_,
+  std::vector<StagePlan> plans = stages_;
+  plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
+  return assemble_kernel(req_, body, plans, mapping_,
                          {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col", "__shfl_xor_sync"},
                          summary_);
 }

@@ -66,4 +66,46 @@ Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::
   return body;
 }
 
+std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const LoopStructure &loops,
+                                        const std::vector<Halide::Expr> &coords) {
+  TWIST_CHECK(r.output == ReductionKernelRequest::Output::values, "write-back tiles of partial states");
+  std::vector<StagePlan> plans;
+  for (const BufferArg &out : r.output_buffers)
+    plans.push_back(plan_write_back(out.name, out.type, out.shape, loops, coords, r.element_copies));
+  return plans;
+}
+
+bool reads_inputs(const Stmt &s, const FuncGraph &graph) {
+  struct Reads : IRVisitor {
+    const std::vector<Input> &inputs;
+    bool found = false;
+    explicit Reads(const std::vector<Input> &i) : inputs(i) {}
+    using IRVisitor::visit;
+    void visit(const Load *l) override {
+      for (const Input &in : inputs) found = found || l->name == in.name();
+      IRVisitor::visit(l);
+    }
+  } reads(graph.inputs);
+  s.accept(&reads);
+  return reads.found;
+}
+
+Stmt write_back(const std::vector<StagePlan> &write_backs, const std::vector<Halide::Expr> &coords,
+                const Stmt &stores, int threads) {
+  struct IntoTiles : IRMutator {
+    const std::vector<StagePlan> &tiles;
+    const std::vector<Halide::Expr> &coords;
+    IntoTiles(const std::vector<StagePlan> &t, const std::vector<Halide::Expr> &c) : tiles(t), coords(c) {}
+    using IRMutator::visit;
+    Stmt visit(const Store *op) override {
+      for (const StagePlan &p : tiles)
+        if (op->name == p.input) return store(p.buffer, op->value, p.index_of(coords, 0));
+      return IRMutator::visit(op);
+    }
+  } into_tiles(write_backs, coords);
+  std::vector<Stmt> steps = {intrinsic::barrier(), into_tiles.mutate(stores), intrinsic::barrier()};
+  for (const StagePlan &p : write_backs) steps.push_back(p.copy(Halide::Expr(), 0, threads));
+  return block(steps);
+}
+
 }  // namespace twist

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "scheduler/reduction_kernel.h"
+#include "scheduler/staging.h"
 
 namespace twist {
 
@@ -12,5 +13,23 @@ namespace twist {
 Halide::Internal::Stmt epilogue_stores(const ReductionKernelRequest &request,
                                        const std::vector<Halide::Expr> &coords,
                                        const std::vector<Halide::Expr> &state, const Halide::Expr &part);
+
+// The write-back tiles of the request's outputs, whose points one block stores at `coords` (lowered, over
+// `loops`): a tensor-core kernel's lanes hold pairs of elements scattered over 8 rows of each atom, which
+// stored straight to global memory take one narrow store each; collected in shared memory first, a block's
+// tile goes out in wide stores of whole rows.
+std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &request, const LoopStructure &loops,
+                                        const std::vector<Halide::Expr> &coords);
+
+// Whether `s` reads one of the program's inputs (a bias, say): then the epilogue must not compute it at
+// points outside the output, even where it only goes into a shared tile.
+bool reads_inputs(const Halide::Internal::Stmt &s, const FuncGraph &graph);
+
+// The epilogue through write-back tiles: once every warp is done with the staged inputs (whose bytes the
+// tiles reuse), `stores` (the stores of the output point at `coords`, for every point of the block) go into
+// the tiles of `write_backs`, and then the block's `threads` threads copy the tiles out to the outputs.
+Halide::Internal::Stmt write_back(const std::vector<StagePlan> &write_backs,
+                                  const std::vector<Halide::Expr> &coords,
+                                  const Halide::Internal::Stmt &stores, int threads);
 
 }  // namespace twist

@@ -473,18 +473,13 @@ Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &
 }
 
 void ReductionKernelBuilder::plan_write_backs() {
-  // A tensor-core kernel's lanes hold pairs of elements scattered over 8 rows of each atom; written straight
-  // to global memory they take one narrow store each. Collected in shared memory first, the block's tile goes
-  // out in wide stores of whole rows. (A serial pure loop outside the reduction would write a slice of the
-  // tile per iteration, so such kernels store directly.)
+  // Tensor-core kernels write their outputs back through shared memory (see plan_write_backs). A serial pure
+  // loop outside the reduction would write a slice of the tile per iteration, so such kernels store directly.
   if (!atom_ || req_.output != Output::values || !outer_.empty()) return;
   std::vector<Halide::Expr> coords;
   for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
-  for (const BufferArg &out : req_.output_buffers) {
-    write_backs_.push_back(
-        plan_write_back(out.name, out.type, out.shape, loops_, coords, req_.element_copies));
-    summary_ += write_backs_.back().summary();
-  }
+  write_backs_ = twist::plan_write_backs(req_, loops_, coords);
+  for (const StagePlan &p : write_backs_) summary_ += p.summary();
 }
 
 Stmt ReductionKernelBuilder::epilogue() {
@@ -494,41 +489,12 @@ Stmt ReductionKernelBuilder::epilogue() {
                                 ? var(req_.schedule->reduction_split()->var + ".part")
                                 : Halide::Expr();
   // A point outside the output is not stored; into a shared tile it may be, as the tile's copy-out skips it,
-  // unless computing its value reads an input (a bias past its end).
-  auto reads_input = [&](const Stmt &s) {
-    struct Reads : IRVisitor {
-      const std::vector<Input> &inputs;
-      bool found = false;
-      explicit Reads(const std::vector<Input> &i) : inputs(i) {}
-      using IRVisitor::visit;
-      void visit(const Load *l) override {
-        for (const Input &in : inputs) found = found || l->name == in.name();
-        IRVisitor::visit(l);
-      }
-    } reads(req_.graph->inputs);
-    s.accept(&reads);
-    return reads.found;
-  };
+  // unless computing its value reads an input.
   const Stmt stores = for_each_point([&] {
     const Stmt s = epilogue_stores(req_, coords, state_values(), part);
-    return write_backs_.empty() || reads_input(s) ? guarded(all_of(loops_.pure_guards), s) : s;
+    return write_backs_.empty() || reads_inputs(s, *req_.graph) ? guarded(all_of(loops_.pure_guards), s) : s;
   });
-  if (write_backs_.empty()) return stores;
-  // Into the shared tiles (whose bytes the staged inputs used until the barrier), then out to the outputs.
-  struct IntoTiles : IRMutator {
-    const std::vector<StagePlan> &tiles;
-    const std::vector<Halide::Expr> &coords;
-    IntoTiles(const std::vector<StagePlan> &t, const std::vector<Halide::Expr> &c) : tiles(t), coords(c) {}
-    using IRMutator::visit;
-    Stmt visit(const Store *op) override {
-      for (const StagePlan &p : tiles)
-        if (op->name == p.input) return store(p.buffer, op->value, p.index_of(coords, 0));
-      return IRMutator::visit(op);
-    }
-  } into_tiles(write_backs_, coords);
-  std::vector<Stmt> steps = {intrinsic::barrier(), into_tiles.mutate(stores), intrinsic::barrier()};
-  for (const StagePlan &p : write_backs_) steps.push_back(p.copy(Halide::Expr(), 0, mapping_.threads));
-  return block(steps);
+  return write_backs_.empty() ? stores : write_back(write_backs_, coords, stores, mapping_.threads);
 }
 
 Kernel ReductionKernelBuilder::build() {
