@@ -58,7 +58,7 @@ fi
 
 if wants sass; then
   section "SASS of the benchmark kernels (instruction counts)"
-  for cubin in .gpu/manifests/gemm/gemm_f16_4096x4096x4096_mma_128x128x32*.cubin .gpu/manifests/attention/attention_f16_B4_H16_S4096_L4096_D128_*.cubin .gpu/manifests/attention/decode_*.cubin; do
+  for cubin in .gpu/manifests/gemm/gemm_f16_4096x4096x4096_*.cubin .gpu/manifests/attention/attention_f16_B4_H16_S4096_L4096_D128_*.cubin .gpu/manifests/attention/decode_*.cubin; do
     [[ -e $cubin ]] || continue
     sass=$(cuobjdump --dump-sass "$cubin")
     printf '%s: HMMA %d LDSM %d LDGSTS %d HGMMA %d UTMALDG %d LDL/STL %d\n' "$(basename "$cubin")" \
