@@ -16,6 +16,8 @@ std::string show(const Halide::Expr &e) {
   return os.str();
 }
 
+}  // namespace
+
 const char *role_name(BufferArg::Role r) {
   switch (r) {
     case BufferArg::Role::input:
@@ -27,8 +29,6 @@ const char *role_name(BufferArg::Role r) {
   }
   return "?";
 }
-
-}  // namespace
 
 SharedArrays shared_arrays(const Stmt &body) {
   using namespace Halide::Internal;

@@ -36,6 +36,9 @@ struct BufferArg {
   Role role = Role::input;
 };
 
+// "input", "output" or "workspace", for messages and dumps.
+const char *role_name(BufferArg::Role r);
+
 struct ScalarArg {
   std::string name;
   Type type;

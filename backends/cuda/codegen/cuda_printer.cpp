@@ -56,6 +56,24 @@ std::optional<int> power_of_two(const Halide::Expr &e) {
   return s;
 }
 
+// mma.sync m16n8k16 with f32 accumulators and inputs of PTX type `in` (f16 or bf16), as twist_mma_f32_<in>.
+std::string mma_f32_helper(const std::string &in) {
+  return fmt::format(
+      "__device__ __forceinline__ void twist_mma_f32_{0}(float *d, const void *a, const void *b, const float *c) "
+      "{{\n"
+      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
+      "  asm volatile(\n"
+      "      \"mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, "
+      "%9}}, \"\n"
+      "      \"{{%10, %11, %12, %13}};\\n\"\n"
+      "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
+      "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), "
+      "\"f\"(c[1]),\n"
+      "        \"f\"(c[2]), \"f\"(c[3]));\n"
+      "}}\n",
+      in);
+}
+
 // The device functions a kernel's intrinsics print as. Each kernel's unit defines only the ones it uses.
 const std::map<std::string, std::string> &helper_definitions() {
   static const std::map<std::string, std::string> defs = {
@@ -119,34 +137,8 @@ const std::map<std::string, std::string> &helper_definitions() {
        "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\\n\" : \"=r\"(d[0]) : "
        "\"r\"(s));\n"
        "}\n"},
-      {"mma_f32_f16",
-       "__device__ __forceinline__ void twist_mma_f32_f16(float *d, const void *a, const void *b, const "
-       "float *c) {\n"
-       "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned "
-       "*>(b);\n"
-       "  asm volatile(\n"
-       "      \"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, "
-       "%9}, \"\n"
-       "      \"{%10, %11, %12, %13};\\n\"\n"
-       "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
-       "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), "
-       "\"f\"(c[1]),\n"
-       "        \"f\"(c[2]), \"f\"(c[3]));\n"
-       "}\n"},
-      {"mma_f32_bf16",
-       "__device__ __forceinline__ void twist_mma_f32_bf16(float *d, const void *a, const void *b, const "
-       "float *c) {\n"
-       "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned "
-       "*>(b);\n"
-       "  asm volatile(\n"
-       "      \"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, "
-       "%9}, \"\n"
-       "      \"{%10, %11, %12, %13};\\n\"\n"
-       "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
-       "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"f\"(c[0]), "
-       "\"f\"(c[1]),\n"
-       "        \"f\"(c[2]), \"f\"(c[3]));\n"
-       "}\n"},
+      {"mma_f32_f16", mma_f32_helper("f16")},
+      {"mma_f32_bf16", mma_f32_helper("bf16")},
       {"mma_f16_f16",
        "__device__ __forceinline__ void twist_mma_f16_f16(__half *d, const void *a, const void *b, const "
        "__half *c) {\n"

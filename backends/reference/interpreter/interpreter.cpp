@@ -44,18 +44,6 @@ std::vector<int64_t> extents_of(const std::vector<Halide::Expr> &shape, const Sc
   return extents;
 }
 
-const char *role_name(BufferArg::Role role) {
-  switch (role) {
-    case BufferArg::Role::input:
-      return "input";
-    case BufferArg::Role::output:
-      return "output";
-    case BufferArg::Role::workspace:
-      return "workspace";
-  }
-  return "?";
-}
-
 // A kernel's global buffers as interpreter arrays, read from their tensors before the kernel runs and
 // written back once it has completed.
 struct BoundBuffer {
