@@ -40,6 +40,13 @@ bool thread_only(const Halide::Expr &e) {
   return check.ok;
 }
 
+// Whether `s` is an ldmatrix (whose source is shared), or a copy into or out of one of the `shared` arrays.
+bool shared_intrinsic(const Stmt &s, const std::set<std::string> &shared) {
+  if (intrinsic::as_ldmatrix(s)) return true;
+  const auto c = intrinsic::as_copy(s);
+  return c && (shared.count(c->dst) || shared.count(c->src));
+}
+
 class Rebase : public IRMutator {
  public:
   explicit Rebase(int threads) : threads_(threads) {}
@@ -86,16 +93,15 @@ class Rebase : public IRMutator {
 
   Stmt visit(const Evaluate *op) override {
     const Stmt s(op);
+    if (!shared_intrinsic(s, shared_)) return s;
     if (auto l = intrinsic::as_ldmatrix(s)) {
       l->src_index = rebase(l->src, l->src_index);
       return intrinsic::ldmatrix(*l);
     }
-    if (auto c = intrinsic::as_copy(s); c && (shared_.count(c->dst) || shared_.count(c->src))) {
-      if (shared_.count(c->dst)) c->dst_index = rebase(c->dst, c->dst_index);
-      if (shared_.count(c->src)) c->src_index = rebase(c->src, c->src_index);
-      return intrinsic::copy(*c);
-    }
-    return s;
+    auto c = intrinsic::as_copy(s);
+    if (shared_.count(c->dst)) c->dst_index = rebase(c->dst, c->dst_index);
+    if (shared_.count(c->src)) c->src_index = rebase(c->src, c->src_index);
+    return intrinsic::copy(*c);
   }
 
   Stmt visit(const Store *op) override {
@@ -110,11 +116,7 @@ class Rebase : public IRMutator {
       bool found = false;
       explicit Find(const std::set<std::string> &s) : shared(s) {}
       using IRVisitor::visit;
-      void visit(const Evaluate *e) override {
-        const Stmt s(e);
-        if (intrinsic::as_ldmatrix(s)) found = true;
-        if (auto c = intrinsic::as_copy(s); c && (shared.count(c->dst) || shared.count(c->src))) found = true;
-      }
+      void visit(const Evaluate *e) override { found = found || shared_intrinsic(Stmt(e), shared); }
       void visit(const Store *st) override {
         found = found || shared.count(st->name);
         IRVisitor::visit(st);
