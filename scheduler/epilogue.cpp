@@ -70,8 +70,14 @@ std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const L
                                         const std::vector<Halide::Expr> &coords) {
   TWIST_CHECK(r.output == ReductionKernelRequest::Output::values, "write-back tiles of partial states");
   std::vector<StagePlan> plans;
-  for (const BufferArg &out : r.output_buffers)
+  int bytes = 0;
+  for (const BufferArg &out : r.output_buffers) {
     plans.push_back(plan_write_back(out.name, out.type, out.shape, loops, coords, r.element_copies));
+    bytes += plans.back().bytes();
+  }
+  // Tiles too large for the target's shared memory (where the staged inputs alone are not) are stored
+  // directly instead: the write-back is an optimization, never the reason a schedule is refused.
+  if (bytes > r.target.max_shared_bytes_per_block) plans.clear();
   return plans;
 }
 

@@ -113,13 +113,15 @@ TEST_CASE("a fused bias + activation epilogue and a batched GEMM match the oracl
     Gemm g = make_gemm({.input = bf16, .output = f32, .epilogue = e});
     auto scalars = sizes(g, 65, 90, 48);
     scalars[g.alpha->name()] = 0.75;
-    const double err = lowered_error(g.out, schedule_tensor_core(g, small_tiling()), random_inputs(g.out, scalars, 5), scalars);
+    const double err = lowered_error(g.out, schedule_tensor_core(g, small_tiling()),
+                                     random_inputs(g.out, scalars, 5), scalars);
     CHECK(err < 1e-5);
   }
   Gemm g = make_gemm({.input = f16, .output = f32, .batched = true});
   auto scalars = sizes(g, 40, 33, 24);
   scalars[g.batch.name()] = 3;
-  CHECK(lowered_error(g.out, schedule_tensor_core(g, small_tiling()), random_inputs(g.out, scalars, 9), scalars) < 1e-5);
+  CHECK(lowered_error(g.out, schedule_tensor_core(g, small_tiling()), random_inputs(g.out, scalars, 9),
+                      scalars) < 1e-5);
 }
 
 TEST_CASE("CUDA-core schedules fold any monoid: plain and max-plus GEMMs") {
@@ -153,4 +155,23 @@ TEST_CASE("CUDA-core schedules fold any monoid: plain and max-plus GEMMs") {
   // Only the f32 additions round (the oracle adds in double); max picks without rounding.
   CHECK(lowered_error(C, m, random_inputs(C, mp, 4), mp) < 1e-7);
   compile_for_both_targets(lower(C, m, Target::sm90a()));
+}
+
+TEST_CASE("output tiles go out through shared memory, unless they would not fit it") {
+  Gemm g = make_gemm({.input = f16, .output = f32});
+  // 64 x 64 f32 tiles (16 KB) are written back; 256 x 256 ones (256 KB) exceed the H200's 227 KB and are
+  // stored directly, while the same schedule's staged inputs (2 x 32 KB) fit.
+  GemmTiling huge;
+  huge.block_m = huge.block_n = 256, huge.stages = 2;
+  for (const auto &[tiling, written_back] : {std::pair{small_tiling(), true}, std::pair{huge, false}}) {
+    const LoweredProgram p = lower(g.out, schedule_tensor_core(g, tiling), Target::sm90a());
+    const Kernel &k = p.kernels.front();
+    INFO(tiling.name());
+    CHECK((k.schedule_summary.find("written back") != std::string::npos) == written_back);
+    CHECK(k.shared_bytes <= Target::sm90a().max_shared_bytes_per_block);
+  }
+  const auto scalars = sizes(g, 300, 260, 48);
+  const double err =
+      lowered_error(g.out, schedule_tensor_core(g, huge), random_inputs(g.out, scalars, 9), scalars);
+  CHECK(err < 1e-5);
 }
