@@ -843,7 +843,8 @@ Stmt ChainedKernelBuilder::epilogue() {
                                 : Halide::Expr();
   Stmt stores = epilogue_stores(req_, coords, state, part);
   // Into a write-back tile a point outside the output may go, as the tile's copy-out skips it.
-  if (write_backs_.empty() || reads_inputs(stores, *req_.graph)) stores = IfThenElse::make(all_of(guards), stores);
+  if (write_backs_.empty() || reads_inputs(stores, *req_.graph))
+    stores = IfThenElse::make(all_of(guards), stores);
   std::vector<std::pair<std::string, int>> points = row_loops_;
   for (const auto &c : col_loops_) points.push_back(c);
   points.push_back({"S.e", 4});
@@ -898,12 +899,8 @@ Kernel ChainedKernelBuilder::build() {
   for (int k : row_components_)
     if (!form_->is_selector(k))
       finish.push_back(quad_reduce("row." + form_->base[k].name, slots, form_->ops[k], form_->base[k].type));
-  if (req_.output == ReductionKernelRequest::Output::values) {
-    std::vector<Halide::Expr> coords;
-    for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
-    write_backs_ = plan_write_backs(req_, loops_, coords);
-    for (const StagePlan &p : write_backs_) summary_ += p.summary();
-  }
+  if (req_.output == ReductionKernelRequest::Output::values)
+    write_backs_ = plan_write_backs(req_, loops_, summary_);
   Stmt body = block({with_shared_arrays(stages_, block({block(prologue), block(init), loop, block(finish)})),
                      with_shared_arrays(write_backs_, epilogue())});
 

@@ -67,8 +67,10 @@ Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::
 }
 
 std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const LoopStructure &loops,
-                                        const std::vector<Halide::Expr> &coords) {
+                                        std::string &summary) {
   TWIST_CHECK(r.output == ReductionKernelRequest::Output::values, "write-back tiles of partial states");
+  std::vector<Halide::Expr> coords;
+  for (const Var &v : r.reduction.definition().args) coords.push_back(loops.value_of.at(v.name()));
   std::vector<StagePlan> plans;
   int bytes = 0;
   for (const BufferArg &out : r.output_buffers) {
@@ -78,6 +80,7 @@ std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const L
   // Tiles too large for the target's shared memory (where the staged inputs alone are not) are stored
   // directly instead: the write-back is an optimization, never the reason a schedule is refused.
   if (bytes > r.target.max_shared_bytes_per_block) plans.clear();
+  for (const StagePlan &p : plans) summary += p.summary();
   return plans;
 }
 

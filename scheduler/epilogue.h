@@ -14,12 +14,12 @@ Halide::Internal::Stmt epilogue_stores(const ReductionKernelRequest &request,
                                        const std::vector<Halide::Expr> &coords,
                                        const std::vector<Halide::Expr> &state, const Halide::Expr &part);
 
-// The write-back tiles of the request's outputs, whose points one block stores at `coords` (lowered, over
-// `loops`): a tensor-core kernel's lanes hold pairs of elements scattered over 8 rows of each atom, which
+// The write-back tiles of the request's outputs, over the block's `loops`, with a line each added to
+// `summary`: a tensor-core kernel's lanes hold pairs of elements scattered over 8 rows of each atom, which
 // stored straight to global memory take one narrow store each; collected in shared memory first, a block's
 // tile goes out in wide stores of whole rows. None when the tiles would not fit the target's shared memory.
 std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &request, const LoopStructure &loops,
-                                        const std::vector<Halide::Expr> &coords);
+                                        std::string &summary);
 
 // Whether `s` reads one of the program's inputs (a bias, say): then the epilogue must not compute it at
 // points outside the output, even where it only goes into a shared tile.

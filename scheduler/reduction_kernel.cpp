@@ -476,10 +476,7 @@ void ReductionKernelBuilder::plan_write_backs() {
   // Tensor-core kernels write their outputs back through shared memory (see plan_write_backs). A serial pure
   // loop outside the reduction would write a slice of the tile per iteration, so such kernels store directly.
   if (!atom_ || req_.output != Output::values || !outer_.empty()) return;
-  std::vector<Halide::Expr> coords;
-  for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
-  write_backs_ = twist::plan_write_backs(req_, loops_, coords);
-  for (const StagePlan &p : write_backs_) summary_ += p.summary();
+  write_backs_ = twist::plan_write_backs(req_, loops_, summary_);
 }
 
 Stmt ReductionKernelBuilder::epilogue() {
