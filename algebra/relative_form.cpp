@@ -11,28 +11,28 @@ using namespace Halide::Internal;
 namespace {
 
 // The operator of base component k if its combine is op(a.k, b.k), in either order.
-std::optional<RelativeForm::BaseOp> componentwise_op(const Monoid& base, int k) {
-  const Expr& e = base.combine[k];
+std::optional<RelativeForm::BaseOp> componentwise_op(const Monoid &base, int k) {
+  const Expr &e = base.combine[k];
   const std::string a = base.lhs()[k].as<Variable>()->name, b = base.rhs()[k].as<Variable>()->name;
-  auto operands_are = [&](const Halide::Expr& x, const Halide::Expr& y) {
+  auto operands_are = [&](const Halide::Expr &x, const Halide::Expr &y) {
     const Variable *vx = x.as<Variable>(), *vy = y.as<Variable>();
     return vx && vy && ((vx->name == a && vy->name == b) || (vx->name == b && vy->name == a));
   };
-  if (const Add* op = e.as<Add>(); op && operands_are(op->a, op->b)) return RelativeForm::BaseOp::add;
-  if (const Max* op = e.as<Max>(); op && operands_are(op->a, op->b)) return RelativeForm::BaseOp::max;
-  if (const Min* op = e.as<Min>(); op && operands_are(op->a, op->b)) return RelativeForm::BaseOp::min;
+  if (const Add *op = e.as<Add>(); op && operands_are(op->a, op->b)) return RelativeForm::BaseOp::add;
+  if (const Max *op = e.as<Max>(); op && operands_are(op->a, op->b)) return RelativeForm::BaseOp::max;
+  if (const Min *op = e.as<Min>(); op && operands_are(op->a, op->b)) return RelativeForm::BaseOp::min;
   return std::nullopt;
 }
 
-std::optional<RelativeForm> none(std::string* why, std::string reason) {
+std::optional<RelativeForm> none(std::string *why, std::string reason) {
   if (why) *why = std::move(reason);
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<RelativeForm> relative_form(const Monoid& m, std::string* why) {
-  const Monoid& base = m.twist ? *m.twist->base : m;
+std::optional<RelativeForm> relative_form(const Monoid &m, std::string *why) {
+  const Monoid &base = m.twist ? *m.twist->base : m;
   RelativeForm form;
   form.monoid = std::make_shared<const Monoid>(m);
   form.base = base.state;
@@ -70,6 +70,9 @@ std::optional<RelativeForm> relative_form(const Monoid& m, std::string* why) {
   // The reference a state calls for is the rule applied to the state and itself (softmax: max(m, m) = m).
   const std::vector<Expr> state = form.to_state;
   form.reference_of = Expr(simplify(Substitution().bind(m.lhs(), state).bind(m.rhs(), state)(rule->rule)));
+  if (const auto *v = form.reference_of.as<Variable>())
+    for (int k = 0; k < static_cast<int>(form.base.size()); ++k)
+      if (form.is_selector(k) && v->name == b[k].as<Variable>()->name) form.reference_selector = k;
   form.initial_reference =
       Expr(simplify(Substitution()
                         .bind(b, form.base_identity)

@@ -38,7 +38,12 @@ struct RelativeForm {
   Type ref_type;                    // the reference's type, when there is one
   Expr initial_reference;           // the reference of an empty state (a constant); undefined without one
   std::vector<Expr> relative_lift;  // per base component, over element vars "x.<name>" and Variable "ref"
-  Expr reference_of;             // over base vars "b.<name>" and "ref" (softmax: b.m); undefined without one
+  Expr reference_of;  // over base vars "b.<name>" and "ref" (softmax: b.m); undefined without one
+  // The selector k when reference_of is b.<k> itself (softmax: the running max). The reference then always
+  // equals b.<k>: it starts at reference_of(identity) = identity_k and moves to the updated b.<k> with every
+  // tile, so a lowering keeps no reference of its own and reads b.<k> (before the tile's update, for
+  // ref.old) wherever the forms below read it. -1 otherwise.
+  int reference_selector = -1;
   std::vector<Expr> rebase;      // per base component, over "b.<name>", "ref.old", "ref.new": its value
                                  // relative to ref.new (selectors: unchanged)
   std::vector<Expr> to_state;    // psi^-1: the monoid state from base vars "b.<name>" and "ref"
@@ -48,11 +53,11 @@ struct RelativeForm {
   State base_vars() const { return State("b.", base); }
 };
 
-inline constexpr const char* kOldReferenceName = "ref.old";
-inline constexpr const char* kNewReferenceName = "ref.new";
+inline constexpr const char *kOldReferenceName = "ref.old";
+inline constexpr const char *kNewReferenceName = "ref.new";
 
 // nullopt when m has no such form (argmax, affine, product, a twist over a base that is not componentwise
 // max/min/+, a twist whose reference rule is unknown); `why`, when given, says which.
-std::optional<RelativeForm> relative_form(const Monoid& m, std::string* why = nullptr);
+std::optional<RelativeForm> relative_form(const Monoid &m, std::string *why = nullptr);
 
 }  // namespace twist::algebra

@@ -6,7 +6,9 @@
 #include <set>
 
 #include "algebra/relative_form.h"
+#include "algebra/substitution.h"
 #include "lang/error.h"
+#include "lang/param.h"
 #include "scheduler/contraction.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
@@ -53,17 +55,22 @@ std::optional<Halide::Expr> scale_of(const Halide::Expr &e, const std::string &v
   return std::nullopt;
 }
 
-// `e` with comparisons of the elements (loads of "elem.*") against infinities folded to false (== inf) or
-// true (!= inf): under approximate math, elements computed from finite inputs on a tile that needs no mask
-// are taken to be finite, as -ffinite-math-only does. (Masked points are handled by the mask, not by an
-// infinite element; the states, whose identity is often -inf, are left alone.)
+// `e` with comparisons of the elements (loads of "elem.*", scaled or not) against infinities folded to false
+// (== inf) or true (!= inf): under approximate math, elements computed from finite inputs on a tile that
+// needs no mask are taken to be finite, as -ffinite-math-only does. (Masked points are handled by the mask,
+// not by an infinite element; the states, whose identity is often -inf, are left alone.)
 Halide::Expr assume_finite_elements(const Halide::Expr &e) {
   struct Fold : IRMutator {
     using IRMutator::visit;
     static bool infinite_vs_element(const Halide::Expr &a, const Halide::Expr &b) {
-      auto element = [](const Halide::Expr &x) {
+      // An element is read from "elem.*", times its scale if it has one (see element_scales_).
+      auto stored = [](const Halide::Expr &x) {
         const auto *l = x.as<Load>();
         return l && l->name.rfind("elem.", 0) == 0;
+      };
+      auto element = [&](const Halide::Expr &x) {
+        const auto *m = x.as<Mul>();
+        return stored(x) || (m && (stored(m->a) || stored(m->b)));
       };
       auto infinite = [](const Halide::Expr &x) {
         const auto *f = x.as<FloatImm>();
@@ -96,6 +103,7 @@ class ChainedKernelBuilder {
   void plan_loops();
   void plan_producer();
   void plan_components();
+  void plan_element_scales();
   void plan_stages();
 
   int extent_of(const std::string &loop, const char *why) const {
@@ -148,7 +156,13 @@ class ChainedKernelBuilder {
   bool finite_elements() const { return !masked_ && req_.schedule->approximate(); }
   // The base state's variables bound to the row arrays at `slot` and, for the column component, `column`.
   std::map<std::string, Halide::Expr> base_at(const Halide::Expr &slot, const Halide::Expr &column) const;
-  std::map<std::string, Halide::Expr> elements_at(const Halide::Expr &jn, const Halide::Expr &e) const;
+  // Whether the rows keep a reference array: not when the reference is one of their selectors.
+  bool keeps_reference() const { return form_->has_reference && form_->reference_selector < 0; }
+  // The reference of the row at `slot` (row.ref, or the selector it equals).
+  Halide::Expr reference_at(const Halide::Expr &slot) const;
+  // The elements at S point (jn, e); unscaled: as stored, without their element_scales_.
+  std::map<std::string, Halide::Expr> elements_at(const Halide::Expr &jn, const Halide::Expr &e,
+                                                  bool unscaled = false) const;
 
   Stmt scores();
   Stmt tile_selectors();
@@ -193,7 +207,12 @@ class ChainedKernelBuilder {
 
   // The consumer's elements and components.
   std::vector<int> row_elements_;  // elements evaluated at S points
-  int column_element_ = -1;        // the element read at (j, d): V(j, d)
+  // Row elements that are S times a parameter required positive: elem.<k> holds S itself, and the scale is
+  // applied where the element is used, except by a selector that picks the element, which picks among the
+  // unscaled values and scales its pick (x -> c*x keeps the order for c > 0, rounding included). The
+  // scale then fuses into the subtraction of the reference (one FFMA per point instead of FMUL and FADD).
+  std::map<int, Halide::Expr> element_scales_;
+  int column_element_ = -1;  // the element read at (j, d): V(j, d)
   ContractionOperand column_operand_;
   std::vector<Halide::Expr> v_coords_;
   int column_component_ = -1;        // the base component that depends on d
@@ -449,6 +468,10 @@ void ChainedKernelBuilder::plan_components() {
     }
   }
   if (column_element_ < 0) fail("func '{}': none of its elements depends on '{}'", fname, column_arg_);
+  if (!req_.fallback) plan_element_scales();
+  for (const auto &[k, c] : element_scales_)
+    summary_ += fmt::format("  element {} = S * {}: selectors pick before scaling (needs {} > 0)\n",
+                            monoid_.elements[k].name, c, c);
   const std::string column_var = monoid_.element()[column_element_].as<Variable>()->name;
   for (size_t k = 0; k < form_->base.size(); ++k) {
     if (!expr_uses_var(form_->relative_lift[k], column_var)) {
@@ -494,7 +517,7 @@ void ChainedKernelBuilder::plan_stages() {
     if (!in || it == reads.end())
       fail("schedule of '{}': stage({}) names no operand of its matrix atoms", req_.reduction.name(),
            d.input);
-    stages_.push_back(plan_stage(d, *in, loops_, {it->second}, req_.element_copies));
+    stages_.push_back(plan_stage(d, *in, loops_, {it->second}, req_.fallback));
     summary_ += stages_.back().summary();
   }
   for (const std::string &operand : {rows_operand_.input, keys_operand_.input, column_operand_.input})
@@ -510,17 +533,27 @@ std::map<std::string, Halide::Expr> ChainedKernelBuilder::base_at(const Halide::
   for (int k : row_components_)
     b[vars[k].as<Variable>()->name] = load(form_->base[k].type, "row." + form_->base[k].name, slot);
   if (column.defined()) b[vars[column_component_].as<Variable>()->name] = column;
-  if (form_->has_reference) b[kReference] = load(form_->ref_type, "row.ref", slot);
+  if (form_->has_reference) b[kReference] = reference_at(slot);
   return b;
 }
 
+Halide::Expr ChainedKernelBuilder::reference_at(const Halide::Expr &slot) const {
+  if (form_->reference_selector < 0) return load(form_->ref_type, "row.ref", slot);
+  const Component &c = form_->base[form_->reference_selector];
+  return load(c.type, "row." + c.name, slot);
+}
+
 std::map<std::string, Halide::Expr> ChainedKernelBuilder::elements_at(const Halide::Expr &jn,
-                                                                      const Halide::Expr &e) const {
+                                                                      const Halide::Expr &e,
+                                                                      bool unscaled) const {
   std::map<std::string, Halide::Expr> x;
   const State vars = monoid_.element();
-  for (int k : row_elements_)
-    x[vars[k].as<Variable>()->name] =
+  for (int k : row_elements_) {
+    const Halide::Expr stored =
         load(monoid_.elements[k].type, "elem." + monoid_.elements[k].name, s_index(jn, e));
+    x[vars[k].as<Variable>()->name] =
+        element_scales_.count(k) && !unscaled ? stored * element_scales_.at(k) : stored;
+  }
   return x;
 }
 
@@ -530,6 +563,27 @@ const StagePlan &ChainedKernelBuilder::q_stage() const {
                                [&](const StagePlan &p) { return p.input == rows_operand_.input; });
   TWIST_CHECK(it != stages_.end(), "'{}' is not staged", rows_operand_.input);
   return *it;
+}
+
+void ChainedKernelBuilder::plan_element_scales() {
+  const Halide::Expr score = Variable::make(s_type_, "S.score");
+  for (int k : row_elements_) {
+    ExprLowering at(*req_.graph);
+    at.bind(loops_.value_of);
+    at.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
+      if (c->name == chain_.producer.name()) return score;
+      return std::nullopt;
+    });
+    const auto *mul = at.lower(def_.reduction->elements[k]).as<Mul>();
+    if (!mul) continue;
+    for (const auto &[x, c] : {std::pair{mul->a, mul->b}, std::pair{mul->b, mul->a}}) {
+      const auto *param = c.as<Variable>();
+      if (equal(x, score) && param && is_param(param) && c.type().is_float()) {
+        element_scales_[k] = c;
+        break;
+      }
+    }
+  }
 }
 
 Stmt ChainedKernelBuilder::scores() {
@@ -570,8 +624,9 @@ Stmt ChainedKernelBuilder::scores() {
       if (c->name == chain_.producer.name()) return score;
       return std::nullopt;
     });
-    element_stores.push_back(store("elem." + monoid_.elements[k].name, at.lower(def_.reduction->elements[k]),
-                                   s_index(var("S.jn"), var("S.e"))));
+    const Halide::Expr value = element_scales_.count(k) ? score : at.lower(def_.reduction->elements[k]);
+    element_stores.push_back(
+        store("elem." + monoid_.elements[k].name, value, s_index(var("S.jn"), var("S.e"))));
   }
   if (masked_)
     element_stores.push_back(
@@ -606,7 +661,14 @@ Stmt ChainedKernelBuilder::tile_selectors() {
     const Halide::Expr identity = form_->base_identity[k];
     const Halide::Expr slot = flat(row_loops_) * 2 + var("S.h");
     const Halide::Expr e = var("S.h") * 2 + var("S.e2");
-    const Halide::Expr lift = substitute(elements_at(var("S.jn"), e), form_->relative_lift[k]);
+    // A selector that picks a scaled element picks among the unscaled values, then scales its pick.
+    std::optional<Halide::Expr> scale;
+    for (const auto &[element, c] : element_scales_)
+      if (const auto *v = form_->relative_lift[k].as<Variable>();
+          v && v->name == monoid_.element()[element].as<Variable>()->name)
+        scale = c;
+    const Halide::Expr lift =
+        substitute(elements_at(var("S.jn"), e, scale.has_value()), form_->relative_lift[k]);
     Stmt fold = store(tile,
                       combine_op(form_->ops[k], load(c.type, tile, slot),
                                  Halide::select(valid_at(var("S.jn"), e), lift, identity)),
@@ -616,6 +678,9 @@ Stmt ChainedKernelBuilder::tile_selectors() {
                                   block({store(tile, identity, slot),
                                          unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, fold))}))));
     steps.push_back(quad_reduce(tile, slots, form_->ops[k], c.type));
+    if (scale)
+      steps.push_back(unrolled(tile + ".i", slots,
+                               store(tile, load(c.type, tile, var(tile + ".i")) * *scale, var(tile + ".i"))));
   }
   if (selectors.empty() && !form_->has_reference) return Stmt();
   steps.push_back(move_reference());
@@ -644,26 +709,30 @@ Stmt ChainedKernelBuilder::move_reference() {
   auto rebased_with = [&](const Halide::Expr &expr, const Halide::Expr &column) {
     std::map<std::string, Halide::Expr> b = base_at(slot, column);
     if (form_->has_reference) {
-      b[algebra::kOldReferenceName] = load(form_->ref_type, "row.ref", slot);
+      b[algebra::kOldReferenceName] = reference_at(slot);
       b[algebra::kNewReferenceName] = load(form_->ref_type, "ref.new", slot);
     }
     return substitute(b, expr);
   };
   auto rebased = [&](int k, const Halide::Expr &column) { return rebased_with(form_->rebase[k], column); };
+  // The factor f with rebase_k = f * b.<k>, if component k's rebase is such a product.
+  auto rebase_factor = [&](int k) { return scale_of(form_->rebase[k], vars[k].as<Variable>()->name); };
   // The column component moves first, while the rows still hold the old state (rebase reads it). When its
   // rebase scales it by a factor of the row alone (2^(ref.old - ref.new) for attention), the factor is
-  // computed once per row instead of once per element.
+  // computed once per row instead of once per element, and the row components rebased by the same factor
+  // (the softmax denominator) read it too.
+  std::optional<Halide::Expr> shared_factor;
   if (form_->has_reference) {
     std::vector<std::pair<std::string, int>> cols = col_loops_;
     cols.push_back({"S.e2", 2});
     const Halide::Expr e = var("S.h") * 2 + var("S.e2");
     const Halide::Expr index = o_index(e);
     const Type ot = form_->base[column_component_].type;
-    const std::string own = form_->base_vars()[column_component_].as<Variable>()->name;
-    const Halide::Expr rebase = form_->rebase[column_component_];
-    if (const auto factor = scale_of(rebase, own)) {
-      steps.push_back(over(
-          row_loops_, unrolled("S.h", 2, store("rescale", rebased_with(*factor, Halide::Expr()), slot))));
+    shared_factor = rebase_factor(column_component_);
+    if (shared_factor) {
+      // With the reference a selector, ref.old is that selector, and 2^(ref.old - m) folds to 1.
+      const Halide::Expr factor = algebra::simplified(rebased_with(*shared_factor, Halide::Expr()));
+      steps.push_back(over(row_loops_, unrolled("S.h", 2, store("rescale", factor, slot))));
       steps.push_back(over(
           row_loops_,
           unrolled("S.h", 2,
@@ -680,15 +749,21 @@ Stmt ChainedKernelBuilder::move_reference() {
   std::vector<std::pair<std::string, Halide::Expr>> lets;
   for (int k : row_components_) {
     const std::string name = "new." + form_->base[k].name;
-    lets.push_back(
-        {name, form_->is_selector(k)
-                   ? updated[vars[k].as<Variable>()->name]
-                   : (form_->has_reference ? rebased(k, Halide::Expr())
-                                           : load(form_->base[k].type, "row." + form_->base[k].name, slot))});
+    const Halide::Expr old = load(form_->base[k].type, "row." + form_->base[k].name, slot);
+    Halide::Expr value = old;
+    if (form_->is_selector(k)) {
+      value = updated[vars[k].as<Variable>()->name];
+    } else if (form_->has_reference) {
+      const auto factor = rebase_factor(k);
+      const bool shares = shared_factor && factor && equal(*factor, *shared_factor) &&
+                          form_->base[k].type == form_->base[column_component_].type;
+      value = shares ? old * load(form_->base[k].type, "rescale", slot) : rebased(k, Halide::Expr());
+    }
+    lets.push_back({name, value});
     row_updates.push_back(
         store("row." + form_->base[k].name, Variable::make(form_->base[k].type, name), slot));
   }
-  if (form_->has_reference)
+  if (keeps_reference())
     row_updates.push_back(store("row.ref", load(form_->ref_type, "ref.new", slot), slot));
   Stmt update = block(row_updates);
   for (auto it = lets.rbegin(); it != lets.rend(); ++it)
@@ -716,7 +791,7 @@ Stmt ChainedKernelBuilder::contributions() {
     all.push_back({"S.jn", jn_extent_});
     all.push_back({"S.e", 4});
     std::map<std::string, Halide::Expr> at = elements_at(var("S.jn"), var("S.e"));
-    if (form_->has_reference) at[kReference] = load(form_->ref_type, "row.ref", row_slot(var("S.e")));
+    if (form_->has_reference) at[kReference] = reference_at(row_slot(var("S.e")));
     Halide::Expr w = substitute(at, column_row_factor_);
     if (finite_elements()) w = assume_finite_elements(w);
     steps.push_back(
@@ -878,7 +953,7 @@ Kernel ChainedKernelBuilder::build() {
   for (int k : row_components_)
     init.push_back(unrolled("S.slot", slots,
                             store("row." + form_->base[k].name, form_->base_identity[k], var("S.slot"))));
-  if (form_->has_reference)
+  if (keeps_reference())
     init.push_back(unrolled("S.slot", slots, store("row.ref", form_->initial_reference, var("S.slot"))));
   init.push_back(unrolled("S.o", row_points * col_points_ * 4,
                           store("acc.o", form_->base_identity[column_component_], var("S.o"))));
@@ -921,12 +996,20 @@ Kernel ChainedKernelBuilder::build() {
     body = reg("elem." + monoid_.elements[k].name, monoid_.elements[k].type, s_points, body);
   body = reg("acc.o", form_->base[column_component_].type, row_points * col_points_ * 4, body);
   for (int k : row_components_) body = reg("row." + form_->base[k].name, form_->base[k].type, slots, body);
-  if (form_->has_reference) body = reg("row.ref", form_->ref_type, slots, body);
+  if (keeps_reference()) body = reg("row.ref", form_->ref_type, slots, body);
   std::vector<StagePlan> plans = stages_;
   plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
-  return assemble_kernel(req_, body, plans, mapping_,
-                         {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col", "__shfl_xor_sync"},
-                         summary_);
+  Kernel k = assemble_kernel(
+      req_, body, plans, mapping_,
+      {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col", "__shfl_xor_sync"}, summary_);
+  for (const auto &[element, c] : element_scales_)
+    k.requirements.push_back(
+        {c > make_zero(c.type()),
+         fmt::format(
+             "the scale {} of element '{}' must be positive for the tile's maximum to be taken before "
+             "scaling; other values run the fallback kernel",
+             c, monoid_.elements[element].name)});
+  return k;
 }
 
 }  // namespace

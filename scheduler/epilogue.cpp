@@ -74,7 +74,7 @@ std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const L
   std::vector<StagePlan> plans;
   int bytes = 0;
   for (const BufferArg &out : r.output_buffers) {
-    plans.push_back(plan_write_back(out.name, out.type, out.shape, loops, coords, r.element_copies));
+    plans.push_back(plan_write_back(out.name, out.type, out.shape, loops, coords, r.fallback));
     bytes += plans.back().bytes();
   }
   // Tiles too large for the target's shared memory (where the staged inputs alone are not) are stored

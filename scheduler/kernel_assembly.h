@@ -22,16 +22,17 @@ Kernel assemble_kernel(const ReductionKernelRequest &request, Halide::Internal::
                        const std::vector<StagePlan> &stages, const ThreadMapping &mapping,
                        std::vector<std::string> instructions, const std::string &summary);
 
-// build(request), and when the kernel it gives has requirements (aligned rows for vector copies), the same
-// built again with element copies as the kernel's fallback for shapes that break them.
+// build(request), and when the kernel it gives has requirements (aligned rows for vector copies, a positive
+// scale), the same built again as its fallback (ReductionKernelRequest::fallback) for arguments that break
+// them.
 template <typename Request, typename Build>
 Kernel with_fallback(const Request &request, ReductionKernelRequest &(*of)(Request &), Build build) {
   Kernel k = build(request);
   Request narrow = request;
   ReductionKernelRequest &r = of(narrow);
-  if (!k.requirements.empty() && !r.element_copies) {
-    r.element_copies = true;
-    r.kernel_name += "_any_shape";
+  if (!k.requirements.empty() && !r.fallback) {
+    r.fallback = true;
+    r.kernel_name += "_fallback";
     k.fallback = std::make_shared<const Kernel>(build(narrow));
   }
   return k;

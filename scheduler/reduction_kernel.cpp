@@ -206,7 +206,7 @@ void ReductionKernelBuilder::plan_stages() {
     std::vector<std::vector<Halide::Expr>> reads;
     for (const Halide::Expr &e : marked)
       for (auto &r : reads_of(e, d.input)) reads.push_back(r);
-    StagePlan plan = plan_stage(d, *in, loops_, reads, req_.element_copies);
+    StagePlan plan = plan_stage(d, *in, loops_, reads, req_.fallback);
     if (std::find(nest_.begin(), nest_.end(), size_t(plan.at)) == nest_.end())
       fail(
           "schedule of '{}': input '{}' is staged at loop '{}', which is outside the reduction loops; stage "

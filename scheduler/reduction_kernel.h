@@ -30,8 +30,10 @@ struct ReductionKernelRequest {
     atomic_sum,      // the state, added atomically into the output buffer (split sums)
   } output = Output::values;
   std::vector<BufferArg> output_buffers;  // outputs (values, atomic_sum) or workspaces (partial_states)
-  // Stage copies of one element each (no alignment requirements); see plan_stage.
-  bool element_copies = false;
+  // Lowered as the fallback kernel (Kernel::fallback), which runs when the scalar arguments break a
+  // requirement of the main one: it requires nothing of them, so its stage copies move one element each (no
+  // alignment; see plan_stage) and it assumes nothing of the parameters' values.
+  bool fallback = false;
 };
 
 Kernel build_reduction_kernel(const ReductionKernelRequest &request);

@@ -24,7 +24,7 @@ namespace {
 // A model of what the lowering does with a relative form, in one arithmetic.
 class TileFolder {
  public:
-  TileFolder(const RelativeForm& form, Arithmetic arithmetic) : form_(form) {
+  TileFolder(const RelativeForm &form, Arithmetic arithmetic) : form_(form) {
     const auto b = variable_names(form.base_vars());
     const auto x = variable_names(form.monoid->element());
     lift_ = VectorFunction(arithmetic, joined(x, {kReferenceName}), form.relative_lift);
@@ -39,7 +39,7 @@ class TileFolder {
 
   // `offsets[t]` moves tile t's reference away from reference_of's choice (r-independence: any reference
   // gives the same state).
-  Values fold(const std::vector<Values>& elements, int tile, const std::vector<Real>& offsets) const {
+  Values fold(const std::vector<Values> &elements, int tile, const std::vector<Real> &offsets) const {
     Values b = identity_;
     Real ref = initial_reference_;
     for (size_t begin = 0, t = 0; begin < elements.size(); begin += tile, ++t) {
@@ -75,7 +75,7 @@ class TileFolder {
   }
 
  private:
-  const RelativeForm& form_;
+  const RelativeForm &form_;
   VectorFunction lift_, rebase_, to_state_, reference_of_;
   Values identity_;
   Real initial_reference_ = 0;
@@ -103,6 +103,42 @@ TEST_CASE("softmax's relative form is a max selector and an additive sum relativ
   CHECK(rebase({1.0, 3.0, -INFINITY, 1.0})[1] == 0);
 }
 
+TEST_CASE("a reference that is one of the selectors is named, so that lowerings keep no copy of it") {
+  // softmax and attention move their reference to the running max, their selector m; Welford's is the mean,
+  // an additive component, and the trivial product has none.
+  for (const Monoid &m : {softmax(f32), attention(f32, 2)}) {
+    const auto form = relative_form(m);
+    REQUIRE(form);
+    REQUIRE(form->reference_selector >= 0);
+    CHECK(form->base[form->reference_selector].name == "m");
+    CHECK(form->is_selector(form->reference_selector));
+  }
+  const auto welford_form = relative_form(welford(f64));
+  REQUIRE(welford_form);
+  CHECK(welford_form->has_reference);
+  CHECK(welford_form->reference_selector == -1);
+  CHECK(relative_form(product({sum(f32), max(f32)}))->reference_selector == -1);
+}
+
+TEST_CASE("simplified folds exact math of constants and products of selects on one condition") {
+  const Expr m = variable(f32, "m"), n = variable(f32, "n");
+  const Expr empty = m == neg_infinity(f32);
+  auto same = [](const Halide::Expr &a, const Halide::Expr &b) {
+    return Halide::Internal::equal(a, Halide::Internal::simplify(b));
+  };
+  // softmax's rebase factor with ref.old = m: 2^(m - m) is exactly 1, so the factor is one select.
+  const Halide::Expr factor =
+      simplified(select(empty, cast(f32, 0), exp2(m - m)) * select(empty, cast(f32, 0), exp2(m - n)));
+  INFO(factor);
+  CHECK(same(factor, select(empty, cast(f32, 0), exp2(m - n))));
+  CHECK(same(simplified(exp2(cast(f32, 3))), cast(f32, 8)));
+  // An inexact value is left to the target's function.
+  CHECK(same(simplified(exp2(cast(f32, 0.5))), exp2(cast(f32, 0.5))));
+  // Selects on different conditions stay apart.
+  const Halide::Expr apart = select(empty, cast(f32, 0), m) * select(n > m, cast(f32, 0), n);
+  CHECK(same(simplified(apart), apart));
+}
+
 TEST_CASE("attention's relative lift is the contraction exp(s - ref) * v") {
   const auto form = relative_form(attention(f64, 2));
   REQUIRE(form);
@@ -119,7 +155,7 @@ TEST_CASE("attention's relative lift is the contraction exp(s - ref) * v") {
 }
 
 TEST_CASE("monoids without a componentwise base have no relative form and say why") {
-  for (const Monoid& m :
+  for (const Monoid &m :
        {argmax(f32), argmin(f64), affine(f64), product(f32), product({softmax(f32), sum(f32)})}) {
     CAPTURE(m.name);
     std::string why;
@@ -146,7 +182,7 @@ TEST_CASE("folding tile by tile in relative form gives the sequential fold's sta
                                        twisted_attention(f64, 3),
                                        twisted_welford(f64),
                                        root_mean_square()};
-  for (const Monoid& m : monoids) {
+  for (const Monoid &m : monoids) {
     CAPTURE(m.name);
     const auto form = relative_form(m);
     REQUIRE(form);
@@ -170,11 +206,11 @@ TEST_CASE("folding tile by tile in relative form gives the sequential fold's sta
           std::vector<Real> offsets;
           for (int t = 0; t <= length; ++t)
             offsets.push_back(moved ? std::uniform_real_distribution<double>(-2, 2)(rng) : 0.0);
-          auto by_tiles = [&](const MonoidEvaluator& ev, const std::vector<Values>& list) {
+          auto by_tiles = [&](const MonoidEvaluator &ev, const std::vector<Values> &list) {
             return (ev.arithmetic() == Arithmetic::extended ? tiles_ext : tiles_dbl)
                 .fold(list, tile, offsets);
           };
-          auto sequential = [](const MonoidEvaluator& ev, const std::vector<Values>& list) {
+          auto sequential = [](const MonoidEvaluator &ev, const std::vector<Values> &list) {
             return ev.fold(list);
           };
           const Evaluated got = evaluate(ext, dbl, m.elements, x, by_tiles);

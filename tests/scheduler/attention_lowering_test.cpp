@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "apps/attention/attention.h"
+#include "scheduler/arguments.h"
 #include "scheduler/lower.h"
 #include "tests/scheduler/lowering_support.h"
 
@@ -120,5 +121,29 @@ TEST_CASE("attention kernels for head dimensions 128 and 256 compile for sm_80 a
     const auto sources = compile_for_both_targets(lower(a.out, schedule_attention(a, t), Target::sm90a()));
     CHECK(sources[0].find("__shfl_xor_sync") != std::string::npos);
     CHECK(sources[0].find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "scores scaled by a positive parameter take the tile maximum before scaling; other scales fall back") {
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .prefix = "scaled"});
+  const Schedule s = schedule_attention(a, small_tiling());
+  const LoweredProgram p = lower(a.out, s, Target::sm90a());
+  const Kernel &k = p.kernels.front();
+  // The main kernel assumes the scale positive; its fallback assumes nothing.
+  bool positive = false;
+  for (const Requirement &r : k.requirements)
+    positive = positive || r.why.find("must be positive") != std::string::npos;
+  CHECK(positive);
+  REQUIRE(k.fallback);
+  CHECK(k.fallback->requirements.empty());
+  // Both give the oracle's answer: a negative scale runs the fallback, whose maxima are of the scaled scores.
+  for (double scale : {0.18, -0.3}) {
+    auto scalars = sizes(a, 1, 2, 40, 67);
+    scalars[a.qk_scale.name()] = scale;
+    CHECK(&select_variant(k, scalars) == (scale > 0 ? &k : k.fallback.get()));
+    const double err = lowered_error(a.out, s, random_inputs(a.out, scalars, 5), scalars);
+    INFO("scale ", scale, ": error ", err);
+    CHECK(err < 2e-3);
   }
 }

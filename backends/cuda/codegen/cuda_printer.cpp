@@ -29,6 +29,11 @@ std::string c_name(const std::string &name) {
   return out;
 }
 
+// The name of the 32-bit shared-memory address of shared array `name`'s first element.
+std::string shared_base_name(const std::string &name) {
+  return c_name(name) + "_address";
+}
+
 std::string c_type(const Type &t) {
   if (t.lanes() != 1) fail("the CUDA printer handles scalar types only, not {}", type_name(t));
   if (t.is_bfloat() && t.bits() == 16) return "__nv_bfloat16";
@@ -59,11 +64,14 @@ std::optional<int> power_of_two(const Halide::Expr &e) {
 // mma.sync m16n8k16 with f32 accumulators and inputs of PTX type `in` (f16 or bf16), as twist_mma_f32_<in>.
 std::string mma_f32_helper(const std::string &in) {
   return fmt::format(
-      "__device__ __forceinline__ void twist_mma_f32_{0}(float *d, const void *a, const void *b, const float *c) "
+      "__device__ __forceinline__ void twist_mma_f32_{0}(float *d, const void *a, const void *b, const float "
+      "*c) "
       "{{\n"
-      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
+      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned "
+      "*>(b);\n"
       "  asm volatile(\n"
-      "      \"mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, "
+      "      \"mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, "
+      "{{%8, "
       "%9}}, \"\n"
       "      \"{{%10, %11, %12, %13}};\\n\"\n"
       "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
@@ -101,8 +109,7 @@ const std::map<std::string, std::string> &helper_definitions() {
        "  *reinterpret_cast<T *>(dst) = src_bytes == Bytes ? *reinterpret_cast<const T *>(src) : T{};\n"
        "}\n"
        "template <int Bytes>\n"
-       "__device__ __forceinline__ void twist_copy_async(void *dst, const void *src, int src_bytes) {\n"
-       "  unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));\n"
+       "__device__ __forceinline__ void twist_copy_async(unsigned d, const void *src, int src_bytes) {\n"
        "  if constexpr (Bytes == 16)\n"
        "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(d), \"l\"(src), "
        "\"r\"(src_bytes)\n"
@@ -115,8 +122,7 @@ const std::map<std::string, std::string> &helper_definitions() {
        "}\n"},
       {"ldmatrix",
        "template <int Matrices, bool Transpose>\n"
-       "__device__ __forceinline__ void twist_ldmatrix(void *dst, const void *src) {\n"
-       "  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(src));\n"
+       "__device__ __forceinline__ void twist_ldmatrix(void *dst, unsigned s) {\n"
        "  unsigned *d = reinterpret_cast<unsigned *>(dst);\n"
        "  if constexpr (Matrices == 4 && !Transpose)\n"
        "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n\"\n"
@@ -180,6 +186,12 @@ class Printer {
   std::string math(const MathCall &m, const Call *c);
   std::string address(const std::string &buffer, const Halide::Expr &index) {
     return "&" + c_name(buffer) + "[" + expr(index) + "]";
+  }
+  // The 32-bit shared-memory address of a shared array's element, for the instructions that take one
+  // (ldmatrix, cp.async). Computed from the array's own 32-bit base rather than converted from a generic
+  // pointer: NVRTC keeps generic pointer arithmetic in 64 bits, two registers per address in the key loops.
+  std::string shared_address(const std::string &buffer, const Halide::Expr &index) {
+    return shared_base_name(buffer) + " + " + expr(index * array_type(buffer).bytes());
   }
   void intrinsic(const Stmt &s, int indent);
   Type array_type(const std::string &name) const {
@@ -343,8 +355,8 @@ void Printer::intrinsic(const Stmt &s, int n) {
   } else if (auto c = intrinsic::as_copy(s)) {
     helpers_.insert("copy");
     out_ << ind(n) << (c->async ? "twist_copy_async<" : "twist_copy_sync<") << c->bytes << ">("
-         << address(c->dst, c->dst_index) << ", " << address(c->src, c->src_index) << ", "
-         << expr(c->src_bytes) << ");\n";
+         << (c->async ? shared_address(c->dst, c->dst_index) : address(c->dst, c->dst_index)) << ", "
+         << address(c->src, c->src_index) << ", " << expr(c->src_bytes) << ");\n";
   } else if (intrinsic::is_async_commit(s)) {
     out_ << ind(n) << "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n";
   } else if (auto w = intrinsic::as_async_wait(s)) {
@@ -352,7 +364,7 @@ void Printer::intrinsic(const Stmt &s, int n) {
   } else if (auto l = intrinsic::as_ldmatrix(s)) {
     helpers_.insert("ldmatrix");
     out_ << ind(n) << "twist_ldmatrix<" << l->matrices << ", " << (l->transpose ? "true" : "false") << ">("
-         << address(l->dst, l->dst_index) << ", " << address(l->src, l->src_index) << ");\n";
+         << address(l->dst, l->dst_index) << ", " << shared_address(l->src, l->src_index) << ");\n";
   } else if (auto m = intrinsic::as_mma(s)) {
     const Type in = array_type(m->a), acc = array_type(m->c);
     std::string helper;
@@ -446,10 +458,17 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
     params << (params.tellp() ? ", " : "") << c_type(s.type) << " " << c_name(s.name);
 
   std::ostringstream body;
-  if (!shared.arrays.empty()) body << "  extern __shared__ __align__(128) unsigned char twist_smem[];\n";
-  for (const SharedArray &a : shared.arrays)
+  if (!shared.arrays.empty()) {
+    body << "  extern __shared__ __align__(128) unsigned char twist_smem[];\n";
+    body << "  const unsigned twist_smem_base = "
+            "static_cast<unsigned>(__cvta_generic_to_shared(twist_smem));\n";
+  }
+  for (const SharedArray &a : shared.arrays) {
     body << "  " << c_type(a.allocate->type) << " *" << c_name(a.allocate->name) << " = reinterpret_cast<"
          << c_type(a.allocate->type) << " *>(twist_smem + " << a.offset << ");\n";
+    body << "  const unsigned " << shared_base_name(a.allocate->name) << " = twist_smem_base + " << a.offset
+         << ";\n";
+  }
   printer.stmt(k.body, 1);
 
   std::ostringstream unit;
