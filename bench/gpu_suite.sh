@@ -84,6 +84,10 @@ fi
 if wants attention && [[ -d .gpu/manifests/attention ]]; then
   section "attention benchmark"
   python3 apps/attention/bench_attention.py .gpu/manifests/attention --out "$out/attention.json" 2>&1 | tee -a "$log" || status=1
+  if [[ -d .gpu/manifests/attention_explore ]]; then
+    python3 apps/attention/bench_attention.py .gpu/manifests/attention_explore --out "$out/attention_explore.json" \
+      2>&1 | tee -a "$log" || status=1
+  fi
 fi
 
 section "done, status $status"

@@ -43,6 +43,12 @@ struct Options {
     auto it = values.find(key);
     return it == values.end() ? fallback : it->second;
   }
+  // A yes/no option: "true" or "false" (absent: false); anything else is refused rather than read as false.
+  bool flag(const std::string &key) const {
+    const std::string v = get(key, "false");
+    if (v != "true" && v != "false") fail("--{} takes true or false, not '{}'", key, v);
+    return v == "true";
+  }
 };
 
 Options parse(int argc, char **argv, int first) {
@@ -280,8 +286,8 @@ int export_attention(const Options &o) {
   // --shape BxHxSxLxD: batch, query heads, queries, keys, head dimension.
   const std::vector<int> shape = parse_dims(o.get("shape", ""), 5, "--shape");
   const Type dtype = parse_type(o.get("dtype", "f16"));
-  const bool decode = o.get("decode", "false") == "true";
-  const bool causal = o.get("causal", "false") == "true";
+  const bool decode = o.flag("decode");
+  const bool causal = o.flag("causal");
   const int group = std::stoi(o.get("group", "1"));
   if (shape[1] % group != 0) fail("--group {} must divide the {} query heads", group, shape[1]);
   if (decode && shape[2] != 1) fail("--decode true needs one query per head (the S of --shape must be 1)");
