@@ -56,9 +56,9 @@ std::optional<Halide::Expr> scale_of(const Halide::Expr &e, const std::string &v
 }
 
 // `e` with comparisons of the elements (loads of "elem.*", scaled or not) against infinities folded to false
-// (== inf) or true (!= inf): under approximate math, elements computed from finite inputs on a tile that
-// needs no mask are taken to be finite, as -ffinite-math-only does. (Masked points are handled by the mask,
-// not by an infinite element; the states, whose identity is often -inf, are left alone.)
+// (== inf) or true (!= inf): under approximate math, elements computed from finite inputs are taken to be
+// finite, as -ffinite-math-only does. (Points outside a mask are left out by the mask's select around the
+// expression, not by an infinite element; the states, whose identity is often -inf, are left alone.)
 Halide::Expr assume_finite_elements(const Halide::Expr &e) {
   struct Fold : IRMutator {
     using IRMutator::visit;
@@ -152,8 +152,8 @@ class ChainedKernelBuilder {
   FragmentLoad q_fragments() const {
     return {AtomOperand::a, q_coords_, "S.dka", atom_row_, "S.ja", q_loops(), "frag.q", &q_stage(), 0};
   }
-  // Whether the tile being built may take its elements to be finite (see assume_finite_elements).
-  bool finite_elements() const { return !masked_ && req_.schedule->approximate(); }
+  // Whether the tiles may take their elements to be finite (see assume_finite_elements).
+  bool finite_elements() const { return req_.schedule->approximate(); }
   // The base state's variables bound to the row arrays at `slot` and, for the column component, `column`.
   std::map<std::string, Halide::Expr> base_at(const Halide::Expr &slot, const Halide::Expr &column) const;
   // Whether the rows keep a reference array: not when the reference is one of their selectors.
@@ -172,6 +172,10 @@ class ChainedKernelBuilder {
   Stmt epilogue();
   // The first key tile and the number of tiles a block visits.
   std::pair<Halide::Expr, Halide::Expr> key_tiles();
+  // Reverses the order of the blocks along each block loop that `count` (the key tiles a block visits)
+  // provably grows with (causal: later query blocks see more keys). GPUs start blocks in index order in
+  // practice, so the longest then start first and the last wave holds the shortest, not the longest.
+  void launch_longest_first(const Halide::Expr &count);
 
   const ReductionKernelRequest &req_;
   const ChainedKernelRequest &chain_;
@@ -902,6 +906,18 @@ std::pair<Halide::Expr, Halide::Expr> ChainedKernelBuilder::key_tiles() {
   return {first, simplify(Halide::max(last - first + 1, 0))};
 }
 
+void ChainedKernelBuilder::launch_longest_first(const Halide::Expr &count) {
+  for (auto &[name, value] : mapping_.bound_values) {
+    const LoopDim &d = loops_.dim(name);
+    const bool block =
+        d.binding == Binding::block_x || d.binding == Binding::block_y || d.binding == Binding::block_z;
+    if (!block || is_monotonic(count, name) != Monotonic::Increasing) continue;
+    value = simplify(d.extent - 1 - value);
+    summary_ +=
+        fmt::format("  blocks along '{}' run in reverse order: later ones visit more key tiles\n", name);
+  }
+}
+
 Stmt ChainedKernelBuilder::epilogue() {
   std::vector<Halide::Expr> coords;
   std::map<std::string, Halide::Expr> at = {{atom_row_, accumulator_row(0) + 8 * (var("S.e") / 2)},
@@ -910,7 +926,7 @@ Stmt ChainedKernelBuilder::epilogue() {
   std::map<std::string, Halide::Expr> b =
       base_at(row_slot(var("S.e")), load(form_->base[column_component_].type, "acc.o", o_index(var("S.e"))));
   std::vector<Halide::Expr> state;
-  for (const Expr &s : form_->to_state) state.push_back(simplify(substitute(b, s)));
+  for (const Expr &s : form_->to_state) state.push_back(algebra::simplified(substitute(b, s)));
   std::vector<Halide::Expr> guards;
   for (const Halide::Expr &g : loops_.pure_guards) guards.push_back(substitute(at, g));
   const Halide::Expr part = req_.output == ReductionKernelRequest::Output::partial_states
@@ -942,12 +958,15 @@ Kernel ChainedKernelBuilder::build() {
   std::vector<Stmt> prologue;
   for (const StagePlan *p : root) prologue.push_back(p->copy(Halide::Expr(), 0, mapping_.threads));
   prologue.push_back(intrinsic::async_commit());
-  prologue.push_back(intrinsic::async_wait(0));
-  prologue.push_back(intrinsic::barrier());
   if (q_stage().at >= 0)
     fail("schedule of '{}': '{}' is the same for every key tile: stage it once per block (at \"\")",
          chain_.producer.name(), rows_operand_.input);
-  if (!q_per_step()) prologue.push_back(load_fragments(q_fragments(), req_.reduction.name()));
+  // Q fragments held for the whole loop are read now; fragments read at every k-step wait instead with the
+  // first key tile (the key loop's first wait covers every earlier group), so that Q's copies and that tile's
+  // are in flight together.
+  if (!q_per_step())
+    prologue.insert(prologue.end(), {intrinsic::async_wait(0), intrinsic::barrier(),
+                                     load_fragments(q_fragments(), req_.reduction.name())});
   // The states: rows at the base identity and the initial reference, the column accumulators at 0.
   std::vector<Stmt> init;
   for (int k : row_components_)
@@ -968,6 +987,7 @@ Kernel ChainedKernelBuilder::build() {
     tile = is_const_one(full) ? tile_body(false) : IfThenElse::make(full, tile_body(false), tile);
   if (!is_const_one(full)) summary_ += fmt::format("  tiles where {} need no mask\n", full);
   const auto [first, count] = key_tiles();
+  launch_longest_first(count);
   Stmt loop = staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile,
                           loops_.func, PrefetchGuards::by_tile);
   std::vector<Stmt> finish;
