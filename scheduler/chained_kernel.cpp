@@ -172,10 +172,6 @@ class ChainedKernelBuilder {
   Stmt epilogue();
   // The first key tile and the number of tiles a block visits.
   std::pair<Halide::Expr, Halide::Expr> key_tiles();
-  // Reverses the order of the blocks along each block loop that `count` (the key tiles a block visits)
-  // provably grows with (causal: later query blocks see more keys). GPUs start blocks in index order in
-  // practice, so the longest then start first and the last wave holds the shortest, not the longest.
-  void launch_longest_first(const Halide::Expr &count);
 
   const ReductionKernelRequest &req_;
   const ChainedKernelRequest &chain_;
@@ -906,18 +902,6 @@ std::pair<Halide::Expr, Halide::Expr> ChainedKernelBuilder::key_tiles() {
   return {first, simplify(Halide::max(last - first + 1, 0))};
 }
 
-void ChainedKernelBuilder::launch_longest_first(const Halide::Expr &count) {
-  for (auto &[name, value] : mapping_.bound_values) {
-    const LoopDim &d = loops_.dim(name);
-    const bool block =
-        d.binding == Binding::block_x || d.binding == Binding::block_y || d.binding == Binding::block_z;
-    if (!block || is_monotonic(count, name) != Monotonic::Increasing) continue;
-    value = simplify(d.extent - 1 - value);
-    summary_ +=
-        fmt::format("  blocks along '{}' run in reverse order: later ones visit more key tiles\n", name);
-  }
-}
-
 Stmt ChainedKernelBuilder::epilogue() {
   std::vector<Halide::Expr> coords;
   std::map<std::string, Halide::Expr> at = {{atom_row_, accumulator_row(0) + 8 * (var("S.e") / 2)},
@@ -987,7 +971,6 @@ Kernel ChainedKernelBuilder::build() {
     tile = is_const_one(full) ? tile_body(false) : IfThenElse::make(full, tile_body(false), tile);
   if (!is_const_one(full)) summary_ += fmt::format("  tiles where {} need no mask\n", full);
   const auto [first, count] = key_tiles();
-  launch_longest_first(count);
   Stmt loop = staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile,
                           loops_.func, PrefetchGuards::by_tile);
   std::vector<Stmt> finish;

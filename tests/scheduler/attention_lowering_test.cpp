@@ -41,10 +41,7 @@ TEST_CASE("attention lowers to one chained kernel that matches the oracle (f16, 
     const double err = lowered_error(a.out, s, random_inputs(a.out, scalars, 3), scalars);
     INFO(type_name(type), " error ", err);
     CHECK(err < (type == f16 ? 2e-3 : 1e-2));
-    const LoweredProgram p = lower(a.out, s, Target::sm90a());
-    // Every query block visits every key tile: no reason to reorder the blocks.
-    CHECK(p.kernels[0].schedule_summary.find("reverse order") == std::string::npos);
-    compile_for_both_targets(p);
+    compile_for_both_targets(lower(a.out, s, Target::sm90a()));
   }
 }
 
@@ -70,8 +67,6 @@ TEST_CASE("two atoms of rows per warp read Q from shared memory at every k-step 
   const Schedule s = schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   CHECK(p.kernels[0].threads == 64);  // 2 warps of 32 rows
-  // Later query blocks see more keys, so the blocks start from the last (longest first).
-  CHECK(p.kernels[0].schedule_summary.find("blocks along 'io' run in reverse order") != std::string::npos);
   CHECK(lowered_error(a.out, s, random_inputs(a.out, scalars, 11), scalars) < 2e-3);
   compile_for_both_targets(p);
 }
