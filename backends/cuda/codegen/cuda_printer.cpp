@@ -62,16 +62,14 @@ std::optional<int> power_of_two(const Halide::Expr &e) {
 }
 
 // mma.sync m16n8k16 with f32 accumulators and inputs of PTX type `in` (f16 or bf16), as twist_mma_f32_<in>.
+// clang-format off
 std::string mma_f32_helper(const std::string &in) {
   return fmt::format(
-      "__device__ __forceinline__ void twist_mma_f32_{0}(float *d, const void *a, const void *b, const float "
-      "*c) "
+      "__device__ __forceinline__ void twist_mma_f32_{0}(float *d, const void *a, const void *b, const float *c) "
       "{{\n"
-      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned "
-      "*>(b);\n"
+      "  const unsigned *A = reinterpret_cast<const unsigned *>(a), *B = reinterpret_cast<const unsigned *>(b);\n"
       "  asm volatile(\n"
-      "      \"mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, "
-      "{{%8, "
+      "      \"mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, "
       "%9}}, \"\n"
       "      \"{{%10, %11, %12, %13}};\\n\"\n"
       "      : \"=f\"(d[0]), \"=f\"(d[1]), \"=f\"(d[2]), \"=f\"(d[3])\n"
@@ -81,6 +79,7 @@ std::string mma_f32_helper(const std::string &in) {
       "}}\n",
       in);
 }
+// clang-format on
 
 // The device functions a kernel's intrinsics print as. Each kernel's unit defines only the ones it uses.
 const std::map<std::string, std::string> &helper_definitions() {
