@@ -104,6 +104,10 @@ class ChainedKernelBuilder {
   void plan_producer();
   void plan_components();
   void plan_element_scales();
+  // Element k of the consumer's reduction with the producer's value (S) replaced by `score` and the loops
+  // bound to `loop_values`.
+  Halide::Expr element_value(int k, const Halide::Expr &score,
+                             const std::map<std::string, Halide::Expr> &loop_values) const;
   void plan_stages();
 
   int extent_of(const std::string &loop, const char *why) const {
@@ -565,16 +569,21 @@ const StagePlan &ChainedKernelBuilder::q_stage() const {
   return *it;
 }
 
+Halide::Expr ChainedKernelBuilder::element_value(
+    int k, const Halide::Expr &score, const std::map<std::string, Halide::Expr> &loop_values) const {
+  ExprLowering at(*req_.graph);
+  at.bind(loop_values);
+  at.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
+    if (c->name == chain_.producer.name()) return score;
+    return std::nullopt;
+  });
+  return at.lower(def_.reduction->elements[k]);
+}
+
 void ChainedKernelBuilder::plan_element_scales() {
   const Halide::Expr score = Variable::make(s_type_, "S.score");
   for (int k : row_elements_) {
-    ExprLowering at(*req_.graph);
-    at.bind(loops_.value_of);
-    at.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
-      if (c->name == chain_.producer.name()) return score;
-      return std::nullopt;
-    });
-    const auto *mul = at.lower(def_.reduction->elements[k]).as<Mul>();
+    const auto *mul = element_value(k, score, loops_.value_of).as<Mul>();
     if (!mul) continue;
     for (const auto &[x, c] : {std::pair{mul->a, mul->b}, std::pair{mul->b, mul->a}}) {
       const auto *param = c.as<Variable>();
@@ -615,16 +624,10 @@ Stmt ChainedKernelBuilder::scores() {
   // The elements at each S point: the consumer's expressions with S replaced by its accumulator.
   std::vector<Stmt> element_stores;
   for (int k : row_elements_) {
-    ExprLowering at(*req_.graph);
     std::map<std::string, Halide::Expr> values = loops_.value_of;
     for (auto &[name, v] : values) v = substitute(s_point(var("S.jn"), var("S.e")), v);
-    at.bind(values);
     const Halide::Expr score = load(s_type_, "acc.s", s_index(var("S.jn"), var("S.e")));
-    at.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
-      if (c->name == chain_.producer.name()) return score;
-      return std::nullopt;
-    });
-    const Halide::Expr value = element_scales_.count(k) ? score : at.lower(def_.reduction->elements[k]);
+    const Halide::Expr value = element_scales_.count(k) ? score : element_value(k, score, values);
     element_stores.push_back(
         store("elem." + monoid_.elements[k].name, value, s_index(var("S.jn"), var("S.e"))));
   }
