@@ -107,8 +107,7 @@ void ReductionKernelBuilder::plan_loops() {
     if (d.reduction && (d.binding == Binding::warp || d.binding == Binding::thread))
       fail(
           "schedule of '{}': reduction loop '{}' is bound to {}: cooperative reductions across threads are "
-          "not "
-          "lowered yet; split the reduction across blocks with split_reduction() instead",
+          "not lowered yet; split the reduction across blocks with split_reduction() instead",
           f.name(), d.name, to_string(d.binding));
   atom_ = req_.schedule && req_.schedule->atom().has_value();
   const int raster = req_.schedule ? req_.schedule->raster_group() : 1;
@@ -139,8 +138,7 @@ void ReductionKernelBuilder::plan_atom() {
     if (dim.constant_extent(fname, "a matrix atom") != want[d])
       fail(
           "schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16 (i, j, k), but loop '{}' has extent "
-          "{}; split "
-          "it to {}",
+          "{}; split it to {}",
           fname, dim.name, dim.extent, want[d]);
     if (dim.binding != Binding::serial && dim.binding != Binding::unrolled)
       fail("schedule of '{}': loop '{}' of the matrix atom must not be bound to {}", fname, dim.name,
@@ -167,8 +165,7 @@ void ReductionKernelBuilder::plan_atom() {
   if (!contraction_)
     fail(
         "schedule of '{}': a matrix atom needs a sum of products of two inputs (as in a GEMM), but the "
-        "reduction is "
-        "{} over {}",
+        "reduction is {} over {}",
         fname, monoid_.name, def_.reduction->elements[0]);
   const Accumulation acc = req_.schedule->accumulation();
   const Type state_type = monoid_.state[0].type;
@@ -210,8 +207,7 @@ void ReductionKernelBuilder::plan_stages() {
     if (std::find(nest_.begin(), nest_.end(), size_t(plan.at)) == nest_.end())
       fail(
           "schedule of '{}': input '{}' is staged at loop '{}', which is outside the reduction loops; stage "
-          "it at a "
-          "reduction loop",
+          "it at a reduction loop",
           req_.reduction.name(), d.input, d.at);
     summary_ += plan.summary();
     stages_.push_back(plan);
@@ -518,8 +514,7 @@ Kernel ReductionKernelBuilder::build() {
     if (uses_loop(contraction_->a, atom_j_) || uses_loop(contraction_->b, atom_i_))
       fail(
           "schedule of '{}': the matrix atom needs one factor indexed by its rows ({}) and the other by its "
-          "columns "
-          "({}), but '{}' and '{}' do not split that way",
+          "columns ({}), but '{}' and '{}' do not split that way",
           req_.reduction.name(), loops_.dims[atom_i_].name, loops_.dims[atom_j_].name, contraction_->a.input,
           contraction_->b.input);
     for (auto it = nest_.rbegin(); it != nest_.rend(); ++it)
@@ -552,10 +547,8 @@ Kernel ReductionKernelBuilder::build() {
             fmt::format("{}{} ({})", steps.empty() ? "" : ", ", loops_.dims[d].name, loops_.dims[d].extent);
     fail(
         "schedule of '{}': hybrid accumulation promotes every {} k-steps, but no reduction loop ends after a "
-        "whole "
-        "number of such groups (the k-step loops are {}); choose a count that divides or is a multiple of "
-        "the "
-        "k-steps per tile",
+        "whole number of such groups (the k-step loops are {}); choose a count that divides or is a multiple "
+        "of the k-steps per tile",
         req_.reduction.name(), req_.schedule->accumulation().promote_every, steps);
   }
   std::vector<Stmt> parts = {init_states(), reduction};
@@ -611,8 +604,7 @@ void ReductionKernelBuilder::check_register_budget() const {
   if (registers > req_.target.max_registers_per_thread)
     fail(
         "schedule of '{}' keeps {} state value(s) per thread in registers, at least {} registers, but {} "
-        "allows {} "
-        "per thread; use smaller register tiles",
+        "allows {} per thread; use smaller register tiles",
         req_.reduction.name(), points * (atom_ ? 4 : int(monoid_.state.size())), registers, req_.target.arch,
         req_.target.max_registers_per_thread);
 }
