@@ -30,8 +30,8 @@ LOG2E = math.log2(math.e)
 
 def attention_manifest(b, h, s, l, d, dtype="f16", causal=False, group=1, decode=False, split_kv=1,
                        schedule=None, label=None):
-    """A manifest as `twist export attention` writes one (apps/twist/main.cpp, export_program.cpp), without a real
-    cubin."""
+    """A manifest as `twist export attention` writes one (apps/twist/main.cpp,
+    backends/cuda/program/export_program.cpp), without a real cubin."""
     op = "decode" if decode else "attention"
     schedule = schedule or f"flash_128x64_s2{f'_splitkv{split_kv}' if split_kv > 1 else ''}"
     shape = f"B{b}_H{h}_S{s}_L{l}_D{d}"

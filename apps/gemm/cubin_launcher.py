@@ -2,7 +2,7 @@
 context that PyTorch uses, so that a benchmark can run them on PyTorch's tensors and stream and time them next
 to torch.matmul with the same method.
 
-A manifest (see apps/twist/export_program.cpp) names the buffers (name, dtype, shape, role) and the kernels to
+A manifest (see backends/cuda/program/export_program.cpp) names the buffers (name, dtype, shape, role) and the kernels to
 launch in order (cubin, grid, block, dynamic shared memory, arguments in the kernel's parameter order: buffers as
 device pointers, scalars by value). Reading and checking manifests and packing arguments need neither a GPU nor
 PyTorch, and are tested without either (apps/gemm/test_bench_support.py); torch is imported only by Program.

@@ -25,7 +25,7 @@ from cubin_launcher import (BufferArg, CudaError, ManifestError, PackedArgs, Sca
 
 def gemm_manifest(m, n, k, dtype="f16", output=None, schedule="mma_128x128x32_w64x64_s3_cpasync", accumulation="f32",
                   label=None, split_k=False):
-    """A manifest as `twist export gemm` writes one (apps/twist/export_program.cpp), without a real cubin."""
+    """A manifest as `twist export gemm` writes one (backends/cuda/program/export_program.cpp), without a real cubin."""
     output = output or dtype
     label = label or f"gemm_{dtype}_{m}x{n}x{k}_{schedule}"
     sizes = [{"scalar": "N", "dtype": "i32", "value": n}, {"scalar": "M", "dtype": "i32", "value": m},
