@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_attention as ba  # noqa: E402
-from cubin_launcher import ManifestError, load_manifest  # noqa: E402  (on the path bench_attention set)
+from twist.runtime import ManifestError, load_manifest  # noqa: E402  (on the path bench_gemm set)
 from test_bench_support import ManifestDir  # noqa: E402  (the GEMM tests' folder of manifests)
 
 REPO = ba.REPO
@@ -392,7 +392,7 @@ class RecordsTest(unittest.TestCase):
 
 
 class FakeProgram:
-    """Stands in for cubin_launcher.Program: `fail` is raised by run() when given."""
+    """Stands in for twist.runtime.Program: `fail` is raised by run() when given."""
 
     def __init__(self, manifest, fail=None):
         self.manifest, self.fail = manifest, fail

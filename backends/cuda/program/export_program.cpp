@@ -37,7 +37,7 @@ std::string shape_json(const std::vector<Halide::Expr> &shape, const Scalars &sc
 }
 
 // The header that users who build with nvcc include: the kernel's signature and its launch geometry.
-std::string header_of(const Kernel &k, const std::string &source) {
+std::string header_of(const twist::Kernel &k, const std::string &source) {
   const size_t begin = source.find("extern \"C\" __global__");
   const size_t end = source.find('{', begin);
   return fmt::format(
@@ -66,8 +66,8 @@ std::filesystem::path export_program(const LoweredProgram &program, const Export
   for (const Workspace &w : program.workspaces) add_buffer(w.name, w.type, w.shape, "workspace");
 
   std::string kernels;
-  for (const Kernel &planned : program.kernels) {
-    const Kernel &k = select_variant(planned, r.scalars);
+  for (const twist::Kernel &planned : program.kernels) {
+    const twist::Kernel &k = select_variant(planned, r.scalars);
     const CompiledKernel c = compile_kernel(k, r.arch);
     const std::string stem = r.label + "." + c_name(k.name);
     write_file(dir / (stem + ".cu"), c.source.data(), c.source.size());
