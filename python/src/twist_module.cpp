@@ -12,6 +12,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <set>
+
 #include "algebra/builtins.h"
 #include "algebra/check.h"
 #include "algebra/online.h"
@@ -21,6 +23,7 @@
 #include "backends/cuda/program/gpu_program.h"
 #include "backends/reference/evaluate_funcs.h"
 #include "backends/reference/interpreter/interpreter.h"
+#include "lang/registry.h"
 #include "lang/twist.h"
 #include "scheduler/lower.h"
 
@@ -73,7 +76,8 @@ std::vector<Component> components(const std::vector<std::pair<std::string, Type>
 // What a Python function returned for a monoid's components: a list of expressions and numbers. A number
 // becomes a constant of its component's type (Python's 0.0 would otherwise be an f64 constant where an f32
 // state is meant).
-std::vector<Expr> component_values(nb::handle result, const std::vector<Component> &types, const std::string &what) {
+std::vector<Expr> component_values(nb::handle result, const std::vector<Component> &types,
+                                   const std::string &what) {
   if (!nb::isinstance<nb::list>(result) && !nb::isinstance<nb::tuple>(result))
     fail("{} must return a list with one expression per component ({}), not {}", what, types.size(),
          nb::cast<std::string>(nb::str(result.type())));
@@ -156,22 +160,34 @@ void bind_expressions(nb::module_ &m) {
   m.def("pow", [](const Expr &a, const Expr &b) { return pow_of(a, b); });
   m.def("select", [](const Expr &c, const Expr &t, const Expr &f) { return select(c, t, f); });
   m.def("clamp", [](const Expr &x, const Expr &lo, const Expr &hi) { return clamp(x, lo, hi); });
-  m.def("cast", [](const Type &t, const Expr &x) { return cast(t, x); }, "type"_a, "x"_a);
-  for (auto [name, fn] : std::initializer_list<std::pair<const char *, Expr (*)(const Expr &)>>{
-           {"abs", &abs}, {"exp", &exp}, {"exp2", &exp2}, {"log", &log}, {"log2", &log2}, {"sqrt", &sqrt},
-           {"rsqrt", &rsqrt}, {"tanh", &tanh}, {"floor", &floor}, {"ceil", &ceil}})
+  m.def(
+      "cast", [](const Type &t, const Expr &x) { return cast(t, x); }, "type"_a, "x"_a);
+  for (auto [name, fn] :
+       std::initializer_list<std::pair<const char *, Expr (*)(const Expr &)>>{{"abs", &abs},
+                                                                              {"exp", &exp},
+                                                                              {"exp2", &exp2},
+                                                                              {"log", &log},
+                                                                              {"log2", &log2},
+                                                                              {"sqrt", &sqrt},
+                                                                              {"rsqrt", &rsqrt},
+                                                                              {"tanh", &tanh},
+                                                                              {"floor", &floor},
+                                                                              {"ceil", &ceil}})
     m.def(name, fn, "x"_a);
   m.def("infinity", &infinity, "type"_a);
   m.def("neg_infinity", &neg_infinity, "type"_a);
 
-  nb::class_<Var, Expr>(m, "Var").def(nb::init<const std::string &>(), "name"_a).def_prop_ro("name", &Var::name);
+  nb::class_<Var, Expr>(m, "Var")
+      .def(nb::init<const std::string &>(), "name"_a)
+      .def_prop_ro("name", &Var::name);
   nb::class_<RVar, Expr>(m, "RVar").def_prop_ro("name", &RVar::name);
   nb::class_<ScalarParam, Expr>(m, "Param")
       .def(nb::init<const std::string &, const Type &>(), "name"_a, "type"_a)
       .def_prop_ro("name", &ScalarParam::name);
   nb::class_<SizeParam, ScalarParam>(m, "SizeParam").def(nb::init<const std::string &>(), "name"_a);
   nb::class_<RDom>(m, "RDom")
-      .def(nb::init<const std::vector<std::pair<Expr, Expr>> &, const std::string &>(), "ranges"_a, "name"_a = "")
+      .def(nb::init<const std::vector<std::pair<Expr, Expr>> &, const std::string &>(), "ranges"_a,
+           "name"_a = "")
       .def_ro("x", &RDom::x)
       .def_ro("y", &RDom::y)
       .def_ro("z", &RDom::z)
@@ -194,106 +210,165 @@ void bind_monoids(nb::module_ &m) {
       .def("__len__", &State::size);
   nb::class_<Monoid>(m, "Monoid")
       .def_ro("name", &Monoid::name)
-      .def_prop_ro("state", [](const Monoid &mo) {
-        std::vector<std::pair<std::string, Type>> out;
-        for (const Component &c : mo.state) out.push_back({c.name, c.type});
-        return out;
-      })
-      .def_prop_ro("outputs", [](const Monoid &mo) {
-        std::vector<std::string> out;
-        for (const Component &c : mo.outputs) out.push_back(c.name);
-        return out;
-      })
+      .def_prop_ro("state",
+                   [](const Monoid &mo) {
+                     std::vector<std::pair<std::string, Type>> out;
+                     for (const Component &c : mo.state) out.push_back({c.name, c.type});
+                     return out;
+                   })
+      .def_prop_ro("outputs",
+                   [](const Monoid &mo) {
+                     std::vector<std::string> out;
+                     for (const Component &c : mo.outputs) out.push_back(c.name);
+                     return out;
+                   })
       .def_prop_ro("twisted", [](const Monoid &mo) { return mo.twist.has_value(); })
       .def("__repr__", [](const Monoid &mo) { return "<twist.Monoid " + mo.name + ">"; });
 
   using Named = std::vector<std::pair<std::string, Type>>;
-  nb::class_<PyMonoidBuilder>(m, "MonoidBuilder",
-                              "A monoid of one's own; the checker tests it (check_associativity) rather than trusting it.")
-      .def("__init__", [](PyMonoidBuilder *b, const std::string &name) { new (b) PyMonoidBuilder{MonoidBuilder(name), {}, {}}; })
-      .def("state", [](PyMonoidBuilder &b, const Named &c) -> PyMonoidBuilder & {
-        b.state = components(c);
-        b.builder.state(b.state);
-        return b;
-      }, nb::rv_policy::reference)
-      .def("elements", [](PyMonoidBuilder &b, const Named &c) -> PyMonoidBuilder & {
-        b.builder.elements(components(c));
-        return b;
-      }, nb::rv_policy::reference)
-      .def("identity", [](PyMonoidBuilder &b, nb::list values) -> PyMonoidBuilder & {
-        b.builder.identity(component_values(values, b.state, "the identity"));
-        return b;
-      }, nb::rv_policy::reference)
-      .def("combine", [](PyMonoidBuilder &b, nb::callable fn) -> PyMonoidBuilder & {
-        b.builder.combine([fn, &b](const State &x, const State &y) { return component_values(fn(x, y), b.state, "combine"); });
-        return b;
-      }, nb::rv_policy::reference)
-      .def("lift", [](PyMonoidBuilder &b, nb::callable fn) -> PyMonoidBuilder & {
-        b.builder.lift([fn, &b](const State &x) { return component_values(fn(x), b.state, "lift"); });
-        return b;
-      }, nb::rv_policy::reference)
-      .def("finalize", [](PyMonoidBuilder &b, const Named &outputs, nb::callable fn) -> PyMonoidBuilder & {
-        b.outputs = components(outputs);
-        b.builder.finalize(b.outputs, [fn, &b](const State &s) { return component_values(fn(s), b.outputs, "finalize"); });
-        return b;
-      }, nb::rv_policy::reference)
+  nb::class_<PyMonoidBuilder>(
+      m, "MonoidBuilder",
+      "A monoid of one's own; the checker tests it (check_associativity) rather than trusting it.")
+      .def("__init__",
+           [](PyMonoidBuilder *b, const std::string &name) {
+             new (b) PyMonoidBuilder{MonoidBuilder(name), {}, {}};
+           })
+      .def(
+          "state",
+          [](PyMonoidBuilder &b, const Named &c) -> PyMonoidBuilder & {
+            b.state = components(c);
+            b.builder.state(b.state);
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "elements",
+          [](PyMonoidBuilder &b, const Named &c) -> PyMonoidBuilder & {
+            b.builder.elements(components(c));
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "identity",
+          [](PyMonoidBuilder &b, nb::list values) -> PyMonoidBuilder & {
+            b.builder.identity(component_values(values, b.state, "the identity"));
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "combine",
+          [](PyMonoidBuilder &b, nb::callable fn) -> PyMonoidBuilder & {
+            b.builder.combine([fn, &b](const State &x, const State &y) {
+              return component_values(fn(x, y), b.state, "combine");
+            });
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "lift",
+          [](PyMonoidBuilder &b, nb::callable fn) -> PyMonoidBuilder & {
+            b.builder.lift([fn, &b](const State &x) { return component_values(fn(x), b.state, "lift"); });
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "finalize",
+          [](PyMonoidBuilder &b, const Named &outputs, nb::callable fn) -> PyMonoidBuilder & {
+            b.outputs = components(outputs);
+            b.builder.finalize(b.outputs, [fn, &b](const State &s) {
+              return component_values(fn(s), b.outputs, "finalize");
+            });
+            return b;
+          },
+          nb::rv_policy::reference)
       .def("build", [](const PyMonoidBuilder &b) { return b.builder.build(); });
 
   nb::class_<PyTwistBuilder>(m, "TwistBuilder",
                              "A monoid transported from a plainly associative base through a bijection psi "
                              "(algebra/twist.h): combine(a, b) = psi^-1(psi(a; r) + psi(b; r); r).")
-      .def("__init__", [](PyTwistBuilder *b, const std::string &name, const Monoid &base) {
-        new (b) PyTwistBuilder{algebra::TwistBuilder(name, base), {}, base.state, {}};
-      })
-      .def("state", [](PyTwistBuilder &b, const Named &c) -> PyTwistBuilder & {
-        b.state = components(c);
-        b.builder.state(b.state);
-        return b;
-      }, nb::rv_policy::reference)
-      .def("elements", [](PyTwistBuilder &b, const Named &c) -> PyTwistBuilder & {
-        b.builder.elements(components(c));
-        return b;
-      }, nb::rv_policy::reference)
-      .def("identity", [](PyTwistBuilder &b, nb::list values) -> PyTwistBuilder & {
-        b.builder.identity(component_values(values, b.state, "the identity"));
-        return b;
-      }, nb::rv_policy::reference)
-      .def("lift", [](PyTwistBuilder &b, nb::callable fn) -> PyTwistBuilder & {
-        b.builder.lift([fn, &b](const State &x) { return component_values(fn(x), b.state, "lift"); });
-        return b;
-      }, nb::rv_policy::reference)
-      .def("finalize", [](PyTwistBuilder &b, const Named &outputs, nb::callable fn) -> PyTwistBuilder & {
-        b.outputs = components(outputs);
-        b.builder.finalize(b.outputs, [fn, &b](const State &s) { return component_values(fn(s), b.outputs, "finalize"); });
-        return b;
-      }, nb::rv_policy::reference)
-      .def("to_base", [](PyTwistBuilder &b, nb::callable fn) -> PyTwistBuilder & {
-        b.builder.to_base([fn, &b](const State &s, const Expr &ref) {
-          return component_values(fn(s, ref), b.base_state, "to_base (psi)");
-        });
-        return b;
-      }, nb::rv_policy::reference)
-      .def("from_base", [](PyTwistBuilder &b, nb::callable fn) -> PyTwistBuilder & {
-        b.builder.from_base([fn, &b](const State &s, const Expr &ref) {
-          return component_values(fn(s, ref), b.state, "from_base (psi^-1)");
-        });
-        return b;
-      }, nb::rv_policy::reference)
-      .def("reference", [](PyTwistBuilder &b, const Type &t, nb::callable rule) -> PyTwistBuilder & {
-        b.builder.reference(t, [rule](const State &x, const State &y) { return nb::cast<Expr>(rule(x, y)); });
-        return b;
-      }, nb::rv_policy::reference)
+      .def("__init__",
+           [](PyTwistBuilder *b, const std::string &name, const Monoid &base) {
+             new (b) PyTwistBuilder{algebra::TwistBuilder(name, base), {}, base.state, {}};
+           })
+      .def(
+          "state",
+          [](PyTwistBuilder &b, const Named &c) -> PyTwistBuilder & {
+            b.state = components(c);
+            b.builder.state(b.state);
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "elements",
+          [](PyTwistBuilder &b, const Named &c) -> PyTwistBuilder & {
+            b.builder.elements(components(c));
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "identity",
+          [](PyTwistBuilder &b, nb::list values) -> PyTwistBuilder & {
+            b.builder.identity(component_values(values, b.state, "the identity"));
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "lift",
+          [](PyTwistBuilder &b, nb::callable fn) -> PyTwistBuilder & {
+            b.builder.lift([fn, &b](const State &x) { return component_values(fn(x), b.state, "lift"); });
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "finalize",
+          [](PyTwistBuilder &b, const Named &outputs, nb::callable fn) -> PyTwistBuilder & {
+            b.outputs = components(outputs);
+            b.builder.finalize(b.outputs, [fn, &b](const State &s) {
+              return component_values(fn(s), b.outputs, "finalize");
+            });
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "to_base",
+          [](PyTwistBuilder &b, nb::callable fn) -> PyTwistBuilder & {
+            b.builder.to_base([fn, &b](const State &s, const Expr &ref) {
+              return component_values(fn(s, ref), b.base_state, "to_base (psi)");
+            });
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "from_base",
+          [](PyTwistBuilder &b, nb::callable fn) -> PyTwistBuilder & {
+            b.builder.from_base([fn, &b](const State &s, const Expr &ref) {
+              return component_values(fn(s, ref), b.state, "from_base (psi^-1)");
+            });
+            return b;
+          },
+          nb::rv_policy::reference)
+      .def(
+          "reference",
+          [](PyTwistBuilder &b, const Type &t, nb::callable rule) -> PyTwistBuilder & {
+            b.builder.reference(
+                t, [rule](const State &x, const State &y) { return nb::cast<Expr>(rule(x, y)); });
+            return b;
+          },
+          nb::rv_policy::reference)
       .def("build", [](const PyTwistBuilder &b) { return b.builder.build(); });
 
-  nb::module_ algebra = m.def_submodule("algebra", "The library's monoids (algebra/builtins.h, algebra/online.h)");
+  nb::module_ algebra =
+      m.def_submodule("algebra", "The library's monoids (algebra/builtins.h, algebra/online.h)");
   algebra.def("sum", &algebra::sum, "type"_a);
   algebra.def("product", nb::overload_cast<const Type &>(&algebra::product), "type"_a);
   algebra.def("max", &algebra::max, "type"_a);
   algebra.def("min", &algebra::min, "type"_a);
   algebra.def("argmax", &algebra::argmax, "value_type"_a);
   algebra.def("argmin", &algebra::argmin, "value_type"_a);
-  algebra.def("product_of", nb::overload_cast<const std::vector<Monoid> &, const std::vector<std::string> &>(&algebra::product),
-              "factors"_a, "state_names"_a = std::vector<std::string>{});
+  algebra.def(
+      "product_of",
+      nb::overload_cast<const std::vector<Monoid> &, const std::vector<std::string> &>(&algebra::product),
+      "factors"_a, "state_names"_a = std::vector<std::string>{});
   algebra.def("softmax", &algebra::softmax, "type"_a);
   algebra.def("log_sum_exp", &algebra::log_sum_exp, "type"_a);
   algebra.def("attention", &algebra::attention, "type"_a, "width"_a);
@@ -304,40 +379,86 @@ void bind_monoids(nb::module_ &m) {
 
   nb::class_<algebra::Verdict>(m, "Verdict")
       .def_ro("accepted", &algebra::Verdict::accepted)
-      .def_prop_ro("level", [](const algebra::Verdict &v) { return algebra::level_name(v.level); })
+      // 1 construction, 2 Halide's prover, 3 tested, 4 derived, 5 the user's override (algebra/verdict.h)
+      .def_prop_ro("level", [](const algebra::Verdict &v) { return static_cast<int>(v.level); })
+      .def_prop_ro("level_name", [](const algebra::Verdict &v) { return algebra::level_name(v.level); })
       .def_ro("monoid", &algebra::Verdict::monoid)
       .def_ro("reason", &algebra::Verdict::reason)
       .def_ro("notes", &algebra::Verdict::notes)
-      .def_prop_ro("counterexample", [](const algebra::Verdict &v) -> std::optional<std::string> {
-        if (!v.counterexample) return std::nullopt;
-        return v.counterexample->to_string();
-      })
+      .def_prop_ro("counterexample",
+                   [](const algebra::Verdict &v) -> std::optional<std::string> {
+                     if (!v.counterexample) return std::nullopt;
+                     return v.counterexample->to_string();
+                   })
       .def("__str__", &algebra::Verdict::to_string)
       .def("__bool__", [](const algebra::Verdict &v) { return v.accepted; });
-  m.def("check_associativity", [](const Monoid &mo, uint64_t seed, int trials) {
-    return algebra::check_associativity(mo, {.seed = seed, .trials = trials});
-  }, "monoid"_a, "seed"_a = algebra::CheckOptions{}.seed, "trials"_a = algebra::CheckOptions{}.trials);
+  m.def(
+      "check_associativity",
+      [](const Monoid &mo, uint64_t seed, int trials) {
+        return algebra::check_associativity(mo, {.seed = seed, .trials = trials});
+      },
+      "monoid"_a, "seed"_a = algebra::CheckOptions{}.seed, "trials"_a = algebra::CheckOptions{}.trials);
+}
+
+// Defines self[key] = value. A call in a definition names its func or input, which must stay alive while the
+// func does (lang/registry.h); in C++ the caller's variables keep them, in Python the func keeps them, in an
+// attribute, so that `f[i] = g[i] + x[i]` inside a function outlives g and x going out of scope.
+template <typename Value>
+void define(nb::handle self, nb::handle key, const Value &value) {
+  const Func &f = nb::cast<const Func &>(self);
+  f(subscript(key)) = value;
+  // Everything the definition reaches, transitively: a producer's own inputs are named only in its
+  // definition.
+  nb::list alive;
+  std::set<std::string> seen;
+  std::vector<Definition> pending{f.definition()};
+  while (!pending.empty()) {
+    const Definition d = pending.back();
+    pending.pop_back();
+    for (const std::string &name : twist::callees(d)) {
+      if (!seen.insert(name).second) continue;
+      if (std::shared_ptr<InputContents> in = find_input(name)) {
+        alive.append(nb::cast(Input(in)));
+      } else if (std::shared_ptr<FuncContents> g = find_func(name)) {
+        alive.append(nb::cast(Func(g)));
+        if (g->definition) pending.push_back(*g->definition);
+      }
+    }
+  }
+  nb::setattr(self, "_callees", alive);
 }
 
 void bind_funcs(nb::module_ &m) {
   nb::class_<Reduction>(m, "Reduction");
-  m.def("reduce", [](const Monoid &mo, const RDom &r, const std::vector<Expr> &elements) { return reduce(mo, r, elements); },
-        "monoid"_a, "domain"_a, "elements"_a);
-  m.def("reduce", [](const Monoid &mo, const RDom &r, const Expr &element) { return reduce(mo, r, element); },
-        "monoid"_a, "domain"_a, "element"_a);
-  nb::class_<FuncRef, Expr>(m, "FuncRef").def("value", &FuncRef::operator[], "index"_a);
-  nb::class_<Func>(m, "Func")
+  m.def(
+      "reduce",
+      [](const Monoid &mo, const RDom &r, const std::vector<Expr> &elements) {
+        return reduce(mo, r, elements);
+      },
+      "monoid"_a, "domain"_a, "elements"_a);
+  m.def(
+      "reduce", [](const Monoid &mo, const RDom &r, const Expr &element) { return reduce(mo, r, element); },
+      "monoid"_a, "domain"_a, "element"_a);
+  nb::class_<Func>(m, "Func", nb::dynamic_attr())
       .def(nb::init<const std::string &>(), "name"_a)
-      .def("__getitem__", [](const Func &f, nb::handle key) { return f(subscript(key)); })
-      .def("__setitem__", [](const Func &f, nb::handle key, const Reduction &r) { f(subscript(key)) = r; })
-      .def("__setitem__", [](const Func &f, nb::handle key, const std::vector<Expr> &v) { f(subscript(key)) = v; })
-      .def("__setitem__", [](const Func &f, nb::handle key, const Expr &v) { f(subscript(key)) = v; })
-      .def("set_shape", [](Func &f, std::vector<Expr> extents) -> Func & { return f.set_shape(std::move(extents)); },
-           "extents"_a, nb::rv_policy::reference)
+      // f[i, j] is a call of f's single value; f.value([i, j], k) calls the k-th of several.
+      .def("__getitem__", [](const Func &f, nb::handle key) { return Expr(f(subscript(key))); })
+      .def(
+          "value", [](const Func &f, const std::vector<Expr> &indices, int k) { return f(indices)[k]; },
+          "indices"_a, "value_index"_a)
+      .def("__setitem__", [](nb::handle self, nb::handle key, const Reduction &r) { define(self, key, r); })
+      .def("__setitem__",
+           [](nb::handle self, nb::handle key, const std::vector<Expr> &v) { define(self, key, v); })
+      .def("__setitem__", [](nb::handle self, nb::handle key, const Expr &v) { define(self, key, v); })
+      .def(
+          "set_shape",
+          [](Func &f, std::vector<Expr> extents) -> Func & { return f.set_shape(std::move(extents)); },
+          "extents"_a, nb::rv_policy::reference)
       .def_prop_ro("name", &Func::name)
       .def_prop_ro("output_types", &Func::output_types)
-      .def("describe", [](const Func &f) { return to_string(walk({f})); },
-           "Every func this one depends on, as the DSL defines it (the 'funcs' stage of the printout).");
+      .def(
+          "describe", [](const Func &f) { return to_string(walk({f})); },
+          "Every func this one depends on, as the DSL defines it (the 'funcs' stage of the printout).");
 }
 
 void bind_schedules(nb::module_ &m) {
@@ -362,7 +483,9 @@ void bind_schedules(nb::module_ &m) {
       .value("row_major", SharedLayout::row_major)
       .value("padded", SharedLayout::padded)
       .value("swizzled", SharedLayout::swizzled);
-  nb::enum_<SplitCombine>(m, "SplitCombine").value("kernel", SplitCombine::kernel).value("atomic", SplitCombine::atomic);
+  nb::enum_<SplitCombine>(m, "SplitCombine")
+      .value("kernel", SplitCombine::kernel)
+      .value("atomic", SplitCombine::atomic);
   nb::enum_<MatrixAtom>(m, "MatrixAtom").value("mma_m16n8k16", MatrixAtom::mma_m16n8k16);
   nb::class_<Accumulation>(m, "Accumulation")
       .def_static("fp32", &Accumulation::fp32)
@@ -373,12 +496,14 @@ void bind_schedules(nb::module_ &m) {
   constexpr auto ref = nb::rv_policy::reference;
   nb::class_<FuncSchedule>(m, "FuncSchedule")
       .def("split", &FuncSchedule::split, "var"_a, "outer"_a, "inner"_a, "factor"_a, ref)
-      .def("tile", &FuncSchedule::tile, "i"_a, "j"_a, "io"_a, "jo"_a, "ii"_a, "ji"_a, "i_factor"_a, "j_factor"_a, ref)
+      .def("tile", &FuncSchedule::tile, "i"_a, "j"_a, "io"_a, "jo"_a, "ii"_a, "ji"_a, "i_factor"_a,
+           "j_factor"_a, ref)
       .def("reorder", &FuncSchedule::reorder, "innermost_first"_a, ref)
       .def("fuse", &FuncSchedule::fuse, "inner"_a, "outer"_a, "fused"_a, ref)
       .def("bind", &FuncSchedule::bind, "var"_a, "binding"_a, ref)
       .def("unroll", &FuncSchedule::unroll, "var"_a, ref)
-      .def("split_reduction", &FuncSchedule::split_reduction, "var"_a, "parts"_a, "combine"_a = SplitCombine::kernel, ref)
+      .def("split_reduction", &FuncSchedule::split_reduction, "var"_a, "parts"_a,
+           "combine"_a = SplitCombine::kernel, ref)
       .def("stage", &FuncSchedule::stage, "input"_a, "at"_a, "transport"_a, "depth"_a = 1,
            "layout"_a = SharedLayout::swizzled, ref)
       .def("accumulate", &FuncSchedule::accumulate, "accumulation"_a, ref)
@@ -413,11 +538,12 @@ void bind_programs(nb::module_ &m) {
       .def_ro("name", &LoweredProgram::name)
       .def_ro("kernels", &LoweredProgram::kernels)
       .def("loop_nest", [](const LoweredProgram &p) { return to_string(p); })
-      .def("cuda_sources", [](const LoweredProgram &p) {
-        std::map<std::string, std::string> sources;
-        for (const Kernel &k : p.kernels) sources[k.name] = cuda::cuda_source(k);
-        return sources;
-      })
+      .def("cuda_sources",
+           [](const LoweredProgram &p) {
+             std::map<std::string, std::string> sources;
+             for (const Kernel &k : p.kernels) sources[k.name] = cuda::cuda_source(k);
+             return sources;
+           })
       .def("__str__", [](const LoweredProgram &p) { return to_string(p); });
   m.def("lower", &lower, "output"_a, "schedule"_a, "target"_a);
 
@@ -430,7 +556,8 @@ void bind_programs(nb::module_ &m) {
       args.inputs.emplace(in.name(), to_host_tensor(in.type(), it->second));
     }
     std::vector<OwnedArray> out;
-    for (const HostTensor &t : reference::evaluate(output, args, parse_arithmetic(arithmetic))) out.push_back(to_array(t));
+    for (const HostTensor &t : reference::evaluate(output, args, parse_arithmetic(arithmetic)))
+      out.push_back(to_array(t));
     return out;
   });
   m.def("_interpret", [](const LoweredProgram &p, const std::map<std::string, Array> &inputs,
@@ -446,19 +573,27 @@ void bind_programs(nb::module_ &m) {
 
   nb::class_<cuda::CompiledKernel>(m, "CompiledKernel")
       .def_ro("source", &cuda::CompiledKernel::source)
-      .def_prop_ro("cubin", [](const cuda::CompiledKernel &c) { return nb::bytes(c.cubin.data(), c.cubin.size()); })
+      .def_prop_ro("cubin",
+                   [](const cuda::CompiledKernel &c) { return nb::bytes(c.cubin.data(), c.cubin.size()); })
       .def_prop_ro("registers", [](const cuda::CompiledKernel &c) { return c.resources.registers; })
-      .def_prop_ro("spill_bytes", [](const cuda::CompiledKernel &c) { return c.resources.spill_store_bytes; });
-  m.def("compile_kernel", [](const Kernel &k, const std::string &arch) { return cuda::compile_kernel(k, arch); },
-        "kernel"_a, "arch"_a = "sm_90a", "CUDA source and an NVRTC-compiled cubin (no GPU needed).");
-  m.def("export_program", [](const LoweredProgram &p, const std::string &label, const std::string &directory,
-                             const std::string &arch, const std::map<std::string, double> &scalars,
-                             const std::map<std::string, std::string> &notes) {
-    return cuda::export_program(p, {label, arch, scalars, notes}, directory).string();
-  }, "program"_a, "label"_a, "directory"_a, "arch"_a = "sm_90a", "scalars"_a = std::map<std::string, double>{},
-        "notes"_a = std::map<std::string, std::string>{},
-        "Writes <directory>/<label>.json (the launch manifest twist.runtime loads) and each kernel's .cu, .h and "
-        ".cubin; returns the manifest's path.");
+      .def_prop_ro("spill_bytes",
+                   [](const cuda::CompiledKernel &c) { return c.resources.spill_store_bytes; });
+  m.def(
+      "compile_kernel",
+      [](const Kernel &k, const std::string &arch) { return cuda::compile_kernel(k, arch); }, "kernel"_a,
+      "arch"_a = "sm_90a", "CUDA source and an NVRTC-compiled cubin (no GPU needed).");
+  m.def(
+      "export_program",
+      [](const LoweredProgram &p, const std::string &label, const std::string &directory,
+         const std::string &arch, const std::map<std::string, double> &scalars,
+         const std::map<std::string, std::string> &notes) {
+        return cuda::export_program(p, {label, arch, scalars, notes}, directory).string();
+      },
+      "program"_a, "label"_a, "directory"_a, "arch"_a = "sm_90a",
+      "scalars"_a = std::map<std::string, double>{}, "notes"_a = std::map<std::string, std::string>{},
+      "Writes <directory>/<label>.json (the launch manifest twist.runtime loads) and each kernel's .cu, .h "
+      "and "
+      ".cubin; returns the manifest's path.");
 }
 
 }  // namespace

@@ -27,10 +27,10 @@ def mean_monoid():
 
 def test_the_checker_proves_the_library_and_tests_a_users_monoid():
     builtin = twist.check_associativity(algebra.sum(f32))
-    assert builtin.accepted and builtin.level == "proved by construction"
+    assert builtin.accepted and builtin.level == 1
     mean = twist.check_associativity(mean_monoid())
     assert mean.accepted, str(mean)
-    assert mean.level != "proved by construction"  # a user's monoid is checked, not trusted
+    assert mean.level in (2, 3)  # a user's monoid is proved by Halide or tested, not trusted
 
 
 def test_a_non_associative_monoid_is_refused_with_a_counterexample():
@@ -44,6 +44,7 @@ def test_a_non_associative_monoid_is_refused_with_a_counterexample():
 
 
 def gemm():
+    """C = A @ B. Its inputs go out of scope here: the func keeps them alive, as it must for lowering."""
     m, n, k = twist.SizeParam("M"), twist.SizeParam("N"), twist.SizeParam("K")
     a, b = twist.Input("A", f16, [m, k]), twist.Input("B", f16, [k, n])
     i, j, r = twist.Var("i"), twist.Var("j"), twist.RDom([(0, k)], "k")
