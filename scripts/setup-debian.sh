@@ -20,8 +20,7 @@ if [ ! -e /usr/local/cuda/include/nvrtc.h ]; then
   exit 1
 fi
 # The Python package (pyproject.toml): nanobind and scikit-build-core build it, numpy and pytest test it. They
-# go to the `python3` on PATH; a Debian python3 marks its own site-packages as externally managed (PEP 668),
-# so there they go to the user's site-packages instead.
+# go to the `python3` on PATH (scripts/pip-flags.sh says where).
 python_packages=(numpy pytest nanobind scikit-build-core)
 python_missing=()
 for p in "${python_packages[@]}"; do
@@ -29,9 +28,6 @@ for p in "${python_packages[@]}"; do
 done
 if ((${#python_missing[@]})); then
   echo "twist setup: installing ${python_missing[*]} from PyPI for $(command -v python3)"
-  pip_flags=()
-  if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')/EXTERNALLY-MANAGED" ]; then
-    pip_flags=(--user --break-system-packages)
-  fi
+  source "$(dirname "$0")/pip-flags.sh"
   python3 -m pip install -q "${pip_flags[@]}" "${python_missing[@]}"
 fi

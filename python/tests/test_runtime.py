@@ -60,7 +60,7 @@ def test_the_dsl_without_the_extension_module_says_how_to_install_it():
     script = "import twist, twist.runtime\ntry:\n    twist.Func\nexcept ImportError as e:\n    print(e)\n"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                             env={"PYTHONPATH": str(SOURCES), "PATH": ""}, cwd="/")
-    assert "pip install --no-build-isolation ." in result.stdout
+    assert "scripts/install-python-package.sh" in result.stdout
 
 
 def test_the_fake_implementation_gives_the_manifests_outputs(tmp_path):

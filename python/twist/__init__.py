@@ -20,6 +20,9 @@ try:
     from ._twist import *  # noqa: F401,F403  (the DSL's names, as the C++ library has them)
     from ._twist import algebra  # noqa: F401
     _MISSING = None
+    # `from twist import *` leaves Python's own min, max, abs and pow alone: use twist.max and the others.
+    __all__ = sorted({name for name in dir(_twist) if not name.startswith("_")} - {"min", "max", "abs", "pow"}
+                     | {"evaluate", "interpret"})
 except ImportError as error:  # the runtime below works without the extension; the DSL needs it
     _twist = None
     _MISSING = error
@@ -29,7 +32,7 @@ def __getattr__(name: str):
     if _MISSING is not None:
         raise ImportError(f"twist.{name} needs twist's C++ extension module (twist._twist), which is not "
                           f"importable here ({_MISSING}). Install the package from the repository with "
-                          "`pip install --no-build-isolation .` (README, 'The two commands'); twist.runtime and "
+                          "scripts/install-python-package.sh (README, 'The two commands'); twist.runtime and "
                           "twist.torch_ops work without it.")
     raise AttributeError(f"module 'twist' has no attribute '{name}'")
 
