@@ -18,6 +18,7 @@
 #include "algebra/check.h"
 #include "algebra/online.h"
 #include "algebra/twist.h"
+#include "apps/gemm/gemm.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/program/export_program.h"
 #include "backends/cuda/program/gpu_program.h"
@@ -517,6 +518,14 @@ void bind_schedules(nb::module_ &m) {
       .def(nb::init<>())
       .def("__getitem__", &Schedule::operator[], nb::rv_policy::reference_internal)
       .def("set_like", &Schedule::set_like, "func"_a, "like"_a, nb::rv_policy::reference_internal)
+      .def(
+          "find",
+          [](const Schedule &s, const std::string &func) -> std::optional<FuncSchedule> {
+            const FuncSchedule *found = s.find(func);
+            if (!found) return std::nullopt;
+            return *found;
+          },
+          "func"_a, "A copy of the schedule of the func of this name, or None.")
       .def("__str__", &Schedule::to_string);
 
   nb::class_<Target>(m, "Target")
@@ -596,6 +605,53 @@ void bind_programs(nb::module_ &m) {
       ".cubin; returns the manifest's path.");
 }
 
+// The library's GEMM and its schedules (apps/gemm/gemm.h), whose schedules Schedule.set_like moves onto a
+// contraction of one's own.
+void bind_apps(nb::module_ &m) {
+  nb::module_ apps = m.def_submodule("apps", "The library's programs and their schedules (apps/gemm/gemm.h)");
+  nb::enum_<apps::Epilogue>(apps, "Epilogue")
+      .value("none", apps::Epilogue::none)
+      .value("bias_relu", apps::Epilogue::bias_relu)
+      .value("bias_gelu", apps::Epilogue::bias_gelu)
+      .value("bias_silu", apps::Epilogue::bias_silu);
+  nb::class_<apps::Gemm>(apps, "Gemm")
+      .def_ro("A", &apps::Gemm::A)
+      .def_ro("B", &apps::Gemm::B)
+      .def_ro("k", &apps::Gemm::k)
+      .def_ro("C", &apps::Gemm::C)
+      .def_ro("out", &apps::Gemm::out);
+  apps.def(
+      "make_gemm",
+      [](const Type &input, const Type &output, apps::Epilogue epilogue, bool batched,
+         const std::string &prefix) {
+        return apps::make_gemm({input, output, epilogue, batched, prefix});
+      },
+      "input"_a = f16, "output"_a = f16, "epilogue"_a = apps::Epilogue::none, "batched"_a = false,
+      "prefix"_a = "",
+      "C = A @ B in the DSL (A: M x K, B: K x N, C the f32 sums, out what is stored); `prefix` starts every "
+      "name, "
+      "so that several GEMMs can be alive at once.");
+  nb::class_<apps::GemmTiling>(apps, "GemmTiling")
+      .def(nb::init<>())
+      .def_rw("block_m", &apps::GemmTiling::block_m)
+      .def_rw("block_n", &apps::GemmTiling::block_n)
+      .def_rw("block_k", &apps::GemmTiling::block_k)
+      .def_rw("warp_m", &apps::GemmTiling::warp_m)
+      .def_rw("warp_n", &apps::GemmTiling::warp_n)
+      .def_rw("stages", &apps::GemmTiling::stages)
+      .def_rw("transport", &apps::GemmTiling::transport)
+      .def_rw("layout", &apps::GemmTiling::layout)
+      .def_rw("accumulation", &apps::GemmTiling::accumulation)
+      .def_rw("split_k", &apps::GemmTiling::split_k)
+      .def_rw("split_combine", &apps::GemmTiling::split_combine)
+      .def_rw("raster_group", &apps::GemmTiling::raster_group)
+      .def_rw("min_blocks_per_sm", &apps::GemmTiling::min_blocks_per_sm)
+      .def("name", &apps::GemmTiling::name);
+  apps.def("schedule_tensor_core", &apps::schedule_tensor_core, "gemm"_a, "tiling"_a);
+  apps.def("schedule_simt", &apps::schedule_simt, "gemm"_a, "block"_a = 64, "thread_tile"_a = 4,
+           "block_k"_a = 16);
+}
+
 }  // namespace
 
 }  // namespace twist::python
@@ -607,4 +663,5 @@ NB_MODULE(_twist, m) {
   twist::python::bind_funcs(m);
   twist::python::bind_schedules(m);
   twist::python::bind_programs(m);
+  twist::python::bind_apps(m);
 }
