@@ -42,7 +42,6 @@ def op_schema(manifest: Manifest) -> str:
 
 def check_inputs(manifest: Manifest, tensors) -> None:
     """Raises ValueError naming the first input whose shape or dtype is not the manifest's."""
-    import torch
     inputs = manifest.with_role("input")
     if len(tensors) != len(inputs):
         raise ValueError(f"{manifest.label} takes {len(inputs)} tensors ({', '.join(b.name for b in inputs)}), "
@@ -52,7 +51,6 @@ def check_inputs(manifest: Manifest, tensors) -> None:
             raise ValueError(f"{manifest.label}: input '{b.name}' is {t.dtype} of shape {tuple(t.shape)}, but the "
                              f"kernels were exported for {torch_dtype(b.dtype)} of shape {b.shape}; export them "
                              "again for this shape (twist export, or twist.export_program)")
-    del torch
 
 
 class _Launcher:

@@ -34,7 +34,8 @@ def manifest(label: str):
 
 def median_ms(fn, repeats=25, warmup=5) -> float:
     """The median over `repeats` runs, each between two events, with the L2 cache overwritten before each."""
-    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
+    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
+    flush = torch.empty(2 * l2_bytes, dtype=torch.uint8, device="cuda")
     for _ in range(warmup):
         fn()
     times = []
