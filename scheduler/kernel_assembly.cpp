@@ -37,9 +37,11 @@ Kernel assemble_kernel(const ReductionKernelRequest &request, Stmt body, const s
   Kernel k;
   for (const StagePlan &p : stages) {
     k.requirements.insert(k.requirements.end(), p.requirements.begin(), p.requirements.end());
-    if (p.directive.transport == Transport::cp_async && p.copy_bytes >= 4)
-      k.required_instructions.push_back(p.copy_bytes == 16 ? "cp.async.cg.shared.global"
-                                                           : "cp.async.ca.shared.global");
+    if (p.directive.transport == Transport::cp_async && p.copy_bytes >= 4) {
+      // (a named pointer, not a conditional inside push_back: GCC 12 reports a false -Warray-bounds there)
+      const char *copy = p.copy_bytes == 16 ? "cp.async.cg.shared.global" : "cp.async.ca.shared.global";
+      k.required_instructions.emplace_back(copy);
+    }
   }
   const SharedArrays shared = shared_arrays(body);
   k.shared_bytes = shared.bytes;

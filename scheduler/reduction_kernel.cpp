@@ -23,13 +23,6 @@ using namespace twist::stmt;
 
 namespace {
 
-// The variables a monoid's expressions are written over, bound to kernel values.
-std::map<std::string, Halide::Expr> bind_state(const State &s, const std::vector<Halide::Expr> &values) {
-  std::map<std::string, Halide::Expr> m;
-  for (int k = 0; k < s.size(); ++k) m[s[k].as<Variable>()->name] = values[k];
-  return m;
-}
-
 class ReductionKernelBuilder {
  public:
   explicit ReductionKernelBuilder(const ReductionKernelRequest &r)
@@ -398,7 +391,8 @@ Stmt ReductionKernelBuilder::fragment_loads(const Halide::Expr &slice) {
   std::vector<Stmt> loads;
   for (const AtomOperand op : {AtomOperand::a, AtomOperand::b}) {
     const ContractionOperand &operand = op == AtomOperand::a ? contraction_->a : contraction_->b;
-    FragmentLoad f{op};
+    FragmentLoad f{};
+    f.op = op;
     for (const StagePlan &p : stages_)
       if (p.input == operand.input) f.stage = &p;
     if (!f.stage)

@@ -23,10 +23,10 @@ struct AttentionOptions {
   int head_dim = 128;
   int group = 1;        // query heads per key/value head (grouped-query attention)
   bool causal = false;  // keys j <= i + (keys - queries), aligned at the bottom right as FlashAttention does
-  std::optional<float> softcap;  // s = c tanh(s / c), in the score's own units (Gemma 2)
-  bool alibi = false;            // s += slope(h) * (j - i), slopes an input of H values
-  std::optional<int> window;     // keys within `window` of the diagonal: j > i + (keys - queries) - window
-  bool decode = false;           // one query per head (the number of queries is the constant 1)
+  std::optional<float> softcap{};  // s = c tanh(s / c), in the score's own units (Gemma 2)
+  bool alibi = false;              // s += slope(h) * (j - i), slopes an input of H values
+  std::optional<int> window{};     // keys within `window` of the diagonal: j > i + (keys - queries) - window
+  bool decode = false;             // one query per head (the number of queries is the constant 1)
   std::string prefix = "";
 };
 

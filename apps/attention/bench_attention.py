@@ -35,8 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gemm"))  # the launcher and the GEMM benchmark
 
 import bench_gemm  # noqa: E402
-from cubin_launcher import (CudaError, Manifest, ManifestError, OutputNotWritten, Program,  # noqa: E402
-                            load_manifest, torch_dtype)
+from twist.runtime import (CudaError, Manifest, ManifestError, OutputNotWritten, Program,  # noqa: E402
+                           load_manifest, torch_dtype)  # (on the path bench_gemm set)
 
 REPO = Path(__file__).resolve().parents[2]
 OPS = {"attention": "prefill", "decode": "decode"}  # the manifest's "op" note -> the benchmark's family

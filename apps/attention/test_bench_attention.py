@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_attention as ba  # noqa: E402
-from cubin_launcher import ManifestError, load_manifest  # noqa: E402  (on the path bench_attention set)
+from twist.runtime import ManifestError, load_manifest  # noqa: E402  (on the path bench_gemm set)
 from test_bench_support import ManifestDir  # noqa: E402  (the GEMM tests' folder of manifests)
 
 REPO = ba.REPO
@@ -30,8 +30,8 @@ LOG2E = math.log2(math.e)
 
 def attention_manifest(b, h, s, l, d, dtype="f16", causal=False, group=1, decode=False, split_kv=1,
                        schedule=None, label=None):
-    """A manifest as `twist export attention` writes one (apps/twist/main.cpp, export_program.cpp), without a real
-    cubin."""
+    """A manifest as `twist export attention` writes one (apps/twist/main.cpp,
+    backends/cuda/program/export_program.cpp), without a real cubin."""
     op = "decode" if decode else "attention"
     schedule = schedule or f"flash_128x64_s2{f'_splitkv{split_kv}' if split_kv > 1 else ''}"
     shape = f"B{b}_H{h}_S{s}_L{l}_D{d}"
@@ -392,7 +392,7 @@ class RecordsTest(unittest.TestCase):
 
 
 class FakeProgram:
-    """Stands in for cubin_launcher.Program: `fail` is raised by run() when given."""
+    """Stands in for twist.runtime.Program: `fail` is raised by run() when given."""
 
     def __init__(self, manifest, fail=None):
         self.manifest, self.fail = manifest, fail

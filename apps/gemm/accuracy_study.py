@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench_gemm import (REPO, TIMING, TOLERANCES, GemmProblem, environment, gemm_cases, gemm_problem, measure_case,
                         relative_l2_error, set_matmul_precision, write_json)
-from cubin_launcher import CudaError, Manifest, ManifestError, OutputNotWritten, Program, find_manifests
+from twist.runtime import CudaError, Manifest, ManifestError, OutputNotWritten, Program, find_manifests  # noqa: E402  (on the path bench_gemm set)
 
 BASELINE = "f32"
 # In the timing runs, only f32 accumulation is held to the output's tolerance; f16 and hybrid accumulation are

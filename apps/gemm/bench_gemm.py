@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cubin_launcher import CudaError, Manifest, ManifestError, OutputNotWritten, Program, find_manifests, torch_dtype
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))  # the twist package, for its runtime
+from twist.runtime import (CudaError, Manifest, ManifestError, OutputNotWritten, Program,  # noqa: E402
+                           find_manifests, torch_dtype)
 
 REPO = Path(__file__).resolve().parents[2]
 # Relative L2 error allowed against the fp32 product, by output dtype: a few units of the output's rounding

@@ -53,6 +53,16 @@ struct GemmTiling {
   std::string name() const;
 };
 
+// Applying these schedules to a contraction of one's own: they name loops and inputs, not the Gemm struct's
+// objects, so Schedule::set_like moves them onto any func whose loops have the same names:
+//   pure variables "i" and "j" (and "b" when batched), the reduction variable g.k.x.name() ("k.x" for a
+//   GEMM made without a prefix: an RDom named "k"), and inputs with the names of g.A and g.B (staging
+//   directives name inputs). The func must still be a sum of products for the matrix atom to apply.
+//   Gemm g = make_gemm();
+//   Schedule s;
+//   s.set_like(my_C, *schedule_tensor_core(g, GemmTiling{}).find(g.C.name()));
+// A loop name that differs makes lowering stop with an error naming it and the func's loops.
+//
 // Tensor-core schedule: block tiles over the grid, warp tiles over warps, mma.m16n8k16 atoms in registers, A
 // and B staged in shared memory by the tiling's transport.
 Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t);

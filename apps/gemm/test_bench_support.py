@@ -19,13 +19,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the scripts import e
 
 import accuracy_study  # noqa: E402
 import bench_gemm  # noqa: E402
-from cubin_launcher import (BufferArg, CudaError, ManifestError, PackedArgs, ScalarArg,  # noqa: E402
-                            describe_cuda_failure, find_manifests, load_manifest, parse_manifest)
+from twist.runtime import (BufferArg, CudaError, ManifestError, PackedArgs, ScalarArg,  # noqa: E402
+                           describe_cuda_failure, find_manifests, load_manifest, parse_manifest)
 
 
 def gemm_manifest(m, n, k, dtype="f16", output=None, schedule="mma_128x128x32_w64x64_s3_cpasync", accumulation="f32",
                   label=None, split_k=False):
-    """A manifest as `twist export gemm` writes one (apps/twist/export_program.cpp), without a real cubin."""
+    """A manifest as `twist export gemm` writes one (backends/cuda/program/export_program.cpp), without a real cubin."""
     output = output or dtype
     label = label or f"gemm_{dtype}_{m}x{n}x{k}_{schedule}"
     sizes = [{"scalar": "N", "dtype": "i32", "value": n}, {"scalar": "M", "dtype": "i32", "value": m},

@@ -21,8 +21,8 @@
 #include "algebra/online.h"
 #include "apps/attention/attention.h"
 #include "apps/gemm/gemm.h"
-#include "apps/twist/export_program.h"
 #include "backends/cuda/codegen/cuda_printer.h"
+#include "backends/cuda/program/export_program.h"
 #include "backends/cuda/program/gpu_program.h"
 #include "backends/cuda/runtime/driver_api.h"
 #include "backends/reference/evaluate_funcs.h"
@@ -263,7 +263,7 @@ int export_gemm(const Options &o) {
   const LoweredProgram p = lower(g.out, s, Target::sm90a());
   dump(o, g.out, s, p);
   const Scalars scalars = {{"M", shape[0]}, {"N", shape[1]}, {"K", shape[2]}};
-  ExportRequest r;
+  cuda::ExportRequest r;
   // An output type other than the input's is part of the default label, so both can share a directory.
   const std::string types =
       output == dtype ? type_name(dtype) : type_name(dtype) + "_" + type_name(output) + "out";
@@ -276,7 +276,7 @@ int export_gemm(const Options &o) {
              {"schedule", tiling.name()},
              {"shape", fmt::format("{}x{}x{}", shape[0], shape[1], shape[2])},
              {"accumulation", accumulation_flag(tiling.accumulation)}};
-  std::cout << export_program(p, r, out_dir).string() << "\n";
+  std::cout << cuda::export_program(p, r, out_dir).string() << "\n";
   return 0;
 }
 
@@ -303,7 +303,7 @@ int export_attention(const Options &o) {
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   dump(o, a.out, s, p);
-  ExportRequest r;
+  cuda::ExportRequest r;
   const std::string shape_text =
       fmt::format("B{}_H{}_S{}_L{}_D{}", shape[0], shape[1], shape[2], shape[3], shape[4]);
   r.label = o.get(
@@ -320,7 +320,7 @@ int export_attention(const Options &o) {
              {"shape", shape_text},
              {"causal", causal ? "true" : "false"},
              {"group", std::to_string(group)}};
-  std::cout << export_program(p, r, out_dir).string() << "\n";
+  std::cout << cuda::export_program(p, r, out_dir).string() << "\n";
   return 0;
 }
 

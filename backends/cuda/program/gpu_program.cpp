@@ -1,19 +1,22 @@
 #include "backends/cuda/program/gpu_program.h"
 
-#include "backends/cuda/runtime/kernel_cache.h"
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
+#include "backends/cuda/runtime/kernel_cache.h"
 #include "lang/error.h"
 
 namespace twist::cuda {
 
-CompiledKernel compile_kernel(const twist::Kernel &k, const std::string &arch, const CodegenOptions &options) {
+CompiledKernel compile_kernel(const twist::Kernel &k, const std::string &arch,
+                              const CodegenOptions &options) {
   CompiledKernel c{k, cuda_source(k, options), {}, {}};
   // TWIST_LINEINFO=1 asks for line tables, for compute-sanitizer and ncu to point at the generated source.
   const char *line_info = std::getenv("TWIST_LINEINFO");
-  CompileResult r = default_kernel_cache().compile(c.source, k.name + ".cu",
-                                                   {arch, line_info != nullptr && std::string(line_info) == "1"});
+  CompileResult r = default_kernel_cache().compile(
+      c.source, k.name + ".cu", {arch, line_info != nullptr && std::string(line_info) == "1"});
   c.cubin = std::move(r.cubin);
   if (!r.resources.empty()) c.resources = r.resources.front();
   return c;
@@ -50,34 +53,35 @@ size_t bytes_of(const Type &t, const std::vector<int64_t> &shape) {
 
 }  // namespace
 
-std::map<std::string, reference::HostTensor> GpuProgram::run(
-    const std::map<std::string, reference::HostTensor> &inputs, const Scalars &given) {
+GpuProgram::Bound GpuProgram::bind(const std::map<std::string, reference::HostTensor> &inputs,
+                                   const Scalars &given) const {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto &[name, t] : inputs) shapes[name] = t.shape();
-  const Scalars scalars = bind_arguments(program_, shapes, given);
-  std::map<std::string, DeviceBuffer> buffers;
+  Bound bound{bind_arguments(program_, shapes, given), {}, {}};
   for (const BufferArg &in : program_.inputs) {
     const reference::HostTensor &t = inputs.at(in.name);
     if (t.type() != in.type)
-      fail("input '{}' of program '{}' is {}, but a {} tensor was given", in.name, program_.name, type_name(in.type),
-           type_name(t.type()));
+      fail("input '{}' of program '{}' is {}, but a {} tensor was given", in.name, program_.name,
+           type_name(in.type), type_name(t.type()));
     DeviceBuffer b(device_, t.bytes().size());
     b.upload(t.bytes().data(), t.bytes().size());
-    buffers.emplace(in.name, std::move(b));
+    bound.buffers.emplace(in.name, std::move(b));
   }
-  std::map<std::string, std::vector<int64_t>> output_shapes;
   auto make = [&](const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape) {
-    const std::vector<int64_t> s = evaluate_shape(shape, scalars);
+    const std::vector<int64_t> s = evaluate_shape(shape, bound.scalars);
     DeviceBuffer b(device_, std::max<size_t>(bytes_of(type, s), 1));
     b.fill(0xff);
-    buffers.emplace(name, std::move(b));
-    output_shapes[name] = s;
+    bound.buffers.emplace(name, std::move(b));
+    bound.output_shapes[name] = s;
   };
   for (const BufferArg &out : program_.outputs) make(out.name, out.type, out.shape);
   for (const Workspace &w : program_.workspaces) make(w.name, w.type, w.shape);
+  return bound;
+}
 
+void GpuProgram::launch_all(const Bound &bound, bool wait) {
   for (const twist::Kernel &planned : program_.kernels) {
-    const twist::Kernel &ir = select_variant(planned, scalars);
+    const twist::Kernel &ir = select_variant(planned, bound.scalars);
     const Loaded &loaded = load(ir);
     // cuLaunchKernel takes a pointer to each parameter's value.
     std::vector<CUdeviceptr> addresses;
@@ -85,13 +89,14 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
     std::vector<std::vector<unsigned char>> values;
     std::vector<void *> args;
     for (const BufferArg &b : ir.buffers) {
-      auto it = buffers.find(b.name);
-      TWIST_CHECK(it != buffers.end(), "kernel {} reads buffer {}, which the program does not have", ir.name, b.name);
+      auto it = bound.buffers.find(b.name);
+      TWIST_CHECK(it != bound.buffers.end(), "kernel {} reads buffer {}, which the program does not have",
+                  ir.name, b.name);
       addresses.push_back(it->second.address());
     }
     for (CUdeviceptr &a : addresses) args.push_back(&a);
     for (const ScalarArg &s : ir.scalars) {
-      const double v = scalars.at(s.name);
+      const double v = bound.scalars.at(s.name);
       std::vector<unsigned char> bytes(s.type.bytes());
       if (s.type == i32) {
         const int32_t x = static_cast<int32_t>(v);
@@ -107,21 +112,62 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
       values.push_back(std::move(bytes));
     }
     for (auto &v : values) args.push_back(v.data());
-    const Dim3 grid{static_cast<unsigned>(evaluate_int(ir.grid[0], scalars)),
-                    static_cast<unsigned>(evaluate_int(ir.grid[1], scalars)),
-                    static_cast<unsigned>(evaluate_int(ir.grid[2], scalars))};
+    const Dim3 grid{static_cast<unsigned>(evaluate_int(ir.grid[0], bound.scalars)),
+                    static_cast<unsigned>(evaluate_int(ir.grid[1], bound.scalars)),
+                    static_cast<unsigned>(evaluate_int(ir.grid[2], bound.scalars))};
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) continue;  // an empty output: nothing to compute
     Kernel kernel = loaded.module.kernel(cuda::c_name(ir.name));
-    kernel.launch_and_wait(grid, Dim3{static_cast<unsigned>(ir.threads), 1, 1}, static_cast<unsigned>(ir.shared_bytes),
-                           args.data());
+    const Dim3 block{static_cast<unsigned>(ir.threads), 1, 1};
+    const unsigned shared = static_cast<unsigned>(ir.shared_bytes);
+    if (wait)
+      kernel.launch_and_wait(grid, block, shared, args.data());
+    else
+      kernel.launch(grid, block, shared, args.data());
   }
+}
+
+std::map<std::string, reference::HostTensor> GpuProgram::run(
+    const std::map<std::string, reference::HostTensor> &inputs, const Scalars &given) {
+  const Bound bound = bind(inputs, given);
+  launch_all(bound, /*wait=*/true);
   std::map<std::string, reference::HostTensor> outputs;
   for (const BufferArg &out : program_.outputs) {
-    reference::HostTensor t(out.type, output_shapes.at(out.name));
-    if (t.size() > 0) buffers.at(out.name).download(t.bytes().data(), t.bytes().size());
+    reference::HostTensor t(out.type, bound.output_shapes.at(out.name));
+    if (t.size() > 0) bound.buffers.at(out.name).download(t.bytes().data(), t.bytes().size());
     outputs.emplace(out.name, std::move(t));
   }
   return outputs;
+}
+
+Timing GpuProgram::time(const std::map<std::string, reference::HostTensor> &inputs, const Scalars &given,
+                        const TimingOptions &options) {
+  if (options.repeats < 1 || options.warmup < 0)
+    fail("timing {}: TimingOptions asks for {} warm-up and {} timed runs; give warmup >= 0 and repeats >= 1",
+         program_.name, options.warmup, options.repeats);
+  const Bound bound = bind(inputs, given);
+  // Writing twice the L2's size evicts whatever the previous run left there.
+  std::optional<DeviceBuffer> flush;
+  if (options.flush_l2)
+    flush.emplace(device_, 2 * static_cast<size_t>(std::max(device_.properties().l2_cache_bytes, 1)));
+  // The first run waits for each kernel, so that a fault is reported with the kernel's name.
+  launch_all(bound, /*wait=*/true);
+  for (int w = 1; w < options.warmup; ++w) launch_all(bound, /*wait=*/false);
+  Timer timer(device_);
+  Timing timing;
+  for (int r = 0; r < options.repeats; ++r) {
+    if (flush) flush->fill(static_cast<uint8_t>(r));
+    timer.start();
+    launch_all(bound, /*wait=*/false);
+    timer.stop();
+    timing.samples_ms.push_back(timer.elapsed_ms());
+  }
+  device_.synchronize();
+  std::vector<double> sorted = timing.samples_ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  timing.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  timing.min_ms = sorted.front();
+  return timing;
 }
 
 }  // namespace twist::cuda

@@ -1,6 +1,6 @@
 #pragma once
 // A lowered program on the GPU: its kernels compiled for the device (through the kernel cache), launched
-// in order over device buffers, with every launch checked.
+// in order over device buffers, with every launch checked, and timed as the benchmarks time kernels.
 #include <map>
 #include <memory>
 #include <string>
@@ -23,7 +23,24 @@ struct CompiledKernel {
 };
 
 // A kernel as CUDA source and a cubin for `arch` ("sm_80", "sm_90a"), through the kernel cache.
-CompiledKernel compile_kernel(const twist::Kernel &kernel, const std::string &arch, const CodegenOptions &options = {});
+CompiledKernel compile_kernel(const twist::Kernel &kernel, const std::string &arch,
+                              const CodegenOptions &options = {});
+
+// How GpuProgram::time measures: `warmup` untimed runs (at least one, which waits for each kernel so that a
+// fault names it), then `repeats` runs, each between two events on the
+// stream with nothing waited for between its launches, and (with flush_l2) the L2 cache overwritten before
+// each run so that no run finds its inputs cached by the one before.
+struct TimingOptions {
+  int warmup = 5;
+  int repeats = 25;
+  bool flush_l2 = true;
+};
+
+struct Timing {
+  double median_ms = 0;  // of the timed runs: what to report
+  double min_ms = 0;
+  std::vector<double> samples_ms;  // every timed run, in order
+};
 
 class GpuProgram {
  public:
@@ -35,6 +52,11 @@ class GpuProgram {
   std::map<std::string, reference::HostTensor> run(const std::map<std::string, reference::HostTensor> &inputs,
                                                    const Scalars &given = {});
 
+  // Times every kernel of the program together, one run being all of them in order, on these inputs (see
+  // TimingOptions). The outputs of the last run are not checked: run() once first for that.
+  Timing time(const std::map<std::string, reference::HostTensor> &inputs, const Scalars &given = {},
+              const TimingOptions &options = {});
+
   // The kernel variants compiled so far, by kernel name.
   const CompiledKernel &compiled(const std::string &kernel) const;
 
@@ -43,7 +65,16 @@ class GpuProgram {
     CompiledKernel compiled;
     Module module;
   };
+  // The program's arguments on the device: inputs uploaded, outputs and workspaces allocated and poisoned.
+  struct Bound {
+    Scalars scalars;
+    std::map<std::string, DeviceBuffer> buffers;
+    std::map<std::string, std::vector<int64_t>> output_shapes;
+  };
   const Loaded &load(const twist::Kernel &kernel);
+  Bound bind(const std::map<std::string, reference::HostTensor> &inputs, const Scalars &given) const;
+  // Launches every kernel in order; with wait, waits for each and throws naming the one that failed.
+  void launch_all(const Bound &bound, bool wait);
 
   const LoweredProgram program_;
   const Device &device_;

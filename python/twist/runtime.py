@@ -1,11 +1,15 @@
-"""Launches the kernels that `twist export` wrote ahead of time, from their JSON launch manifest, in the CUDA
-context that PyTorch uses, so that a benchmark can run them on PyTorch's tensors and stream and time them next
-to torch.matmul with the same method.
+"""twist's runtime for exported kernels: pure Python over the CUDA driver API (ctypes), nothing to build.
 
-A manifest (see apps/twist/export_program.cpp) names the buffers (name, dtype, shape, role) and the kernels to
-launch in order (cubin, grid, block, dynamic shared memory, arguments in the kernel's parameter order: buffers as
-device pointers, scalars by value). Reading and checking manifests and packing arguments need neither a GPU nor
-PyTorch, and are tested without either (apps/gemm/test_bench_support.py); torch is imported only by Program.
+It loads the kernels that twist exported ahead of time (`twist export`, or twist.export_program from Python; see
+backends/cuda/program/export_program.h) from their JSON launch manifest into the CUDA context that PyTorch
+uses, and launches them on PyTorch's tensors and stream: as a Program (fixed buffers, for benchmarks that time
+them next to PyTorch's own kernels) or as a torch.library custom op (twist.torch_ops), which torch.compile can
+call.
+
+A manifest names the buffers (name, dtype, shape, role) and the kernels to launch in order (cubin, grid, block,
+dynamic shared memory, arguments in the kernel's parameter order: buffers as device pointers, scalars by value).
+Reading and checking manifests and packing arguments need neither a GPU nor PyTorch, and are tested without
+either (python/tests, apps/gemm/test_bench_support.py); torch is imported only where tensors are made.
 """
 from __future__ import annotations
 
@@ -307,8 +311,92 @@ class _Loaded:
     spec: KernelSpec
     module: ctypes.c_void_p
     function: ctypes.c_void_p
-    args: PackedArgs
     description: str  # for error messages, made once so that timed launches do not format it
+
+
+def kernel_parameters(kernel: KernelSpec, addresses: dict[str, int]) -> PackedArgs:
+    """The parameters one launch of `kernel` passes, given each buffer's device address.
+
+    This is where a kernel's TMA tensor maps join its parameters once manifests describe them (the manifest's
+    "tensor_maps" entries, encoded by the tensor-map encoder over cuTensorMapEncodeTiled): encode each map for
+    these addresses and append it after the buffers and scalars, in the kernel's parameter order."""
+    return PackedArgs(kernel, addresses)
+
+
+class LoadedKernels:
+    """A manifest's kernels loaded into the primary context of one device, the one PyTorch allocates in.
+
+    launch() takes the parameters per launch (kernel_parameters), so one loaded manifest serves every call of
+    a custom op on new tensors; Program packs them once for its fixed buffers."""
+
+    def __init__(self, manifest: Manifest, device_index: int, device_name: str):
+        self.manifest = manifest
+        self._driver = _driver()
+        self._driver.use_primary_context(device_index)
+        self._device_name = device_name
+        self.kernels: list[_Loaded] = []
+        try:
+            for spec in manifest.kernels:
+                self.kernels.append(self._load(spec))
+        except BaseException:
+            self.close()
+            raise
+
+    def _load(self, spec: KernelSpec) -> _Loaded:
+        d, label = self._driver, self.manifest.label
+        image = spec.cubin.read_bytes()
+        module = ctypes.c_void_p()
+        d.check(d.cuModuleLoadData(ctypes.byref(module), ctypes.create_string_buffer(image, len(image))),
+                "cuModuleLoadData",
+                f"loading {spec.cubin} (kernel '{spec.name}' of {label}, compiled for {self.manifest.arch}) on "
+                f"{self._device_name}")
+        description = (f"kernel '{spec.name}' of {label} (grid {spec.grid[0]}x{spec.grid[1]}x{spec.grid[2]}, block "
+                       f"{spec.block}, {spec.shared_bytes} bytes of dynamic shared memory)")
+        loaded = _Loaded(spec, module, ctypes.c_void_p(), description)
+        try:
+            d.check(d.cuModuleGetFunction(ctypes.byref(loaded.function), module, spec.name.encode()),
+                    "cuModuleGetFunction", f"looking up kernel '{spec.name}' in {spec.cubin}")
+            if spec.shared_bytes > DEFAULT_DYNAMIC_SHARED_BYTES:
+                d.check(d.cuFuncSetAttribute(loaded.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             spec.shared_bytes), "cuFuncSetAttribute",
+                        f"opting {description} into its dynamic shared memory (more than the device "
+                        "allows per block? use smaller tiles or fewer stages)")
+        except BaseException:
+            d.cuModuleUnload(module)
+            raise
+        return loaded
+
+    def pack(self, addresses: dict[str, int]) -> list[PackedArgs]:
+        return [kernel_parameters(k.spec, addresses) for k in self.kernels]
+
+    def launch(self, packed: list[PackedArgs], stream: int, wait: bool) -> None:
+        """Queues every kernel on `stream` (a CUstream handle; 0 is the legacy default stream); with wait,
+        waits for each and raises naming the kernel that failed."""
+        d = self._driver
+        handle = ctypes.c_void_p(stream)
+        for k, args in zip(self.kernels, packed):
+            s = k.spec
+            if 0 in s.grid:
+                continue  # an empty output: nothing to compute (the C++ runner skips these too)
+            result = d.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block, 1, 1, s.shared_bytes,
+                                      handle, args.array, None)
+            if result:
+                d.check(result, "cuLaunchKernel", "launching " + k.description)
+            if wait:
+                d.check(d.cuStreamSynchronize(handle), "cuStreamSynchronize", "running " + k.description)
+
+    def close(self) -> None:
+        """Unloads the modules; the caller makes sure that no launch still queued uses them."""
+        kernels, self.kernels = self.kernels, []
+        for k in kernels:
+            self._driver.check(self._driver.cuModuleUnload(k.module), "cuModuleUnload",
+                               f"unloading the module of kernel '{k.spec.name}' of {self.manifest.label}")
+
+
+def device_description(device) -> str:
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{torch.cuda.get_device_name(device)} (sm_{major}{minor})"
 
 
 class Program:
@@ -327,52 +415,15 @@ class Program:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.tensors = {b.name: torch.empty(b.shape, dtype=torch_dtype(b.dtype), device=self.device)
                         for b in manifest.buffers}
-        self._driver = _driver()
         # The allocations above created PyTorch's context on the device, so it can be made current here.
-        self._driver.use_primary_context(self.device.index)
-        addresses = {name: t.data_ptr() for name, t in self.tensors.items()}
-        self._kernels: list[_Loaded] = []
-        try:
-            for spec in manifest.kernels:
-                self._kernels.append(self._load(spec, addresses))
-        except BaseException as e:
-            self._close_after(e)
-            raise
-
-    def _load(self, spec: KernelSpec, addresses: dict[str, int]) -> _Loaded:
-        d, label = self._driver, self.manifest.label
-        image = spec.cubin.read_bytes()
-        module = ctypes.c_void_p()
-        d.check(d.cuModuleLoadData(ctypes.byref(module), ctypes.create_string_buffer(image, len(image))),
-                "cuModuleLoadData",
-                f"loading {spec.cubin} (kernel '{spec.name}' of {label}, compiled for {self.manifest.arch}) on "
-                f"{self._device_name()}")
-        description = (f"kernel '{spec.name}' of {label} (grid {spec.grid[0]}x{spec.grid[1]}x{spec.grid[2]}, block "
-                       f"{spec.block}, {spec.shared_bytes} bytes of dynamic shared memory)")
-        loaded = _Loaded(spec, module, ctypes.c_void_p(), PackedArgs(spec, addresses), description)
-        try:
-            d.check(d.cuModuleGetFunction(ctypes.byref(loaded.function), module, spec.name.encode()),
-                    "cuModuleGetFunction", f"looking up kernel '{spec.name}' in {spec.cubin}")
-            if spec.shared_bytes > DEFAULT_DYNAMIC_SHARED_BYTES:
-                d.check(d.cuFuncSetAttribute(loaded.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             spec.shared_bytes), "cuFuncSetAttribute",
-                        f"opting {description} into its dynamic shared memory (more than the device "
-                        "allows per block? use smaller tiles or fewer stages)")
-        except BaseException:
-            d.cuModuleUnload(module)
-            raise
-        return loaded
-
-    def _device_name(self) -> str:
-        import torch
-        major, minor = torch.cuda.get_device_capability(self.device)
-        return f"{torch.cuda.get_device_name(self.device)} (sm_{major}{minor})"
+        self._loaded: LoadedKernels | None = LoadedKernels(manifest, self.device.index,
+                                                           device_description(self.device))
+        self._packed = self._loaded.pack({name: t.data_ptr() for name, t in self.tensors.items()})
 
     def launch(self) -> None:
         """Queues every kernel on PyTorch's current stream, without poisoning or waiting: what is timed."""
         import torch
-        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
-        self._launch_all(stream, wait=False)
+        self._loaded.launch(self._packed, torch.cuda.current_stream(self.device).cuda_stream, wait=False)
 
     def run(self) -> dict:
         """Poisons outputs and workspaces, runs every kernel to completion (checking each), and returns the
@@ -382,8 +433,7 @@ class Program:
             if b.role != "input":
                 # NaN in every float format; integers cannot hold one, so integer buffers get -1 and no check.
                 self.tensors[b.name].fill_(float("nan") if b.dtype in FLOAT_DTYPES else -1)
-        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
-        self._launch_all(stream, wait=True)
+        self._loaded.launch(self._packed, torch.cuda.current_stream(self.device).cuda_stream, wait=True)
         outputs = {}
         for b in self.manifest.with_role("output"):
             t = self.tensors[b.name]
@@ -396,28 +446,15 @@ class Program:
             outputs[b.name] = t
         return outputs
 
-    def _launch_all(self, stream: ctypes.c_void_p, wait: bool) -> None:
-        d = self._driver
-        for k in self._kernels:
-            s = k.spec
-            if 0 in s.grid:
-                continue  # an empty output: nothing to compute (the C++ runner skips these too)
-            result = d.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block, 1, 1, s.shared_bytes,
-                                      stream, k.args.array, None)
-            if result:
-                d.check(result, "cuLaunchKernel", "launching " + k.description)
-            if wait:
-                d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize", "running " + k.description)
-
     def close(self) -> None:
         import torch
-        if self._kernels:
+        if self._loaded is None:
+            return
+        if self._loaded.kernels:
             # Queued launches may still use the modules.
             torch.cuda.synchronize(self.device)
-        for k in self._kernels:
-            self._driver.check(self._driver.cuModuleUnload(k.module), "cuModuleUnload",
-                               f"unloading the module of kernel '{k.spec.name}' of {self.manifest.label}")
-        self._kernels = []
+        loaded, self._loaded = self._loaded, None
+        loaded.close()
 
     def _close_after(self, error: BaseException) -> None:
         # The error being raised says more than a failure to clean up after it (after a sticky error every CUDA
