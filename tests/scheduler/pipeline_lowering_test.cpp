@@ -8,6 +8,7 @@
 
 #include "algebra/builtins.h"
 #include "algebra/online.h"
+#include "apps/norms/norms.h"
 #include "backends/reference/evaluate_funcs.h"
 #include "backends/reference/interpreter/interpreter.h"
 #include "lang/twist.h"
@@ -367,4 +368,21 @@ TEST_CASE("bad pipeline schedules are refused naming the func, the loop and the 
   const std::string refused = error_of([&] { lower(f, tree, Target::sm90a()); });
   CHECK(contains(refused, "cooperative tree of na_f"));
   CHECK(contains(refused, "counterexample"));
+}
+
+TEST_CASE("the norms of apps/norms match the oracle on the interpreter, each in one kernel") {
+  for (const Type &t : {f16, bf16})
+    for (const apps::NormKind kind : apps::all_norm_kinds())
+      for (const int hidden : {77, 256}) {
+        const apps::Norm n = apps::make_norm(kind, {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "in_"});
+        const Schedule s = apps::schedule_norm(n);
+        const LoweredProgram p = lower(n.out, s, Target::sm90a());
+        INFO(std::string(apps::to_string(kind)), " ", type_name(t), " hidden ", hidden);
+        REQUIRE(p.kernels.size() == 1);
+        // Each input element is read once: SwiGLU's x in two loads, of the gate's half and of the up half.
+        for (const Input &in : n.inputs)
+          CHECK(global_reads(p.kernels[0], in.name()) == (kind == apps::NormKind::swiglu ? 2 : 1));
+        const std::map<std::string, double> sizes = {{n.rows.name(), 3}};
+        CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 21), sizes) < (t == f16 ? 2e-3 : 1.6e-2));
+      }
 }
