@@ -100,7 +100,8 @@ class Planner {
   Realization plan() {
     const Func &output = graph_.funcs.back();
     for (const Func &f : graph_.funcs) {
-      FuncRealization r{f};
+      FuncRealization r;
+      r.func = f;
       const FuncSchedule *fs = schedule_.find(f.name());
       if (f.same_as(output)) {
         r.placement = Placement::output;

@@ -10,6 +10,9 @@
 //     loops that the reduction's coordinates depend on, one block per row, folded by the block's threads as
 //     a tree (long reductions get a cooperative tree per output point);
 //   - a reduction read from several funcs, or by another reduction, is a stage of its own (compute_root).
+// A reduction stage with no schedule is folded by a cooperative tree per output point (scheduler/row_kernel.h);
+// that includes contractions, which are not given the tensor-core schedule by default. A pure stage is one
+// block per row when reductions are computed at it, and elementwise (a thread per point) otherwise.
 // The output is always a stage. A stage's extents are the output's shape (Func::set_shape) or, for the other
 // stages, the bounds of what their consumers read (bounds inference over the consumers' footprints).
 #include <string>
@@ -23,7 +26,7 @@ namespace twist {
 enum class Placement {
   inlined,      // substituted into every consumer's expressions
   at_consumer,  // computed inside the consumer's kernel, once per iteration of one of its loops
-  epilogue,     // a pure output computed in the epilogue of the reduction it reads (see fused_reduction)
+  epilogue,     // a reduction computed by its own schedule, its consumer (the output) stored by its epilogue
   root,         // a stage of its own, its values in a workspace buffer
   output,       // the program's output
 };
@@ -32,8 +35,7 @@ const char *to_string(Placement p);
 struct FuncRealization {
   Func func;
   Placement placement = Placement::inlined;
-  std::string consumer, loop;        // at_consumer: where
-  std::string fused_reduction;       // epilogue: the reduction whose kernel stores this func
+  std::string consumer, loop;        // at_consumer: where (an empty loop: the row); epilogue: the output
   std::vector<Halide::Expr> extents; // root and output: the extents it is computed over
   bool by_default = false;           // placed by the rule above, not by the schedule
 };

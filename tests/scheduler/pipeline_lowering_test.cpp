@@ -386,3 +386,24 @@ TEST_CASE("the norms of apps/norms match the oracle on the interpreter, each in 
         CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 21), sizes) < (t == f16 ? 2e-3 : 1.6e-2));
       }
 }
+
+TEST_CASE("two instances of one op, and two programs, may use the same func and input names") {
+  const apps::Norm narrow = apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 40, .eps = 1e-6f, .prefix = ""});
+  const apps::Norm wide = apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 72, .eps = 1e-6f, .prefix = ""});
+  for (const apps::Norm *n : {&narrow, &wide}) {
+    const std::map<std::string, double> sizes = {{n->rows.name(), 2}};
+    CHECK(lowered_error(n->out, apps::schedule_norm(*n), random_inputs(n->out, sizes, 4), sizes) < 2e-3);
+    CHECK(lower(n->out, Schedule(), Target::sm90a()).inputs[0].shape[1].as<Halide::Internal::IntImm>()->value ==
+          n->options.hidden);
+  }
+  // Within one program, two different funcs of one name are refused.
+  Input x("dup_x", f32, {Expr(4)});
+  Var i("i");
+  Func a("dup"), b("dup"), out("dup_out");
+  a(i) = x(i) + 1.0f;
+  b(i) = x(i) * 2.0f;
+  out(i) = a(i) + b(i);
+  out.set_shape({Expr(4)});
+  const std::string msg = error_of([&] { lower(out, Schedule(), Target::sm90a()); });
+  CHECK(contains(msg, "two different funcs or inputs named 'dup'"));
+}
