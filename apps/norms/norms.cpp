@@ -48,10 +48,16 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
   n.inputs = {x};
   switch (kind) {
     case NormKind::softmax: {
-      Func stats(p + "softmax_stats");
-      stats(i) = reduce(algebra::softmax(f32), r, f32_of(x(i, r.x)));
-      n.out(i, j) = cast(t, exp(f32_of(x(i, j)) - stats(i)[0]) / stats(i)[1]);
-      n.reductions = {stats};
+      // The row is in shared memory, so two passes (max, then the sum of exponentials) cost one exp per
+      // element where the online softmax monoid's combine costs two.
+      Func peak(p + "softmax_max"), e(p + "softmax_exp"), total(p + "softmax_sum");
+      RDom q({{0, hidden}}, p + "q");
+      peak(i) = reduce(algebra::max(f32), r, f32_of(x(i, r.x)));
+      e(i, j) = exp(f32_of(x(i, j)) - peak(i));
+      total(i) = reduce(algebra::sum(f32), q, e(i, q.x));
+      n.out(i, j) = cast(t, e(i, j) / total(i));
+      n.reductions = {peak, total};
+      n.inlined = {e};
       break;
     }
     case NormKind::layernorm: {
