@@ -52,13 +52,15 @@ void register_input(const std::shared_ptr<InputContents> &in) {
   add(t.inputs, in);
 }
 
-std::shared_ptr<FuncContents> find_func(const std::string &name, const Halide::Internal::Parameter &identity) {
+std::shared_ptr<FuncContents> find_func(const std::string &name,
+                                        const Halide::Internal::Parameter &identity) {
   Table &t = table();
   std::lock_guard lock(t.mutex);
   return find<FuncContents>(t.funcs, name, identity, [](const FuncContents &f) { return f.identity; });
 }
 
-std::shared_ptr<InputContents> find_input(const std::string &name, const Halide::Internal::Parameter &identity) {
+std::shared_ptr<InputContents> find_input(const std::string &name,
+                                          const Halide::Internal::Parameter &identity) {
   Table &t = table();
   std::lock_guard lock(t.mutex);
   return find<InputContents>(t.inputs, name, identity, [](const InputContents &in) { return in.parameter; });

@@ -13,11 +13,16 @@ namespace {
 
 constexpr int kWarp = 32;
 
-bool by_threads(Binding b) { return b == Binding::thread || b == Binding::warp; }
-bool serial(Binding b) { return b == Binding::serial || b == Binding::unrolled; }
+bool by_threads(Binding b) {
+  return b == Binding::thread || b == Binding::warp;
+}
+bool serial(Binding b) {
+  return b == Binding::serial || b == Binding::unrolled;
+}
 
-// Replaces the serial reduction loops (adjacent, outermost first) by one flat loop dealt to `threads` threads:
-// flat = serial * threads + lane, the original loops recovered from flat, and flat < (their points) guarded.
+// Replaces the serial reduction loops (adjacent, outermost first) by one flat loop dealt to `threads`
+// threads: flat = serial * threads + lane, the original loops recovered from flat, and flat < (their points)
+// guarded.
 void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefix) {
   std::vector<int> at;
   for (size_t k = 0; k < loops.dims.size(); ++k)
@@ -26,7 +31,8 @@ void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefi
   for (size_t k = 1; k < at.size(); ++k)
     if (at[k] != at[k - 1] + 1)
       fail(
-          "schedule of '{}': the default tree deals its serial reduction loops to threads as one, but they are "
+          "schedule of '{}': the default tree deals its serial reduction loops to threads as one, but they "
+          "are "
           "not adjacent (the loops are {}); bind a reduction loop to threads yourself",
           loops.func, loops.names());
   const LoopDim serial_dim{prefix + ".serial", Halide::Expr(), true, Binding::serial};
@@ -108,14 +114,17 @@ CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, i
   t.reduction = reduction;
   const std::string &name = reduction.name();
   std::vector<Halide::Expr> extents;
-  for (const Var &v : reduction.definition().args) extents.push_back(Variable::make(Halide::Int(32), v.name() + ".extent"));
+  for (const Var &v : reduction.definition().args)
+    extents.push_back(Variable::make(Halide::Int(32), v.name() + ".extent"));
   t.loops = make_loops(reduction, extents, schedule);
   if (schedule && schedule->reduction_split()) {
     const ReductionSplit &s = *schedule->reduction_split();
     if (s.combine != SplitCombine::kernel)
-      fail("schedule of '{}': a cooperative tree split with split_reduction combines its parts with a kernel; use "
-           "SplitCombine::kernel",
-           name);
+      fail(
+          "schedule of '{}': a cooperative tree split with split_reduction combines its parts with a kernel; "
+          "use "
+          "SplitCombine::kernel",
+          name);
     t.part_loop = s.var + ".part";
     split_into_parts(t.loops, s.var, t.part_loop, s.parts, Binding::block_y);
   }
@@ -123,8 +132,8 @@ CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, i
     if (!d.reduction) continue;
     if (d.binding == Binding::thread) {
       if (!t.lane_loop.empty())
-        fail("schedule of '{}': reduction loops '{}' and '{}' are both bound to threads; fuse them first", name,
-             t.lane_loop, d.name);
+        fail("schedule of '{}': reduction loops '{}' and '{}' are both bound to threads; fuse them first",
+             name, t.lane_loop, d.name);
       t.lane_loop = d.name;
     } else if (d.binding == Binding::warp) {
       if (!t.warp_loop.empty())
@@ -132,34 +141,45 @@ CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, i
              t.warp_loop, d.name);
       t.warp_loop = d.name;
     } else if (!serial(d.binding) && d.name != t.part_loop) {
-      fail("schedule of '{}': reduction loop '{}' is bound to {}; a tree binds reduction loops to threads and warps, "
-           "and split_reduction spreads them over blocks",
-           name, d.name, to_string(d.binding));
+      fail(
+          "schedule of '{}': reduction loop '{}' is bound to {}; a tree binds reduction loops to threads and "
+          "warps, "
+          "and split_reduction spreads them over blocks",
+          name, d.name, to_string(d.binding));
     }
   }
   if (t.lane_loop.empty() && !t.warp_loop.empty())
-    fail("schedule of '{}': reduction loop '{}' is bound to warps, so bind a loop of 32 to the lanes (threads) too",
-         name, t.warp_loop);
+    fail(
+        "schedule of '{}': reduction loop '{}' is bound to warps, so bind a loop of 32 to the lanes "
+        "(threads) too",
+        name, t.warp_loop);
   if (t.lane_loop.empty()) {
     deal_to_threads(t.loops, default_threads, name);
     t.lane_loop = name + ".lane";
-    t.summary += fmt::format("  {}: default tree, its points dealt in turn to {} threads\n", name, default_threads);
+    t.summary +=
+        fmt::format("  {}: default tree, its points dealt in turn to {} threads\n", name, default_threads);
   }
   const int lanes = t.loops.dim(t.lane_loop).constant_extent(name, "a loop bound to threads");
-  const int warps = t.warp_loop.empty() ? 1 : t.loops.dim(t.warp_loop).constant_extent(name, "a loop bound to warps");
+  const int warps =
+      t.warp_loop.empty() ? 1 : t.loops.dim(t.warp_loop).constant_extent(name, "a loop bound to warps");
   if (!t.warp_loop.empty() && lanes != kWarp)
-    fail("schedule of '{}': loop '{}' is bound to the lanes of warps (another is bound to warps), so its extent must "
-         "be 32, not {}",
-         name, t.lane_loop, lanes);
+    fail(
+        "schedule of '{}': loop '{}' is bound to the lanes of warps (another is bound to warps), so its "
+        "extent must "
+        "be 32, not {}",
+        name, t.lane_loop, lanes);
   t.threads = lanes * warps;
   if (t.threads % kWarp != 0 || t.threads > 1024)
-    fail("schedule of '{}': the tree's loops bound to threads and warps give {} threads; a block's threads must be a "
-         "multiple of 32 up to 1024 (whole warps shuffle)",
-         name, t.threads);
-  t.summary += fmt::format("  {}: cooperative tree over {} threads ({} warp(s)): sequential folds, {} shuffle(s) "
-                           "per state component, {}\n",
-                           name, t.threads, t.threads / kWarp, masks_below(kWarp).size(),
-                           t.threads > kWarp ? "warps combined through shared memory" : "one warp");
+    fail(
+        "schedule of '{}': the tree's loops bound to threads and warps give {} threads; a block's threads "
+        "must be a "
+        "multiple of 32 up to 1024 (whole warps shuffle)",
+        name, t.threads);
+  t.summary += fmt::format(
+      "  {}: cooperative tree over {} threads ({} warp(s)): sequential folds, {} shuffle(s) "
+      "per state component, {}\n",
+      name, t.threads, t.threads / kWarp, masks_below(kWarp).size(),
+      t.threads > kWarp ? "warps combined through shared memory" : "one warp");
   return t;
 }
 
@@ -174,7 +194,8 @@ Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then
   // state = combine(state, lift(elements)) at this thread's points.
   const State a = m.lhs(), b = m.rhs(), x = m.element();
   std::vector<std::pair<std::string, Halide::Expr>> lets;
-  for (int e = 0; e < x.size(); ++e) lets.push_back({x[e].as<Variable>()->name, lowering.lower(d.reduction->elements[e])});
+  for (int e = 0; e < x.size(); ++e)
+    lets.push_back({x[e].as<Variable>()->name, lowering.lower(d.reduction->elements[e])});
   for (size_t c = 0; c < m.state.size(); ++c) lets.push_back({b[c].as<Variable>()->name, m.lift[c]});
   for (size_t c = 0; c < m.state.size(); ++c)
     lets.push_back({a[c].as<Variable>()->name, load(m.state[c].type, array(t, "state", m.state[c]), 0)});
@@ -182,7 +203,8 @@ Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then
   for (size_t c = 0; c < m.state.size(); ++c) {
     folds.push_back(store(array(t, "state", m.state[c]), m.combine[c], 0));
     inits.push_back(store(array(t, "state", m.state[c]), m.identity[c], 0));
-    publish.push_back(store(array(t, "result", m.state[c]), load(m.state[c].type, array(t, "state", m.state[c]), 0), 0));
+    publish.push_back(
+        store(array(t, "result", m.state[c]), load(m.state[c].type, array(t, "state", m.state[c]), 0), 0));
   }
   std::vector<Halide::Expr> guards;
   for (const Halide::Expr &g : t.loops.reduction_guards) guards.push_back(lowering.lower(g));
@@ -196,10 +218,11 @@ Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then
     for (size_t c = 0; c < m.state.size(); ++c) {
       const Component &s = m.state[c];
       to_warps.push_back(store(array(t, "warps", s), load(s.type, array(t, "state", s), 0), warp));
-      gather.push_back(store(array(t, "state", s),
-                             Halide::select(lane < warps, load(s.type, array(t, "warps", s), Halide::min(lane, warps - 1)),
-                                            m.identity[c]),
-                             0));
+      gather.push_back(
+          store(array(t, "state", s),
+                Halide::select(lane < warps, load(s.type, array(t, "warps", s), Halide::min(lane, warps - 1)),
+                               m.identity[c]),
+                0));
     }
     steps.push_back(guarded(lane == 0, block(to_warps)));
     steps.push_back(intrinsic::barrier());
@@ -213,14 +236,17 @@ Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then
   if (!t.warp_loop.empty()) tree = LetStmt::make(t.warp_loop, warp, tree);
   tree = LetStmt::make(t.lane_loop, t.warp_loop.empty() ? intrinsic::thread_index() : lane, tree);
   for (const Component &c : m.state) {
-    tree = Allocate::make(array(t, "state", c), c.type, Halide::MemoryType::Register, {1}, const_true(), tree);
+    tree =
+        Allocate::make(array(t, "state", c), c.type, Halide::MemoryType::Register, {1}, const_true(), tree);
     tree = Allocate::make(array(t, "peer", c), c.type, Halide::MemoryType::Register, {1}, const_true(), tree);
     if (warps > 1)
-      tree = Allocate::make(array(t, "warps", c), c.type, Halide::MemoryType::GPUShared, {warps}, const_true(), tree);
+      tree = Allocate::make(array(t, "warps", c), c.type, Halide::MemoryType::GPUShared, {warps},
+                            const_true(), tree);
   }
   Stmt body = block({tree, then});
   for (const Component &c : m.state)
-    body = Allocate::make(array(t, "result", c), c.type, Halide::MemoryType::GPUShared, {1}, const_true(), body);
+    body =
+        Allocate::make(array(t, "result", c), c.type, Halide::MemoryType::GPUShared, {1}, const_true(), body);
   return body;
 }
 

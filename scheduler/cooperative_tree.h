@@ -24,7 +24,7 @@ struct CooperativeTree {
   LoopStructure loops;  // the reduction's loops; its pure loops are not iterated (the point is given)
   int threads = 0;      // the block's threads, all of which take part
   std::string lane_loop, warp_loop;  // the reduction loops bound to threads and to warps ("" where none)
-  std::string part_loop;             // the loop of a split_reduction's parts, defined by the kernel ("" where none)
+  std::string part_loop;  // the loop of a split_reduction's parts, defined by the kernel ("" where none)
   std::string summary;
 };
 

@@ -95,7 +95,8 @@ void read_intermediates(ExprLowering &lowering, const std::vector<BufferArg> &in
   for (const BufferArg &b : intermediates)
     lowering.read_func_with(b.name, [b](const std::vector<Halide::Expr> &coords) {
       std::vector<Halide::Expr> clamped;
-      for (size_t d = 0; d < coords.size(); ++d) clamped.push_back(Halide::clamp(coords[d], 0, b.shape[d] - 1));
+      for (size_t d = 0; d < coords.size(); ++d)
+        clamped.push_back(Halide::clamp(coords[d], 0, b.shape[d] - 1));
       return load(b.type, b.name, flat_index(clamped, b.shape));
     });
 }

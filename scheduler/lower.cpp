@@ -31,7 +31,8 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
   }
   for (const Kernel &k : program.kernels)
     for (const ScalarArg &s : k.scalars)
-      if (std::none_of(program.scalars.begin(), program.scalars.end(), [&](auto &x) { return x.name == s.name; }))
+      if (std::none_of(program.scalars.begin(), program.scalars.end(),
+                       [&](auto &x) { return x.name == s.name; }))
         program.scalars.push_back(s);
   return program;
 }

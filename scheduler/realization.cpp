@@ -14,11 +14,16 @@ using namespace Halide::Internal;
 
 const char *to_string(Placement p) {
   switch (p) {
-    case Placement::inlined: return "inlined";
-    case Placement::at_consumer: return "computed at";
-    case Placement::epilogue: return "computed by its own schedule, its consumer fused as the epilogue:";
-    case Placement::root: return "compute_root";
-    case Placement::output: return "output";
+    case Placement::inlined:
+      return "inlined";
+    case Placement::at_consumer:
+      return "computed at";
+    case Placement::epilogue:
+      return "computed by its own schedule, its consumer fused as the epilogue:";
+    case Placement::root:
+      return "compute_root";
+    case Placement::output:
+      return "output";
   }
   return "?";
 }
@@ -66,7 +71,8 @@ Halide::Expr inline_calls(const FuncGraph &graph, const Realization &realization
     using IRMutator::visit;
     Halide::Expr visit(const Call *c) override {
       Halide::Expr mutated = IRMutator::visit(c);
-      if (c->call_type != Call::Halide || realization.of(c->name).placement != Placement::inlined) return mutated;
+      if (c->call_type != Call::Halide || realization.of(c->name).placement != Placement::inlined)
+        return mutated;
       const Call *call = mutated.as<Call>();
       const Definition &d = graph.func(c->name).definition();
       std::map<std::string, Halide::Expr> bound;
@@ -108,7 +114,8 @@ class Planner {
       } else if (fs && fs->computed_root()) {
         if (f.outputs() != 1)
           fail(
-              "schedule of '{}': compute_root() of a func of {} values is not supported (its buffer holds one "
+              "schedule of '{}': compute_root() of a func of {} values is not supported (its buffer holds "
+              "one "
               "value); compute each value as a func of its own",
               f.name(), f.outputs());
         r.placement = Placement::root;
@@ -163,7 +170,8 @@ class Planner {
       }
       if (homes.size() != 1) continue;  // a stage of its own
       const Func &consumer = graph_.func(*homes.begin());
-      if (consumer.definition().is_reduction() || realization_.of(consumer.name()).placement == Placement::at_consumer)
+      if (consumer.definition().is_reduction() ||
+          realization_.of(consumer.name()).placement == Placement::at_consumer)
         continue;
       const FuncSchedule *fs = schedule_.find(r.func.name());
       if (consumer.same_as(output) && reads_pointwise(consumer, r.func) && fs &&
@@ -200,14 +208,17 @@ class Planner {
       const std::vector<std::string> by = callers(name);
       if (std::find(by.begin(), by.end(), r.consumer) == by.end())
         fail(
-            "schedule of '{}': compute_at({}, {}) places it in '{}', which does not read it (it is read by {}); "
+            "schedule of '{}': compute_at({}, {}) places it in '{}', which does not read it (it is read by "
+            "{}); "
             "compute it at a loop of a func that reads it",
-            name, r.consumer, r.loop, r.consumer, by.empty() ? std::string("no computed func") : fmt::format("{}", fmt::join(by, ", ")));
+            name, r.consumer, r.loop, r.consumer,
+            by.empty() ? std::string("no computed func") : fmt::format("{}", fmt::join(by, ", ")));
       const Func &consumer = graph_.func(r.consumer);
       const std::vector<std::string> loops = loop_names(consumer, schedule_.find(r.consumer));
       if (std::find(loops.begin(), loops.end(), r.loop) == loops.end())
         fail(
-            "schedule of '{}': compute_at({}, {}) names loop '{}', which is not a loop of '{}' (its loops are "
+            "schedule of '{}': compute_at({}, {}) names loop '{}', which is not a loop of '{}' (its loops "
+            "are "
             "{}); name one of them",
             name, r.consumer, r.loop, r.loop, r.consumer, fmt::join(loops, ", "));
       if (!r.func.definition().is_reduction())
@@ -250,8 +261,8 @@ class Planner {
         for (size_t k = 0; k < c->args.size(); ++k) {
           const Interval i = bounds_of_expr_in_scope(c->args[k], scope);
           if (!i.is_bounded())
-            fail("func '{}' reads '{}' at coordinate {} = {}, whose bounds cannot be inferred", caller.func.name(),
-                 callee, k, c->args[k]);
+            fail("func '{}' reads '{}' at coordinate {} = {}, whose bounds cannot be inferred",
+                 caller.func.name(), callee, k, c->args[k]);
           bounds[k].include(i);
         }
       }
@@ -278,8 +289,8 @@ class Planner {
       if (bounds.empty()) fail("func '{}' is computed as a stage but nothing reads it", r.func.name());
       for (size_t k = 0; k < bounds.size(); ++k) {
         if (can_prove(bounds[k].min < 0))
-          fail("func '{}' is read at coordinate {} from {}, below 0; a stage's buffer starts at 0", r.func.name(), k,
-               bounds[k].min);
+          fail("func '{}' is read at coordinate {} from {}, below 0; a stage's buffer starts at 0",
+               r.func.name(), k, bounds[k].min);
         r.extents.push_back(simplify(bounds[k].max + 1));
       }
     }

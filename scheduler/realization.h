@@ -10,11 +10,12 @@
 //     loops that the reduction's coordinates depend on, one block per row, folded by the block's threads as
 //     a tree (long reductions get a cooperative tree per output point);
 //   - a reduction read from several funcs, or by another reduction, is a stage of its own (compute_root).
-// A reduction stage with no schedule is folded by a cooperative tree per output point (scheduler/row_kernel.h);
-// that includes contractions, which are not given the tensor-core schedule by default. A pure stage is one
-// block per row when reductions are computed at it, and elementwise (a thread per point) otherwise.
-// The output is always a stage. A stage's extents are the output's shape (Func::set_shape) or, for the other
-// stages, the bounds of what their consumers read (bounds inference over the consumers' footprints).
+// A reduction stage with no schedule is folded by a cooperative tree per output point
+// (scheduler/row_kernel.h); that includes contractions, which are not given the tensor-core schedule by
+// default. A pure stage is one block per row when reductions are computed at it, and elementwise (a thread
+// per point) otherwise. The output is always a stage. A stage's extents are the output's shape
+// (Func::set_shape) or, for the other stages, the bounds of what their consumers read (bounds inference over
+// the consumers' footprints).
 #include <string>
 #include <vector>
 
@@ -35,9 +36,9 @@ const char *to_string(Placement p);
 struct FuncRealization {
   Func func;
   Placement placement = Placement::inlined;
-  std::string consumer, loop;        // at_consumer: where (an empty loop: the row); epilogue: the output
-  std::vector<Halide::Expr> extents; // root and output: the extents it is computed over
-  bool by_default = false;           // placed by the rule above, not by the schedule
+  std::string consumer, loop;         // at_consumer: where (an empty loop: the row); epilogue: the output
+  std::vector<Halide::Expr> extents;  // root and output: the extents it is computed over
+  bool by_default = false;            // placed by the rule above, not by the schedule
 };
 
 struct Realization {

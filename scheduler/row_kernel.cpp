@@ -47,7 +47,8 @@ std::vector<const Call *> calls_named(const Halide::Expr &e, const std::string &
     using IRVisitor::visit;
     void visit(const Call *c) override {
       IRVisitor::visit(c);
-      if ((c->call_type == Call::Halide || c->call_type == Call::Image) && c->name == name) found.push_back(c);
+      if ((c->call_type == Call::Halide || c->call_type == Call::Image) && c->name == name)
+        found.push_back(c);
     }
   } calls(name);
   e.accept(&calls);
@@ -60,7 +61,9 @@ bool uses_any(const Halide::Expr &e, const std::set<std::string> &vars) {
   return false;
 }
 
-std::string join(const std::vector<Halide::Expr> &v) { return fmt::format("{}", fmt::join(v, ", ")); }
+std::string join(const std::vector<Halide::Expr> &v) {
+  return fmt::format("{}", fmt::join(v, ", "));
+}
 
 void finish(Kernel &k, const StageKernelRequest &r) {
   collect_arguments(*r.graph, k, r.output_buffers, r.intermediates);
@@ -75,11 +78,13 @@ Kernel pointwise_stage(const StageKernelRequest &r) {
     for (size_t a = 0; a < d.args.size(); ++a) lowering.bind(d.args[a].name(), coords[a]);
     std::vector<Stmt> stores;
     for (size_t o = 0; o < d.values.size(); ++o)
-      stores.push_back(store(r.output_buffers[o].name, Halide::cast(r.output_buffers[o].type, lowering.lower(d.values[o])),
+      stores.push_back(store(r.output_buffers[o].name,
+                             Halide::cast(r.output_buffers[o].type, lowering.lower(d.values[o])),
                              flat_index(coords, r.extents)));
     return block(stores);
   });
-  k.schedule_summary = fmt::format("  {}: elementwise, one thread per point, 256 threads per block\n", r.stage.name());
+  k.schedule_summary =
+      fmt::format("  {}: elementwise, one thread per point, 256 threads per block\n", r.stage.name());
   finish(k, r);
   return k;
 }
@@ -123,8 +128,8 @@ class RowKernelBuilder {
   }
 
   // Records where `caller` reads each row reduction in `e`, whose variables `bound` gives in stage terms.
-  void note_calls(const std::string &caller, const Halide::Expr &e, const std::map<std::string, Halide::Expr> &bound,
-                  const std::set<std::string> &rvars) {
+  void note_calls(const std::string &caller, const Halide::Expr &e,
+                  const std::map<std::string, Halide::Expr> &bound, const std::set<std::string> &rvars) {
     for (RowReduction &r : reductions_)
       for (const Call *c : calls_named(e, r.realization->func.name())) {
         std::vector<Halide::Expr> point;
@@ -132,9 +137,11 @@ class RowKernelBuilder {
         for (const Halide::Expr &p : point)
           if (uses_any(p, rvars))
             fail(
-                "func '{}' reads '{}' at ({}), which changes along its own reduction, so '{}' cannot be computed "
+                "func '{}' reads '{}' at ({}), which changes along its own reduction, so '{}' cannot be "
+                "computed "
                 "once per row of '{}'; compute it with compute_root()",
-                caller, r.realization->func.name(), join(point), r.realization->func.name(), req_.stage.name());
+                caller, r.realization->func.name(), join(point), r.realization->func.name(),
+                req_.stage.name());
         if (r.point.empty()) {
           r.point = point;
           continue;
@@ -142,7 +149,8 @@ class RowKernelBuilder {
         for (size_t k = 0; k < point.size(); ++k)
           if (!can_prove(point[k] == r.point[k]))
             fail(
-                "'{}' is read at ({}) and at ({}) in one row of '{}'; a reduction computed at a row has one point "
+                "'{}' is read at ({}) and at ({}) in one row of '{}'; a reduction computed at a row has one "
+                "point "
                 "there: compute it with compute_root()",
                 r.realization->func.name(), join(r.point), join(point), req_.stage.name());
       }
@@ -179,7 +187,8 @@ class RowKernelBuilder {
     for (const Halide::Expr &v : inlined(def_.values)) note_calls(req_.stage.name(), v, {}, {});
     for (auto it = reductions_.rbegin(); it != reductions_.rend(); ++it) {
       const Func &f = it->realization->func;
-      TWIST_CHECK(!it->point.empty(), "reduction '{}' computed at '{}' is not read there", f.name(), req_.stage.name());
+      TWIST_CHECK(!it->point.empty(), "reduction '{}' computed at '{}' is not read there", f.name(),
+                  req_.stage.name());
       for (const Halide::Expr &e : inlined(expressions(f.definition())))
         note_calls(f.name(), e, pure_binding(*it), rvars_of(f));
     }
@@ -198,9 +207,11 @@ class RowKernelBuilder {
         if (def_.args[a].name() == r.realization->loop) at = static_cast<int>(a);
       if (at < 0)
         fail(
-            "schedule of '{}': compute_at({}, {}) at a row: the loop must be one of '{}''s own variables ({}), "
+            "schedule of '{}': compute_at({}, {}) at a row: the loop must be one of '{}''s own variables "
+            "({}), "
             "unsplit",
-            r.realization->func.name(), req_.stage.name(), r.realization->loop, req_.stage.name(), arg_names());
+            r.realization->func.name(), req_.stage.name(), r.realization->loop, req_.stage.name(),
+            arg_names());
       if (at > asked) asker = &r;
       asked = std::max(asked, at);
     }
@@ -210,15 +221,18 @@ class RowKernelBuilder {
         for (const Halide::Expr &p : r.point)
           if (expr_uses_var(p, def_.args[used].name())) reader = &r;
       fail(
-          "schedule of '{}': compute_at({}, {}) computes it once per iteration of loop '{}', but '{}' is read at ({}), "
+          "schedule of '{}': compute_at({}, {}) computes it once per iteration of loop '{}', but '{}' is "
+          "read at ({}), "
           "which changes inside that loop (with '{}'); compute it at loop '{}'",
-          asker->realization->func.name(), req_.stage.name(), asker->realization->loop, asker->realization->loop,
-          reader->realization->func.name(), join(reader->point), def_.args[used].name(), def_.args[used].name());
+          asker->realization->func.name(), req_.stage.name(), asker->realization->loop,
+          asker->realization->loop, reader->realization->func.name(), join(reader->point),
+          def_.args[used].name(), def_.args[used].name());
     }
     row_dims_ = std::max(used, asked) + 1;
     for (int a = 0; a < static_cast<int>(def_.args.size()); ++a)
       (a < row_dims_ ? row_extents_ : column_extents_).push_back(req_.extents[a]);
-    for (int a = row_dims_; a < static_cast<int>(def_.args.size()); ++a) column_vars_.insert(def_.args[a].name());
+    for (int a = row_dims_; a < static_cast<int>(def_.args.size()); ++a)
+      column_vars_.insert(def_.args[a].name());
   }
 
   void plan_trees() {
@@ -231,18 +245,22 @@ class RowKernelBuilder {
       if (!binds_reduction_to_threads(r.realization->func, fs)) continue;
       const int t = plan_tree(r.realization->func, fs, threads_).threads;
       if (bound && t != threads_)
-        fail("schedule of '{}': its tree uses {} threads but the tree of '{}' in the same row of '{}' uses {}; give "
-             "both the same",
-             r.realization->func.name(), t, bound->realization->func.name(), req_.stage.name(), threads_);
+        fail(
+            "schedule of '{}': its tree uses {} threads but the tree of '{}' in the same row of '{}' uses "
+            "{}; give "
+            "both the same",
+            r.realization->func.name(), t, bound->realization->func.name(), req_.stage.name(), threads_);
       bound = &r;
       threads_ = t;
     }
     for (RowReduction &r : reductions_) {
       const FuncSchedule *fs = req_.schedule->find(r.realization->func.name());
       if (fs && fs->reduction_split())
-        fail("schedule of '{}': split_reduction spreads a reduction over blocks, but it is computed at a row of '{}' "
-             "(one block); compute it with compute_root() to split it",
-             r.realization->func.name(), req_.stage.name());
+        fail(
+            "schedule of '{}': split_reduction spreads a reduction over blocks, but it is computed at a row "
+            "of '{}' "
+            "(one block); compute it with compute_root() to split it",
+            r.realization->func.name(), req_.stage.name());
       r.tree = plan_tree(r.realization->func, fs, threads_);
       summary_ += r.tree.summary;
     }
@@ -257,7 +275,8 @@ class RowKernelBuilder {
       for (const Halide::Expr &e : inlined(expressions(r.realization->func.definition())))
         computed.push_back(substitute(pure_binding(r), e));
     bool placed_by_schedule = false;
-    for (const RowReduction &r : reductions_) placed_by_schedule = placed_by_schedule || !r.realization->by_default;
+    for (const RowReduction &r : reductions_)
+      placed_by_schedule = placed_by_schedule || !r.realization->by_default;
     int bytes = 0;
     for (const Input &in : req_.graph->inputs) {
       std::vector<const Call *> reads;
@@ -273,25 +292,30 @@ class RowKernelBuilder {
                     can_prove(c->args[k] == prefix[k]);
       if (!one_row) continue;
       if (!length) {
-        summary_ += fmt::format("  input '{}' is read {} times per row from global memory: its row length {} is not a "
-                                "constant, so it is not kept in shared memory\n",
-                                in.name(), reads.size(), in.shape().back());
+        summary_ += fmt::format(
+            "  input '{}' is read {} times per row from global memory: its row length {} is not a "
+            "constant, so it is not kept in shared memory\n",
+            in.name(), reads.size(), in.shape().back());
         continue;
       }
       const int demand = static_cast<int>(*length) * in.type().bytes();
       if (bytes + demand + kTreeReserve > req_.target.max_shared_bytes_per_block) {
         if (placed_by_schedule)
           fail(
-              "schedule of '{}': computed at loop '{}' of '{}', it keeps the row of input '{}' in shared memory "
-              "({} elements of {} B: {} bytes), {} bytes in all with the rows kept already ({} B) and the trees' "
-              "arrays ({} B), but {} allows {} bytes per block; leave the reduction unscheduled (the default reads "
+              "schedule of '{}': computed at loop '{}' of '{}', it keeps the row of input '{}' in shared "
+              "memory "
+              "({} elements of {} B: {} bytes), {} bytes in all with the rows kept already ({} B) and the "
+              "trees' "
+              "arrays ({} B), but {} allows {} bytes per block; leave the reduction unscheduled (the default "
+              "reads "
               "the input again from global memory) or compute it with compute_root()",
               first_scheduled()->func.name(), first_scheduled()->loop, req_.stage.name(), in.name(), *length,
               in.type().bytes(), demand, bytes + demand + kTreeReserve, bytes, kTreeReserve, req_.target.arch,
               req_.target.max_shared_bytes_per_block);
-        summary_ += fmt::format("  input '{}' is read {} times per row from global memory: its row ({} B) does not fit "
-                                "in shared memory\n",
-                                in.name(), reads.size(), demand);
+        summary_ += fmt::format(
+            "  input '{}' is read {} times per row from global memory: its row ({} B) does not fit "
+            "in shared memory\n",
+            in.name(), reads.size(), demand);
         continue;
       }
       bytes += demand;
@@ -317,9 +341,10 @@ class RowKernelBuilder {
     const int copies = c.length / per_copy;
     const std::string s = row_buffer(c) + ".s";
     const Halide::Expr q = var(s) * threads_ + intrinsic::thread_index();
-    const Stmt one = vectors ? intrinsic::copy({row_buffer(c), q * per_copy, c.input.name(), base + q * per_copy,
-                                                kVectorBytes, Halide::Expr(kVectorBytes), true})
-                             : store(row_buffer(c), load(c.input.type(), c.input.name(), base + q), q);
+    const Stmt one = vectors
+                         ? intrinsic::copy({row_buffer(c), q * per_copy, c.input.name(), base + q * per_copy,
+                                            kVectorBytes, Halide::Expr(kVectorBytes), true})
+                         : store(row_buffer(c), load(c.input.type(), c.input.name(), base + q), q);
     Stmt loop = For::make(s, 0, (copies + threads_ - 1) / threads_, ForType::Serial, Halide::DeviceAPI::None,
                           guarded(q < copies, one));
     if (vectors) loop = block({loop, intrinsic::async_commit(), intrinsic::async_wait(0)});
@@ -337,20 +362,23 @@ class RowKernelBuilder {
       const int length = c.length;
       const std::string buffer = row_buffer(c);
       const Type t = c.input.type();
-      summary_ += fmt::format("  input '{}': its row of {} elements read once into shared memory{}\n", c.input.name(),
-                              c.length, (c.length * t.bytes()) % kVectorBytes == 0 ? " with 16-byte cp.async copies" : "");
+      summary_ += fmt::format(
+          "  input '{}': its row of {} elements read once into shared memory{}\n", c.input.name(), c.length,
+          (c.length * t.bytes()) % kVectorBytes == 0 ? " with 16-byte cp.async copies" : "");
       lowering.read_input_with(c.input.name(), [buffer, t, length](const std::vector<Halide::Expr> &coords) {
         return load(t, buffer, Halide::clamp(coords.back(), 0, length - 1));
       });
     }
-    lowering.on_func_call([this](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
-      const RowReduction *r = find(c->name);
-      if (!r) return std::nullopt;
-      for (size_t k = 0; k < args.size(); ++k)
-        TWIST_CHECK(can_prove(args[k] == r->point[k]), "'{}' read at ({}) in the row where it is computed at ({})",
-                    c->name, join(args), join(r->point));
-      return tree_values(r->tree)[c->value_index];
-    });
+    lowering.on_func_call(
+        [this](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
+          const RowReduction *r = find(c->name);
+          if (!r) return std::nullopt;
+          for (size_t k = 0; k < args.size(); ++k)
+            TWIST_CHECK(can_prove(args[k] == r->point[k]),
+                        "'{}' read at ({}) in the row where it is computed at ({})", c->name, join(args),
+                        join(r->point));
+          return tree_values(r->tree)[c->value_index];
+        });
 
     // The row's points of the stage, dealt to the threads in turn.
     const Halide::Expr columns = product(column_extents_);
@@ -364,9 +392,11 @@ class RowKernelBuilder {
                              flat_index(at, req_.extents)));
     std::vector<std::pair<std::string, Halide::Expr>> column_lets;
     const std::vector<Halide::Expr> column_coords = point_coords(column_extents_, c);
-    for (size_t k = 0; k < column_coords.size(); ++k) column_lets.push_back({def_.args[row_dims_ + k].name(), column_coords[k]});
+    for (size_t k = 0; k < column_coords.size(); ++k)
+      column_lets.push_back({def_.args[row_dims_ + k].name(), column_coords[k]});
     Stmt body = For::make("column.s", 0, simplify((columns + (threads_ - 1)) / threads_), ForType::Serial,
-                          Halide::DeviceAPI::None, guarded(simplify(c < columns), let_all(column_lets, block(stores))));
+                          Halide::DeviceAPI::None,
+                          guarded(simplify(c < columns), let_all(column_lets, block(stores))));
     for (auto it = reductions_.rbegin(); it != reductions_.rend(); ++it) {
       ExprLowering own = lowering;
       own.bind(pure_binding(*it));
@@ -374,8 +404,8 @@ class RowKernelBuilder {
     }
     if (!fills.empty()) body = block({block(fills), intrinsic::barrier(), body});
     for (const CachedRow &cached : cached_)
-      body = Allocate::make(row_buffer(cached), cached.input.type(), Halide::MemoryType::GPUShared, {cached.length},
-                            const_true(), body);
+      body = Allocate::make(row_buffer(cached), cached.input.type(), Halide::MemoryType::GPUShared,
+                            {cached.length}, const_true(), body);
     std::vector<std::pair<std::string, Halide::Expr>> row_lets;
     const std::vector<Halide::Expr> row_coords = point_coords(row_extents_, intrinsic::block_index(0));
     for (size_t k = 0; k < row_coords.size(); ++k) row_lets.push_back({def_.args[k].name(), row_coords[k]});
@@ -388,14 +418,16 @@ class RowKernelBuilder {
     k.body = simplify_exprs(body);
     std::vector<std::string> row_names;
     for (int a = 0; a < row_dims_; ++a) row_names.push_back(def_.args[a].name());
-    k.schedule_summary = fmt::format("  {}: one block of {} threads per row ({}), {} point(s) of the row per thread\n",
-                                     req_.stage.name(), threads_, row_names.empty() ? "the whole func" : fmt::format("{}", fmt::join(row_names, ", ")),
-                                     simplify((columns + (threads_ - 1)) / threads_)) +
-                         summary_;
+    k.schedule_summary =
+        fmt::format("  {}: one block of {} threads per row ({}), {} point(s) of the row per thread\n",
+                    req_.stage.name(), threads_,
+                    row_names.empty() ? "the whole func" : fmt::format("{}", fmt::join(row_names, ", ")),
+                    simplify((columns + (threads_ - 1)) / threads_)) +
+        summary_;
     finish(k, req_);
     if (k.shared_bytes > req_.target.max_shared_bytes_per_block)
-      fail("the row kernel of '{}' needs {} bytes of shared memory per block, but {} allows {}", req_.stage.name(),
-           k.shared_bytes, req_.target.arch, req_.target.max_shared_bytes_per_block);
+      fail("the row kernel of '{}' needs {} bytes of shared memory per block, but {} allows {}",
+           req_.stage.name(), k.shared_bytes, req_.target.arch, req_.target.max_shared_bytes_per_block);
     return k;
   }
 
@@ -425,7 +457,8 @@ Kernel build_tree_kernel(const StageKernelRequest &r) {
   const Func &f = r.stage;
   const Definition &d = f.definition();
   Halide::Expr points = 1;
-  for (int k = 0; k < d.reduction->domain.dimensions(); ++k) points = points * d.reduction->domain[k].extent();
+  for (int k = 0; k < d.reduction->domain.dimensions(); ++k)
+    points = points * d.reduction->domain[k].extent();
   const FuncSchedule *fs = r.schedule->find(f.name());
   const CooperativeTree tree = plan_tree(f, fs, row_threads(points, 4));
   const int parts = fs && fs->reduction_split() ? fs->reduction_split()->parts : 1;
@@ -439,7 +472,8 @@ Kernel build_tree_kernel(const StageKernelRequest &r) {
     where.insert(where.end(), at.begin(), at.end());
     shape.insert(shape.end(), r.extents.begin(), r.extents.end());
     const std::vector<Halide::Expr> state = tree_state(tree);
-    for (size_t c = 0; c < state.size(); ++c) stores.push_back(store(r.output_buffers[c].name, state[c], flat_index(where, shape)));
+    for (size_t c = 0; c < state.size(); ++c)
+      stores.push_back(store(r.output_buffers[c].name, state[c], flat_index(where, shape)));
   } else {
     const std::vector<Halide::Expr> values = tree_values(tree);
     for (size_t o = 0; o < values.size(); ++o)

@@ -115,13 +115,15 @@ FuncSchedule &FuncSchedule::raster(int group) {
 }
 
 FuncSchedule &FuncSchedule::compute_at(const Func &consumer, const LoopVar &at) {
-  if (compute_root_) fail("schedule of '{}': compute_at() after compute_root(); choose one place for it", func_);
+  if (compute_root_)
+    fail("schedule of '{}': compute_at() after compute_root(); choose one place for it", func_);
   compute_at_ = ComputeAt{consumer.name(), at.name()};
   return *this;
 }
 
 FuncSchedule &FuncSchedule::compute_root() {
-  if (compute_at_) fail("schedule of '{}': compute_root() after compute_at(); choose one place for it", func_);
+  if (compute_at_)
+    fail("schedule of '{}': compute_root() after compute_at(); choose one place for it", func_);
   compute_root_ = true;
   return *this;
 }

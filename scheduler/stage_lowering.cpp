@@ -103,9 +103,12 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
 std::string approve_tree(const Func &f, const Schedule &schedule) {
   const FuncSchedule *fs = schedule.find(f.name());
   std::optional<algebra::AssociativityOverride> user_override;
-  if (fs && fs->associativity_override()) user_override = algebra::AssociativityOverride{*fs->associativity_override()};
+  if (fs && fs->associativity_override())
+    user_override = algebra::AssociativityOverride{*fs->associativity_override()};
   const std::string what = fmt::format("cooperative tree of {} across the threads of a block", f.name());
-  return "  " + algebra::require_reassociable(*f.definition().reduction->monoid, what, user_override).to_string() + "\n";
+  return "  " +
+         algebra::require_reassociable(*f.definition().reduction->monoid, what, user_override).to_string() +
+         "\n";
 }
 
 void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage, const Func &reduced,
@@ -211,7 +214,8 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
           reduction);
     Kernel zero =
         pointwise_kernel(kernel_name + "_zero", extents, [&](const std::vector<Halide::Expr> &coords) {
-          return stmt::store(buffers[0].name, make_zero(output.output_types()[0]), flat_index(coords, extents));
+          return stmt::store(buffers[0].name, make_zero(output.output_types()[0]),
+                             flat_index(coords, extents));
         });
     collect_arguments(graph, zero, buffers);
     kernels.push_back(zero);
@@ -228,8 +232,8 @@ void tree_stage(const StageContext &ctx, const FuncRealization &stage, const std
                 const std::string &kernel_name, LoweredProgram &program) {
   const Func &f = stage.func;
   const std::string approval = approve_tree(f, *ctx.schedule);
-  StageKernelRequest request{ctx.graph, ctx.realization, ctx.schedule, ctx.target, kernel_name, f,
-                             stage.extents,  buffers,      false,        ctx.intermediates};
+  StageKernelRequest request{ctx.graph, ctx.realization, ctx.schedule, ctx.target, kernel_name,
+                             f,         stage.extents,   buffers,      false,      ctx.intermediates};
   const FuncSchedule *fs = ctx.schedule->find(f.name());
   if (!fs || !fs->reduction_split()) {
     program.kernels.push_back(build_tree_kernel(request));
@@ -275,16 +279,18 @@ void lower_stage(const StageContext &ctx, const FuncRealization &stage, const st
   const Func &f = stage.func;
   if (f.definition().is_reduction()) {
     const FuncSchedule *fs = ctx.schedule->find(f.name());
-    if (!fs || binds_reduction_to_threads(f, fs)) return tree_stage(ctx, stage, buffers, kernel_name, program);
+    if (!fs || binds_reduction_to_threads(f, fs))
+      return tree_stage(ctx, stage, buffers, kernel_name, program);
     return tiled_reduction_stage(ctx, stage, f, buffers, kernel_name, program);
   }
   for (const FuncRealization &r : ctx.realization->funcs)
     if (r.placement == Placement::epilogue && r.consumer == f.name())
       return tiled_reduction_stage(ctx, stage, r.func, buffers, kernel_name, program);
   std::string approvals;
-  for (const FuncRealization *r : ctx.realization->computed_at(f.name())) approvals += approve_tree(r->func, *ctx.schedule);
-  StageKernelRequest request{ctx.graph, ctx.realization, ctx.schedule, ctx.target, kernel_name, f,
-                             stage.extents,  buffers,      false,        ctx.intermediates};
+  for (const FuncRealization *r : ctx.realization->computed_at(f.name()))
+    approvals += approve_tree(r->func, *ctx.schedule);
+  StageKernelRequest request{ctx.graph, ctx.realization, ctx.schedule, ctx.target, kernel_name,
+                             f,         stage.extents,   buffers,      false,      ctx.intermediates};
   program.kernels.push_back(build_row_kernel(request));
   program.kernels.back().schedule_summary = approvals + program.kernels.back().schedule_summary;
 }

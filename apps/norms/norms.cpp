@@ -8,11 +8,16 @@ namespace twist::apps {
 
 const char *to_string(NormKind k) {
   switch (k) {
-    case NormKind::softmax: return "softmax";
-    case NormKind::layernorm: return "layernorm";
-    case NormKind::rmsnorm: return "rmsnorm";
-    case NormKind::add_rmsnorm: return "add_rmsnorm";
-    case NormKind::swiglu: return "swiglu";
+    case NormKind::softmax:
+      return "softmax";
+    case NormKind::layernorm:
+      return "layernorm";
+    case NormKind::rmsnorm:
+      return "rmsnorm";
+    case NormKind::add_rmsnorm:
+      return "add_rmsnorm";
+    case NormKind::swiglu:
+      return "swiglu";
   }
   return "?";
 }
@@ -31,7 +36,8 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
   const std::string p = o.prefix;
   const Type t = o.dtype;
   const Expr hidden(o.hidden);
-  Norm n{kind, o, SizeParam(p + "rows"), {}, Var("i"), Var("j"), RDom({{0, hidden}}, p + "r"), {}, {}, Func(p + to_string(kind))};
+  Norm n{kind, o,  SizeParam(p + "rows"),    {}, Var("i"), Var("j"), RDom({{0, hidden}}, p + "r"),
+         {},   {}, Func(p + to_string(kind))};
   const Var &i = n.i, &j = n.j;
   const RDom &r = n.r;
   const float eps = o.eps;
@@ -66,7 +72,8 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
       n.inputs.push_back(b);
       Func stats(p + "layernorm_stats");
       stats(i) = reduce(algebra::welford(f32), r, f32_of(x(i, r.x)));
-      n.out(i, j) = cast(t, (f32_of(x(i, j)) - stats(i)[0]) * rsqrt(stats(i)[1] + eps) * f32_of(w(j)) + f32_of(b(j)));
+      n.out(i, j) =
+          cast(t, (f32_of(x(i, j)) - stats(i)[0]) * rsqrt(stats(i)[1] + eps) * f32_of(w(j)) + f32_of(b(j)));
       n.reductions = {stats};
       break;
     }
@@ -92,7 +99,8 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
       n.inlined = {h};
       break;
     }
-    case NormKind::swiglu: break;
+    case NormKind::swiglu:
+      break;
   }
   n.out.set_shape({n.rows, hidden});
   return n;

@@ -1,12 +1,12 @@
 #pragma once
 // The row-wise ops LLMs run between their GEMMs, as twist programs over rows of `hidden` elements:
-//   softmax      y = exp(x - m) / l, m = reduce(max, over the row, x), l = reduce(sum, over the row, exp(x - m))
-//   layernorm    y = (x - mean) rsqrt(var + eps) w + b, (mean, var) = reduce(Welford, over the row, x)
+//   softmax      y = exp(x - m) / l, m = reduce(max, over the row, x), l = reduce(sum, over the row, exp(x -
+//   m)) layernorm    y = (x - mean) rsqrt(var + eps) w + b, (mean, var) = reduce(Welford, over the row, x)
 //   rmsnorm      y = x rsqrt(ss / hidden + eps) w, ss = reduce(sum, over the row, x^2)
 //   add_rmsnorm  h = x + residual, y = rmsnorm(h): two outputs, h and y (the residual stream and the norm)
 //   swiglu       y = silu(x[:, :hidden]) * x[:, hidden:], from gate and up projections side by side
-// Arithmetic in f32, inputs and outputs in f16 or bf16. The row length is a constant of the program (so that a
-// row can be kept in shared memory and x read once); the number of rows is the size parameter `rows`.
+// Arithmetic in f32, inputs and outputs in f16 or bf16. The row length is a constant of the program (so that
+// a row can be kept in shared memory and x read once); the number of rows is the size parameter `rows`.
 #include <optional>
 #include <string>
 #include <vector>

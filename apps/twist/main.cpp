@@ -8,7 +8,8 @@
 //                     [--stages 3] [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G] --out DIR
 //       Writes the kernels, cubins (sm_90a) and a launch manifest for those shapes; the output type is
 //       the input type unless --output says otherwise.
-//   twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H [--dtype f16|bf16] --out DIR
+//   twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H
+//                      [--dtype f16|bf16] --out DIR
 //       The same for a row-wise op of apps/norms (its manifest notes the bytes the op must move).
 #include <cmath>
 #include <cstdio>
@@ -73,7 +74,8 @@ Options parse(int argc, char **argv, int first) {
         if (comma == std::string::npos) comma = value.size();
         const std::string what = value.substr(start, comma - start);
         if (!std::set<std::string>{"funcs", "schedule", "realization", "loopnest", "cuda"}.count(what))
-          fail("--dump={}: unknown stage '{}'; the stages are funcs, schedule, realization, loopnest, cuda", value, what);
+          fail("--dump={}: unknown stage '{}'; the stages are funcs, schedule, realization, loopnest, cuda",
+               value, what);
         o.dumps.insert(what);
         start = comma + 1;
       }
@@ -386,7 +388,8 @@ int main(int argc, char **argv) {
       return export_gemm(parse(argc, argv, 3));
     if (command == "export" && argc >= 3 && std::string(argv[2]) == "attention")
       return export_attention(parse(argc, argv, 3));
-    if (command == "export" && argc >= 3 && std::string(argv[2]) == "norms") return export_norms(parse(argc, argv, 3));
+    if (command == "export" && argc >= 3 && std::string(argv[2]) == "norms")
+      return export_norms(parse(argc, argv, 3));
   } catch (const twist::Error &e) {
     std::cerr << "twist: " << e.what() << "\n";
     return 1;

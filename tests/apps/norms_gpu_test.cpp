@@ -50,16 +50,19 @@ TEST_CASE("GPU: softmax, LayerNorm, RMSNorm, add + RMSNorm and SwiGLU match the 
           inputs.emplace(in.name(), reference::random_normal(t, shape, seed++));
         }
         INFO(to_string(kind), " ", type_name(t), " hidden ", hidden);
-        CHECK(gpu_error(n.out, schedule_norm(n), inputs, {{n.rows.name(), rows}}) < (t == f16 ? 2e-3 : 1.6e-2));
+        CHECK(gpu_error(n.out, schedule_norm(n), inputs, {{n.rows.name(), rows}}) <
+              (t == f16 ? 2e-3 : 1.6e-2));
       }
 }
 
 TEST_CASE("GPU: programs with no schedule run: RMSNorm, a split tree and a contraction") {
   TWIST_REQUIRE_GPU();
   {
-    const Norm n = make_norm(NormKind::rmsnorm, {.dtype = f16, .hidden = 333, .eps = 1e-6f, .prefix = "gpu_ns_"});
-    const std::map<std::string, HostTensor> inputs = {{"gpu_ns_x", reference::random_normal(f16, {50, 333}, 3)},
-                                                      {"gpu_ns_w", reference::random_normal(f16, {333}, 4)}};
+    const Norm n =
+        make_norm(NormKind::rmsnorm, {.dtype = f16, .hidden = 333, .eps = 1e-6f, .prefix = "gpu_ns_"});
+    const std::map<std::string, HostTensor> inputs = {
+        {"gpu_ns_x", reference::random_normal(f16, {50, 333}, 3)},
+        {"gpu_ns_w", reference::random_normal(f16, {333}, 4)}};
     CHECK(gpu_error(n.out, Schedule(), inputs, {{n.rows.name(), 50}}) < 2e-3);
   }
   SizeParam rows("gpu_rows"), cols("gpu_cols");

@@ -45,8 +45,8 @@ int global_reads(const Kernel &k, const std::string &name) {
 }
 
 // Every output element of the interpreted program against the exact oracle: equal where the oracle is not
-// finite (a row of -inf gives -inf or the monoid's empty value), within `tolerance` relative to the row's scale
-// elsewhere.
+// finite (a row of -inf gives -inf or the monoid's empty value), within `tolerance` relative to the row's
+// scale elsewhere.
 void check_elementwise(const Func &out, const Schedule &s, const Tensors &inputs,
                        const std::map<std::string, double> &scalars, double tolerance) {
   const LoweredProgram program = lower(out, s, Target::sm90a());
@@ -128,7 +128,8 @@ TEST_CASE("a reduction read by a consumer of higher rank is computed at its row"
   y.set_shape({rows, cols});
   const LoweredProgram p = lower(y, Schedule(), Target::sm90a());
   CHECK(p.kernels.size() == 1);
-  CHECK(contains(p.kernels[0].schedule_summary, "not a constant"));  // x is read twice: its row length is symbolic
+  CHECK(contains(p.kernels[0].schedule_summary,
+                 "not a constant"));  // x is read twice: its row length is symbolic
   for (const int c : {1, 33, 300}) {
     const std::map<std::string, double> sizes = {{"hr_rows", 4}, {"hr_cols", c}};
     CHECK(lowered_error(y, Schedule(), random_inputs(y, sizes, 5), sizes) < 1e-6);
@@ -165,7 +166,10 @@ TEST_CASE("a compute_root stage feeds a GEMM through a workspace") {
   c.set_shape({M, N});
   Schedule s;
   s[act].compute_root();
-  s[c].split(i, "io", "ii", 1).split(j, "jo", "ji", 32).bind("io", Binding::block_y).bind("jo", Binding::block_x)
+  s[c].split(i, "io", "ii", 1)
+      .split(j, "jo", "ji", 32)
+      .bind("io", Binding::block_y)
+      .bind("jo", Binding::block_x)
       .bind("ji", Binding::thread);
   const LoweredProgram p = lower(c, s, Target::sm90a());
   REQUIRE(p.kernels.size() == 2);
@@ -180,7 +184,8 @@ TEST_CASE("a compute_root stage feeds a GEMM through a workspace") {
 TEST_CASE("a func of two outputs: fused residual add and RMSNorm") {
   const int cols = 120;
   SizeParam rows("res_rows");
-  Input x("res_x", f16, {rows, Expr(cols)}), res("res_res", f16, {rows, Expr(cols)}), w("res_w", f16, {Expr(cols)});
+  Input x("res_x", f16, {rows, Expr(cols)}), res("res_res", f16, {rows, Expr(cols)}),
+      w("res_w", f16, {Expr(cols)});
   Var i("i"), j("j");
   RDom r({{0, cols}}, "res_r");
   Func h("res_h"), ss("res_ss"), out("res_out");
@@ -199,15 +204,22 @@ TEST_CASE("a func of two outputs: fused residual add and RMSNorm") {
   CHECK(lowered_error(out, s, random_inputs(out, sizes, 2), sizes) < 2e-3);
 }
 
-TEST_CASE("cooperative trees: every built-in monoid, softmax, Welford and a user monoid, odd lengths, 0, 1, -inf") {
-  const Monoid mean = MonoidBuilder("tree_mean")
-                          .state({{"n", f32}, {"sum", f32}})
-                          .elements({{"x", f32}})
-                          .identity({0.0f, 0.0f})
-                          .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0], a[1] + b[1]}; })
-                          .lift([](const State &x) { return std::vector<Expr>{Expr(1.0f), x[0]}; })
-                          .finalize({{"mean", f32}}, [](const State &s) { return std::vector<Expr>{select(s[0] > 0.0f, s[1] / s[0], 0.0f)}; })
-                          .build();
+TEST_CASE(
+    "cooperative trees: every built-in monoid, softmax, Welford and a user monoid, odd lengths, 0, 1, -inf") {
+  const Monoid mean =
+      MonoidBuilder("tree_mean")
+          .state({{"n", f32}, {"sum", f32}})
+          .elements({{"x", f32}})
+          .identity({0.0f, 0.0f})
+          .combine([](const State &a, const State &b) {
+            return std::vector<Expr>{a[0] + b[0], a[1] + b[1]};
+          })
+          .lift([](const State &x) {
+            return std::vector<Expr>{Expr(1.0f), x[0]};
+          })
+          .finalize({{"mean", f32}},
+                    [](const State &s) { return std::vector<Expr>{select(s[0] > 0.0f, s[1] / s[0], 0.0f)}; })
+          .build();
   struct Case {
     Monoid monoid;
     bool indexed;       // elements (value, index)
@@ -216,11 +228,16 @@ TEST_CASE("cooperative trees: every built-in monoid, softmax, Welford and a user
   };
   const std::vector<int> lengths = {0, 1, 31, 33, 100, 257};
   const std::vector<Case> cases = {
-      {algebra::sum(f32), false, false, lengths},          {algebra::product(f32), false, false, {0, 1, 31, 33}},
-      {algebra::max(f32), false, true, lengths},           {algebra::min(f32), false, false, lengths},
-      {algebra::argmax(f32), true, true, lengths},          {algebra::argmin(f32), true, false, lengths},
-      {algebra::softmax(f32), false, true, lengths},       {algebra::log_sum_exp(f32), false, true, lengths},
-      {algebra::welford(f32), false, false, lengths},      {algebra::sum(i32), false, false, lengths},
+      {algebra::sum(f32), false, false, lengths},
+      {algebra::product(f32), false, false, {0, 1, 31, 33}},
+      {algebra::max(f32), false, true, lengths},
+      {algebra::min(f32), false, false, lengths},
+      {algebra::argmax(f32), true, true, lengths},
+      {algebra::argmin(f32), true, false, lengths},
+      {algebra::softmax(f32), false, true, lengths},
+      {algebra::log_sum_exp(f32), false, true, lengths},
+      {algebra::welford(f32), false, false, lengths},
+      {algebra::sum(i32), false, false, lengths},
       {mean, false, false, lengths},
   };
   for (const Case &c : cases) {
@@ -231,13 +248,18 @@ TEST_CASE("cooperative trees: every built-in monoid, softmax, Welford and a user
       Var i("i");
       RDom r({{0, len}}, "tr_r");
       Func f("tr_f");
-      if (c.indexed) f(i) = reduce(c.monoid, r, {x(i, r.x), r.x});
-      else f(i) = reduce(c.monoid, r, x(i, r.x));
+      if (c.indexed)
+        f(i) = reduce(c.monoid, r, {x(i, r.x), r.x});
+      else
+        f(i) = reduce(c.monoid, r, x(i, r.x));
       f.set_shape({rows});
       Schedule s;
       if (variant == 1) s[f].split("tr_r.x", "ro", "rt", 64).bind("rt", Binding::thread);
       if (variant == 2)
-        s[f].split("tr_r.x", "ro", "rl", 32).split("ro", "rs", "rw", 2).bind("rl", Binding::thread).bind("rw", Binding::warp);
+        s[f].split("tr_r.x", "ro", "rl", 32)
+            .split("ro", "rs", "rw", 2)
+            .bind("rl", Binding::thread)
+            .bind("rw", Binding::warp);
       const LoweredProgram p = lower(f, s, Target::sm90a());
       CHECK(contains(p.kernels[0].schedule_summary, "cooperative tree"));
       for (const int n : c.lengths) {
@@ -245,7 +267,8 @@ TEST_CASE("cooperative trees: every built-in monoid, softmax, Welford and a user
         const std::map<std::string, double> sizes = {{"tr_rows", 3}, {"tr_len", n}};
         Tensors in = random_inputs(f, sizes, 17);
         if (c.infinite_row)
-          for (int e = 300; e < 600; ++e) in.at("tr_x").set_linear(e, -std::numeric_limits<double>::infinity());
+          for (int e = 300; e < 600; ++e)
+            in.at("tr_x").set_linear(e, -std::numeric_limits<double>::infinity());
         check_elementwise(f, s, in, sizes, t == i32 ? 0 : 1e-5);
       }
     }
@@ -263,7 +286,8 @@ TEST_CASE("trees over several RVars, by default and bound to threads") {
   Schedule bound;
   bound[f].fuse("mr_r.x", "mr_r.y", "rf").split("rf", "ro", "rt", 32).bind("rt", Binding::thread);
   const std::map<std::string, double> sizes = {{"mr_rows", 3}};
-  for (const Schedule &s : {Schedule(), bound}) CHECK(lowered_error(f, s, random_inputs(f, sizes, 8), sizes) < 1e-5);
+  for (const Schedule &s : {Schedule(), bound})
+    CHECK(lowered_error(f, s, random_inputs(f, sizes, 8), sizes) < 1e-5);
 }
 
 TEST_CASE("a tree composed with split_reduction combines its parts in a second kernel") {
@@ -323,7 +347,10 @@ TEST_CASE("the kernels of pipelines compile for sm_80 and sm_90a") {
   f(i) = reduce(algebra::welford(f32), r, cast(f32, x(i, r.x)));
   f.set_shape({rows});
   Schedule s;
-  s[f].split("cc_r.x", "ro", "rl", 32).split("ro", "rs", "rw", 2).bind("rl", Binding::thread).bind("rw", Binding::warp);
+  s[f].split("cc_r.x", "ro", "rl", 32)
+      .split("ro", "rs", "rw", 2)
+      .bind("rl", Binding::thread)
+      .bind("rw", Binding::warp);
   compile_for_both_targets(lower(f, s, Target::sm90a()));
 }
 
@@ -345,7 +372,7 @@ TEST_CASE("bad pipeline schedules are refused naming the func, the loop and the 
     CHECK(contains(too_wide, "'rms_ss'"));
     CHECK(contains(too_wide, "loop 'i'"));
     INFO(too_wide);
-    CHECK(contains(too_wide, "280000"));  // 70000 f32 of the row of x
+    CHECK(contains(too_wide, "280000"));                    // 70000 f32 of the row of x
     CHECK(contains(too_wide, std::to_string(227 * 1024)));  // the budget
     // Unscheduled, the same program reads x again instead.
     CHECK(lower(wide.y, Schedule(), Target::sm90a()).kernels.size() == 1);
@@ -355,11 +382,12 @@ TEST_CASE("bad pipeline schedules are refused naming the func, the loop and the 
   Input x("na_x", f32, {len});
   Var i("i");
   RDom r({{0, len}}, "na_r");
-  const Monoid difference = MonoidBuilder("tree_difference")
-                                .state({{"v", f32}})
-                                .identity({0.0f})
-                                .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] - b[0]}; })
-                                .build();
+  const Monoid difference =
+      MonoidBuilder("tree_difference")
+          .state({{"v", f32}})
+          .identity({0.0f})
+          .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] - b[0]}; })
+          .build();
   Func f("na_f");
   f(i) = reduce(difference, r, x(r.x + i * 0));
   f.set_shape({1});
@@ -374,7 +402,8 @@ TEST_CASE("the norms of apps/norms match the oracle on the interpreter, each in 
   for (const Type &t : {f16, bf16})
     for (const apps::NormKind kind : apps::all_norm_kinds())
       for (const int hidden : {77, 256}) {
-        const apps::Norm n = apps::make_norm(kind, {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "in_"});
+        const apps::Norm n =
+            apps::make_norm(kind, {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "in_"});
         const Schedule s = apps::schedule_norm(n);
         const LoweredProgram p = lower(n.out, s, Target::sm90a());
         INFO(std::string(apps::to_string(kind)), " ", type_name(t), " hidden ", hidden);
@@ -388,13 +417,16 @@ TEST_CASE("the norms of apps/norms match the oracle on the interpreter, each in 
 }
 
 TEST_CASE("two instances of one op, and two programs, may use the same func and input names") {
-  const apps::Norm narrow = apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 40, .eps = 1e-6f, .prefix = ""});
-  const apps::Norm wide = apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 72, .eps = 1e-6f, .prefix = ""});
+  const apps::Norm narrow =
+      apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 40, .eps = 1e-6f, .prefix = ""});
+  const apps::Norm wide =
+      apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 72, .eps = 1e-6f, .prefix = ""});
   for (const apps::Norm *n : {&narrow, &wide}) {
     const std::map<std::string, double> sizes = {{n->rows.name(), 2}};
     CHECK(lowered_error(n->out, apps::schedule_norm(*n), random_inputs(n->out, sizes, 4), sizes) < 2e-3);
-    CHECK(lower(n->out, Schedule(), Target::sm90a()).inputs[0].shape[1].as<Halide::Internal::IntImm>()->value ==
-          n->options.hidden);
+    CHECK(
+        lower(n->out, Schedule(), Target::sm90a()).inputs[0].shape[1].as<Halide::Internal::IntImm>()->value ==
+        n->options.hidden);
   }
   // Within one program, two different funcs of one name are refused.
   Input x("dup_x", f32, {Expr(4)});
