@@ -31,16 +31,21 @@ std::vector<Halide::Expr> point_coords(const std::vector<Halide::Expr> &extents,
 }
 
 Kernel pointwise_kernel(const std::string &name, const std::vector<Halide::Expr> &extents,
-                        const std::function<Stmt(const std::vector<Halide::Expr> &)> &body) {
+                        const std::function<Stmt(const std::vector<Halide::Expr> &)> &body,
+                        int points_per_thread) {
   Kernel k;
   k.name = name;
   k.threads = kPointThreads;
   const Halide::Expr points = product(extents);
-  k.grid = {simplify((points + (kPointThreads - 1)) / kPointThreads), Halide::Expr(1), Halide::Expr(1)};
+  const int per_block = kPointThreads * points_per_thread;
+  k.grid = {simplify((points + (per_block - 1)) / per_block), Halide::Expr(1), Halide::Expr(1)};
   const Halide::Expr flat = Variable::make(Halide::Int(32), "point");
-  k.body = hoist_invariants(simplify_exprs(
-      LetStmt::make("point", intrinsic::block_index(0) * kPointThreads + intrinsic::thread_index(),
-                    IfThenElse::make(flat < points, body(point_coords(extents, flat))))));
+  Halide::Expr first = intrinsic::block_index(0) * per_block + intrinsic::thread_index();
+  if (points_per_thread > 1) first = first + stmt::var("point.k") * kPointThreads;
+  Stmt one =
+      LetStmt::make("point", first, IfThenElse::make(flat < points, body(point_coords(extents, flat))));
+  if (points_per_thread > 1) one = stmt::unrolled("point.k", points_per_thread, one);
+  k.body = hoist_invariants(simplify_exprs(one));
   return k;
 }
 

@@ -72,19 +72,27 @@ void finish(Kernel &k, const StageKernelRequest &r) {
 
 Kernel pointwise_stage(const StageKernelRequest &r) {
   const Definition &d = r.stage.definition();
-  Kernel k = pointwise_kernel(r.kernel_name, r.extents, [&](const std::vector<Halide::Expr> &coords) {
-    ExprLowering lowering(*r.graph);
-    read_intermediates(lowering, r.intermediates);
-    for (size_t a = 0; a < d.args.size(); ++a) lowering.bind(d.args[a].name(), coords[a]);
-    std::vector<Stmt> stores;
-    for (size_t o = 0; o < d.values.size(); ++o)
-      stores.push_back(store(r.output_buffers[o].name,
-                             Halide::cast(r.output_buffers[o].type, lowering.lower(d.values[o])),
-                             flat_index(coords, r.extents)));
-    return block(stores);
-  });
+  // A 16-byte vector's worth of points per thread, loads in flight enough to cover the memory's latency.
+  int element_bytes = 1;
+  for (const Type &t : r.stage.output_types()) element_bytes = std::max(element_bytes, t.bytes());
+  const int points_per_thread = std::max(1, kVectorBytes / element_bytes);
+  Kernel k = pointwise_kernel(
+      r.kernel_name, r.extents,
+      [&](const std::vector<Halide::Expr> &coords) {
+        ExprLowering lowering(*r.graph);
+        read_intermediates(lowering, r.intermediates);
+        for (size_t a = 0; a < d.args.size(); ++a) lowering.bind(d.args[a].name(), coords[a]);
+        std::vector<Stmt> stores;
+        for (size_t o = 0; o < d.values.size(); ++o)
+          stores.push_back(store(r.output_buffers[o].name,
+                                 Halide::cast(r.output_buffers[o].type, lowering.lower(d.values[o])),
+                                 flat_index(coords, r.extents)));
+        return block(stores);
+      },
+      points_per_thread);
   k.schedule_summary =
-      fmt::format("  {}: elementwise, one thread per point, 256 threads per block\n", r.stage.name());
+      fmt::format("  {}: elementwise, {} points per thread a block apart, 256 threads per block\n",
+                  r.stage.name(), points_per_thread);
   finish(k, r);
   return k;
 }

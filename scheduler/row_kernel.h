@@ -38,7 +38,8 @@ struct StageKernelRequest {
   std::vector<BufferArg> intermediates;  // the buffers of earlier stages, named as their funcs
 };
 
-// A pure stage: with the reductions computed at it, one block per row; without, one thread per point.
+// A pure stage: with the reductions computed at it, one block per row; without, elementwise (a 16-byte
+// vector's worth of points per thread, see pointwise_kernel).
 Kernel build_row_kernel(const StageKernelRequest &request);
 
 // A reduction stage whose schedule binds reduction loops to threads, or that has no schedule: one block per
