@@ -3,14 +3,15 @@
 # compute-sanitizer, the SASS of the benchmark kernels, and the benchmarks. Run from the repository root on
 # the GPU machine, with .gpu/ (binaries and manifests, see bench/README.md) and .device-runtime/ carried:
 #
-#   bench/gpu_suite.sh [tests] [sanitizer] [sass] [gemm] [accumulation] [attention] [torch_ops]   (default: all)
+#   bench/gpu_suite.sh [tests] [sanitizer] [sass] [gemm] [accumulation] [attention] [norms] [torch_ops]
+#                      (default: all)
 #
 # Results go to $OUT (at most 8 files come back): suite.log, and the benchmarks' JSON.
 set -uo pipefail
 out=${OUT:-/tmp/twist-out}
 mkdir -p "$out"
 log=$out/suite.log
-parts=${*:-tests sanitizer sass gemm accumulation attention torch_ops}
+parts=${*:-tests sanitizer sass gemm accumulation attention norms torch_ops}
 wants() { [[ " $parts " == *" $1 "* ]]; }
 # The C++ binaries need the Debian runtime libraries; PyTorch must not see them.
 cpp() { (source .device-runtime/enter.sh && "$@"); }
@@ -88,6 +89,11 @@ if wants attention && [[ -d .gpu/manifests/attention ]]; then
     python3 apps/attention/bench_attention.py .gpu/manifests/attention_explore --out "$out/attention_explore.json" \
       2>&1 | tee -a "$log" || status=1
   fi
+fi
+
+if wants norms && [[ -d .gpu/manifests/norms ]]; then
+  section "norms benchmark (softmax, LayerNorm, RMSNorm, add + RMSNorm, SwiGLU)"
+  python3 apps/norms/bench_norms.py .gpu/manifests/norms --out "$out/norms.json" 2>&1 | tee -a "$log" || status=1
 fi
 
 if wants torch_ops && [[ -d .gpu/manifests/torch_ops ]]; then

@@ -1,6 +1,6 @@
 # The installed package: find_package(twist) gives twist::twist (every layer) and one target per layer
 # (twist::lang, twist::algebra, twist::scheduler, twist::reference, twist::interpreter, twist::cuda_codegen,
-# twist::cuda_runtime, twist::cuda_program, twist::apps_gemm, twist::apps_attention). Headers install under
+# twist::cuda_runtime, twist::cuda_program, twist::apps_gemm, twist::apps_attention, twist::apps_norms). Headers install under
 # include/twist with the repository's layout, so that `#include "lang/twist.h"` works as it does in the tree.
 include(CMakePackageConfigHelpers)
 

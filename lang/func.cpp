@@ -18,6 +18,7 @@ Reduction reduce(const Monoid &monoid, const RDom &domain, std::vector<Expr> ele
 Func::Func(const std::string &name) {
   auto contents = std::make_shared<FuncContents>();
   contents->name = name.empty() ? fresh_name("f") : name;
+  contents->identity = Halide::Internal::Parameter(Halide::Int(32), /*is_buffer=*/false, 0, contents->name);
   register_func(contents);
   contents_ = std::move(contents);
 }
@@ -57,7 +58,7 @@ Expr call_of(const FuncContents &f, const std::vector<Expr> &args, int value_ind
   }
   std::vector<Halide::Expr> halide_args(args.begin(), args.end());
   return Expr(Call::make(f.output_types[value_index], f.name, halide_args, Call::Halide, FunctionPtr(),
-                         value_index));
+                         value_index, Halide::Buffer<>(), f.identity));
 }
 
 Expr single_value_call(const std::shared_ptr<FuncContents> &f, const std::vector<Expr> &args) {

@@ -37,6 +37,9 @@ struct FuncContents {
   std::optional<Definition> definition;
   std::vector<Type> output_types;
   std::vector<Expr> shape;  // the extents it is computed over when it is an output (see Func::set_shape)
+  // Carried by every call of the func (as the Call's param), so that a call finds its func even when another
+  // func of another program has the same name.
+  Halide::Internal::Parameter identity;
 };
 
 class FuncRef;

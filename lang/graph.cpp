@@ -1,6 +1,7 @@
 #include "lang/graph.h"
 
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -24,14 +25,21 @@ std::vector<Expr> expressions(const Definition &d) {
 
 namespace {
 
+// A call of a func or an input: its name and the identity of what it calls (see lang/registry.h).
+struct Callee {
+  std::string name;
+  Parameter identity;
+};
+
 struct Uses : IRVisitor {
-  std::vector<std::string> calls;
+  std::vector<Callee> calls;
   std::vector<ParamInfo> params;
   using IRVisitor::visit;
   void visit(const Call *c) override {
     if ((c->call_type == Call::Halide || c->call_type == Call::Image) &&
-        std::find(calls.begin(), calls.end(), c->name) == calls.end())
-      calls.push_back(c->name);
+        std::none_of(calls.begin(), calls.end(),
+                     [&](const Callee &k) { return k.name == c->name && k.identity.same_as(c->param); }))
+      calls.push_back({c->name, c->param});
     IRVisitor::visit(c);
   }
   void visit(const Variable *v) override {
@@ -42,10 +50,21 @@ struct Uses : IRVisitor {
 
 }  // namespace
 
-std::vector<std::string> callees(const Definition &d) {
+namespace {
+
+std::vector<Callee> calls_of(const Definition &d) {
   Uses uses;
   for (const Expr &e : expressions(d)) e.accept(&uses);
   return uses.calls;
+}
+
+}  // namespace
+
+std::vector<std::string> callees(const Definition &d) {
+  std::vector<std::string> names;
+  for (const Callee &c : calls_of(d))
+    if (std::find(names.begin(), names.end(), c.name) == names.end()) names.push_back(c.name);
+  return names;
 }
 
 const Func &FuncGraph::func(const std::string &name) const {
@@ -64,20 +83,32 @@ FuncGraph walk(const std::vector<Func> &outputs) {
   std::set<std::string> done, visiting, inputs_seen;
   Uses param_uses;
   auto add_params = [&](const Expr &e) { e.accept(&param_uses); };
+  // Calls resolve by identity, so names may repeat across programs; within one they must not.
+  std::map<std::string, const void *> named;
+  auto claim = [&](const std::string &name, const void *what) {
+    auto [it, fresh] = named.emplace(name, what);
+    if (!fresh && it->second != what)
+      fail(
+          "the program reads two different funcs or inputs named '{}'; names must be unique within a program "
+          "(rename one of them)",
+          name);
+  };
   std::function<void(const Func &)> visit = [&](const Func &f) {
+    claim(f.name(), f.contents().get());
     if (done.count(f.name())) return;
     if (!visiting.insert(f.name()).second) fail("func '{}' depends on itself", f.name());
     const Definition &d = f.definition();
-    for (const std::string &callee : callees(d)) {
-      if (auto fc = find_func(callee)) {
+    for (const Callee &callee : calls_of(d)) {
+      if (auto fc = find_func(callee.name, callee.identity)) {
         visit(Func(fc));
-      } else if (auto in = find_input(callee)) {
-        if (inputs_seen.insert(callee).second) {
+      } else if (auto in = find_input(callee.name, callee.identity)) {
+        claim(callee.name, in.get());
+        if (inputs_seen.insert(callee.name).second) {
           g.inputs.push_back(Input(in));
           for (const Expr &extent : in->shape) add_params(extent);
         }
       } else {
-        fail("func '{}' calls '{}', which is neither a live func nor an input", f.name(), callee);
+        fail("func '{}' calls '{}', which is neither a live func nor an input", f.name(), callee.name);
       }
     }
     for (const Expr &e : expressions(d)) add_params(e);

@@ -3,7 +3,6 @@
 #include <map>
 #include <mutex>
 
-#include "lang/error.h"
 #include "lang/func.h"
 #include "lang/input.h"
 
@@ -13,8 +12,8 @@ namespace {
 
 struct Table {
   std::mutex mutex;
-  std::map<std::string, std::weak_ptr<FuncContents>> funcs;
-  std::map<std::string, std::weak_ptr<InputContents>> inputs;
+  std::multimap<std::string, std::weak_ptr<FuncContents>> funcs;
+  std::multimap<std::string, std::weak_ptr<InputContents>> inputs;
 };
 
 Table &table() {
@@ -22,17 +21,21 @@ Table &table() {
   return t;
 }
 
-template <typename M>
-bool alive(M &map, const std::string &name) {
-  auto it = map.find(name);
-  return it != map.end() && !it->second.expired();
+// Registers `entry` under its name, dropping the entries of that name that have died.
+template <typename M, typename P>
+void add(M &map, const std::shared_ptr<P> &entry) {
+  auto [begin, end] = map.equal_range(entry->name);
+  for (auto it = begin; it != end;) it = it->second.expired() ? map.erase(it) : std::next(it);
+  map.emplace(entry->name, entry);
 }
 
-void claim(Table &t, const std::string &name, const char *kind) {
-  if (alive(t.funcs, name) || alive(t.inputs, name))
-    fail("a func or input named '{}' already exists; names of funcs and inputs must be unique (rename this "
-         "{} or let the other one go out of scope)",
-         name, kind);
+template <typename P, typename M, typename Identity>
+std::shared_ptr<P> find(M &map, const std::string &name, const Halide::Internal::Parameter &identity,
+                        Identity identity_of) {
+  auto [begin, end] = map.equal_range(name);
+  for (auto it = begin; it != end; ++it)
+    if (auto p = it->second.lock(); p && identity_of(*p).same_as(identity)) return p;
+  return nullptr;
 }
 
 }  // namespace
@@ -40,29 +43,27 @@ void claim(Table &t, const std::string &name, const char *kind) {
 void register_func(const std::shared_ptr<FuncContents> &f) {
   Table &t = table();
   std::lock_guard lock(t.mutex);
-  claim(t, f->name, "func");
-  t.funcs[f->name] = f;
+  add(t.funcs, f);
 }
 
 void register_input(const std::shared_ptr<InputContents> &in) {
   Table &t = table();
   std::lock_guard lock(t.mutex);
-  claim(t, in->name, "input");
-  t.inputs[in->name] = in;
+  add(t.inputs, in);
 }
 
-std::shared_ptr<FuncContents> find_func(const std::string &name) {
+std::shared_ptr<FuncContents> find_func(const std::string &name,
+                                        const Halide::Internal::Parameter &identity) {
   Table &t = table();
   std::lock_guard lock(t.mutex);
-  auto it = t.funcs.find(name);
-  return it == t.funcs.end() ? nullptr : it->second.lock();
+  return find<FuncContents>(t.funcs, name, identity, [](const FuncContents &f) { return f.identity; });
 }
 
-std::shared_ptr<InputContents> find_input(const std::string &name) {
+std::shared_ptr<InputContents> find_input(const std::string &name,
+                                          const Halide::Internal::Parameter &identity) {
   Table &t = table();
   std::lock_guard lock(t.mutex);
-  auto it = t.inputs.find(name);
-  return it == t.inputs.end() ? nullptr : it->second.lock();
+  return find<InputContents>(t.inputs, name, identity, [](const InputContents &in) { return in.parameter; });
 }
 
 }  // namespace twist

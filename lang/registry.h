@@ -1,8 +1,11 @@
 #pragma once
-// The names of funcs and inputs. A call in an expression refers to its func or input by name, so names
-// must be unique among the funcs and inputs alive at one time; this table enforces that and resolves names.
+// The funcs and inputs alive, for resolving the calls in expressions. A call names its func or input and
+// carries its identity (FuncContents::identity, InputContents::parameter), so two programs, or two instances
+// of one op, may use the same names; within one program names must differ (lang/graph.h's walk checks).
 #include <memory>
 #include <string>
+
+#include <Halide.h>
 
 namespace twist {
 
@@ -11,7 +14,9 @@ struct InputContents;
 
 void register_func(const std::shared_ptr<FuncContents> &f);
 void register_input(const std::shared_ptr<InputContents> &in);
-std::shared_ptr<FuncContents> find_func(const std::string &name);
-std::shared_ptr<InputContents> find_input(const std::string &name);
+// The live func or input called `name` whose identity is `identity`, or null.
+std::shared_ptr<FuncContents> find_func(const std::string &name, const Halide::Internal::Parameter &identity);
+std::shared_ptr<InputContents> find_input(const std::string &name,
+                                          const Halide::Internal::Parameter &identity);
 
 }  // namespace twist

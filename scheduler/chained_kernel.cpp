@@ -95,7 +95,9 @@ class ChainedKernelBuilder {
         chain_(r),
         def_(r.consumer.reduction.definition()),
         monoid_(*def_.reduction->monoid),
-        lowering_(*r.consumer.graph) {}
+        lowering_(*r.consumer.graph) {
+    read_intermediates(lowering_, r.consumer.intermediates);
+  }
 
   Kernel build();
 

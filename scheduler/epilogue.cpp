@@ -21,6 +21,7 @@ std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r,
   if (!r.consumer) return finalized;
   const Definition &cd = r.consumer->definition();
   ExprLowering lowering(*r.graph);
+  read_intermediates(lowering, r.intermediates);
   for (size_t k = 0; k < cd.args.size(); ++k) lowering.bind(cd.args[k].name(), coords[k]);
   const std::string &reduction = r.reduction.name();
   lowering.on_func_call(

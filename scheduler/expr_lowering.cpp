@@ -2,6 +2,7 @@
 
 #include "lang/error.h"
 #include "lang/param.h"
+#include "scheduler/loop_nest.h"
 
 namespace twist {
 
@@ -41,6 +42,10 @@ class LoweringMutator : public IRMutator {
     if (c->call_type == Call::Image) {
       if (auto it = l_.readers_.find(c->name); it != l_.readers_.end()) return it->second(args);
       return global_read(c->name, c->type, args);
+    }
+    if (auto it = l_.func_readers_.find(c->name); it != l_.func_readers_.end()) {
+      TWIST_CHECK(c->value_index == 0, "func '{}' is read from its buffer, which holds one value", c->name);
+      return it->second(args);
     }
     const Func &f = l_.graph_.func(c->name);
     const Definition &d = f.definition();
@@ -85,6 +90,16 @@ class LoweringMutator : public IRMutator {
     return IRMutator::mutate(e);
   }
 };
+
+void read_intermediates(ExprLowering &lowering, const std::vector<BufferArg> &intermediates) {
+  for (const BufferArg &b : intermediates)
+    lowering.read_func_with(b.name, [b](const std::vector<Halide::Expr> &coords) {
+      std::vector<Halide::Expr> clamped;
+      for (size_t d = 0; d < coords.size(); ++d)
+        clamped.push_back(Halide::clamp(coords[d], 0, b.shape[d] - 1));
+      return load(b.type, b.name, flat_index(clamped, b.shape));
+    });
+}
 
 Halide::Expr ExprLowering::lower(const Halide::Expr &e) const {
   LoweringMutator m(*this);

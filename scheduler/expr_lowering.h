@@ -19,6 +19,8 @@ Halide::Expr flat_index(const std::vector<Halide::Expr> &coords, const std::vect
 // A global load of buffer `name` at a flat element index.
 Halide::Expr load(const Type &t, const std::string &name, const Halide::Expr &index);
 
+struct BufferArg;
+
 class ExprLowering {
  public:
   using Reader = std::function<Halide::Expr(const std::vector<Halide::Expr> &coords)>;
@@ -32,6 +34,9 @@ class ExprLowering {
   void bind(const std::map<std::string, Halide::Expr> &values);
   // Reads of `input` go through `reader` (given the lowered coordinates) instead of global memory.
   void read_input_with(const std::string &input, Reader reader) { readers_[input] = std::move(reader); }
+  // Calls of `func` (a func computed by an earlier stage, into a buffer) go through `reader` instead of being
+  // inlined or handed to the hook.
+  void read_func_with(const std::string &func, Reader reader) { func_readers_[func] = std::move(reader); }
   // Calls to reduction funcs are resolved by this hook (pure funcs are inlined); a call it declines is an error.
   void on_func_call(FuncCallHook hook) { func_hook_ = std::move(hook); }
 
@@ -41,8 +46,13 @@ class ExprLowering {
   const FuncGraph &graph_;
   std::map<std::string, Halide::Expr> values_;
   std::map<std::string, Reader> readers_;
+  std::map<std::string, Reader> func_readers_;
   FuncCallHook func_hook_;
   friend class LoweringMutator;
 };
+
+// Calls of the funcs that earlier stages computed into `intermediates` (buffers named as their funcs) read
+// those buffers, at clamped coordinates as inputs are read.
+void read_intermediates(ExprLowering &lowering, const std::vector<BufferArg> &intermediates);
 
 }  // namespace twist

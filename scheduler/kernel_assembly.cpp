@@ -70,7 +70,7 @@ Kernel assemble_kernel(const ReductionKernelRequest &request, Stmt body, const s
       simplify_exprs(share_address_bases(define_bound_loops(mapping, body), mapping.threads)));
   k.required_instructions.insert(k.required_instructions.end(), instructions.begin(), instructions.end());
   k.schedule_summary = summary;
-  collect_arguments(*request.graph, k, request.output_buffers);
+  collect_arguments(*request.graph, k, request.output_buffers, request.intermediates);
   return k;
 }
 

@@ -26,7 +26,9 @@ namespace {
 class ReductionKernelBuilder {
  public:
   explicit ReductionKernelBuilder(const ReductionKernelRequest &r)
-      : req_(r), def_(r.reduction.definition()), monoid_(*def_.reduction->monoid), lowering_(*r.graph) {}
+      : req_(r), def_(r.reduction.definition()), monoid_(*def_.reduction->monoid), lowering_(*r.graph) {
+    read_intermediates(lowering_, r.intermediates);
+  }
 
   Kernel build();
 
@@ -611,7 +613,8 @@ Kernel build_reduction_kernel(const ReductionKernelRequest &request) {
       [](const ReductionKernelRequest &r) { return ReductionKernelBuilder(r).build(); });
 }
 
-void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<BufferArg> &outputs) {
+void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<BufferArg> &outputs,
+                       const std::vector<BufferArg> &intermediates) {
   struct Uses : IRVisitor {
     std::set<std::string> buffers, allocated;
     std::vector<ScalarArg> scalars;
@@ -642,6 +645,11 @@ void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<Buff
   for (const Input &in : graph.inputs)
     if (uses.buffers.count(in.name()) && !uses.allocated.count(in.name()))
       k.buffers.push_back({in.name(), in.type(), to_halide(in.shape()), BufferArg::Role::input});
+  for (BufferArg b : intermediates)
+    if (uses.buffers.count(b.name)) {
+      b.role = BufferArg::Role::input;
+      k.buffers.push_back(b);
+    }
   for (const BufferArg &out : outputs) {
     k.buffers.push_back(out);
     for (const Halide::Expr &e : out.shape) e.accept(&uses);

@@ -30,6 +30,7 @@ struct ReductionKernelRequest {
     atomic_sum,      // the state, added atomically into the output buffer (split sums)
   } output = Output::values;
   std::vector<BufferArg> output_buffers;  // outputs (values, atomic_sum) or workspaces (partial_states)
+  std::vector<BufferArg> intermediates;   // the buffers of earlier stages, read where their funcs are called
   // Lowered as the fallback kernel (Kernel::fallback), which runs when the scalar arguments break a
   // requirement of the main one: it requires nothing of them, so its stage copies move one element each (no
   // alignment; see plan_stage) and it assumes nothing of the parameters' values.
@@ -38,7 +39,9 @@ struct ReductionKernelRequest {
 
 Kernel build_reduction_kernel(const ReductionKernelRequest &request);
 
-// The buffer and scalar arguments a kernel body reads and writes, in a stable order.
-void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<BufferArg> &outputs);
+// The buffer and scalar arguments a kernel body reads and writes, in a stable order: the inputs and the
+// `intermediates` (earlier stages' buffers) it loads, then `outputs`.
+void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<BufferArg> &outputs,
+                       const std::vector<BufferArg> &intermediates = {});
 
 }  // namespace twist

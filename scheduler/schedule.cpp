@@ -115,7 +115,16 @@ FuncSchedule &FuncSchedule::raster(int group) {
 }
 
 FuncSchedule &FuncSchedule::compute_at(const Func &consumer, const LoopVar &at) {
+  if (compute_root_)
+    fail("schedule of '{}': compute_at() after compute_root(); choose one place for it", func_);
   compute_at_ = ComputeAt{consumer.name(), at.name()};
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::compute_root() {
+  if (compute_at_)
+    fail("schedule of '{}': compute_root() after compute_at(); choose one place for it", func_);
+  compute_root_ = true;
   return *this;
 }
 
@@ -158,6 +167,7 @@ std::string FuncSchedule::to_string() const {
                      reduction_split_->combine == SplitCombine::kernel ? "a combine kernel" : "atomics");
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
   if (compute_at_) s += fmt::format("  compute at {} loop {}\n", compute_at_->consumer, compute_at_->at);
+  if (compute_root_) s += "  compute root (a stage of its own)\n";
   if (override_) s += fmt::format("  associativity assumed by the user: {}\n", *override_);
   if (approximate_) s += "  approximate exp and exp2\n";
   return s;

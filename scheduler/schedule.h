@@ -124,7 +124,12 @@ class FuncSchedule {
   // Blocks take output tiles in groups of `group` rows of tiles, so that neighbouring blocks share inputs in
   // L2.
   FuncSchedule &raster(int group);
+  // Computes the func once per iteration of `at`, a loop of `consumer`, inside the consumer's kernel (a
+  // reduction read by a row of its consumer is folded there by the block's threads as a tree).
   FuncSchedule &compute_at(const Func &consumer, const LoopVar &at);
+  // Computes the func as a stage of its own, before its consumers: its own kernel(s), its values in a device
+  // buffer of the program (LoweredProgram::workspaces) over the extents its consumers read.
+  FuncSchedule &compute_root();
   // Lets a reduction be reordered or split although the associativity checker could not accept its monoid.
   // The reason is recorded with the schedule and printed with it.
   FuncSchedule &assume_associative(const std::string &reason);
@@ -149,6 +154,7 @@ class FuncSchedule {
   const std::optional<AtomDirective> &atom() const { return atom_; }
   const std::optional<ReductionSplit> &reduction_split() const { return reduction_split_; }
   const std::optional<ComputeAt> &compute_at() const { return compute_at_; }
+  bool computed_root() const { return compute_root_; }
   const std::optional<std::string> &associativity_override() const { return override_; }
   int raster_group() const { return raster_group_; }
   int min_blocks() const { return min_blocks_; }
@@ -168,6 +174,7 @@ class FuncSchedule {
   std::optional<AtomDirective> atom_;
   std::optional<ReductionSplit> reduction_split_;
   std::optional<ComputeAt> compute_at_;
+  bool compute_root_ = false;
   std::optional<std::string> override_;
   int raster_group_ = 1;
   int min_blocks_ = 1;

@@ -1,5 +1,5 @@
 // twist: the command-line tool.
-//   twist demo [--dump=funcs,schedule,loopnest,cuda]
+//   twist demo [--dump=funcs,schedule,realization,loopnest,cuda]
 //       Defines a row softmax and a GEMM in the DSL, checks both on the CPU reference against plain loops,
 //       lowers the GEMM with a tensor-core schedule, runs the lowered loop nest on the CPU interpreter,
 //       compiles it for sm_80 and sm_90a, and (where there is a GPU) runs and checks it there.
@@ -8,6 +8,9 @@
 //                     [--stages 3] [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G] --out DIR
 //       Writes the kernels, cubins (sm_90a) and a launch manifest for those shapes; the output type is
 //       the input type unless --output says otherwise.
+//   twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H
+//                      [--dtype f16|bf16] --out DIR
+//       The same for a row-wise op of apps/norms (its manifest notes the bytes the op must move).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +24,7 @@
 #include "algebra/online.h"
 #include "apps/attention/attention.h"
 #include "apps/gemm/gemm.h"
+#include "apps/norms/norms.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/program/export_program.h"
 #include "backends/cuda/program/gpu_program.h"
@@ -29,6 +33,7 @@
 #include "backends/reference/interpreter/interpreter.h"
 #include "lang/twist.h"
 #include "scheduler/lower.h"
+#include "scheduler/realization.h"
 
 namespace twist::tool {
 
@@ -68,8 +73,9 @@ Options parse(int argc, char **argv, int first) {
         size_t comma = value.find(',', start);
         if (comma == std::string::npos) comma = value.size();
         const std::string what = value.substr(start, comma - start);
-        if (!std::set<std::string>{"funcs", "schedule", "loopnest", "cuda"}.count(what))
-          fail("--dump={}: unknown stage '{}'; the stages are funcs, schedule, loopnest, cuda", value, what);
+        if (!std::set<std::string>{"funcs", "schedule", "realization", "loopnest", "cuda"}.count(what))
+          fail("--dump={}: unknown stage '{}'; the stages are funcs, schedule, realization, loopnest, cuda",
+               value, what);
         o.dumps.insert(what);
         start = comma + 1;
       }
@@ -131,6 +137,8 @@ apps::GemmTiling parse_tiling(const Options &o) {
 void dump(const Options &o, const Func &out, const Schedule &s, const LoweredProgram &p) {
   if (o.dumps.count("funcs")) std::cout << "== funcs\n" << to_string(walk({out}));
   if (o.dumps.count("schedule")) std::cout << "== schedule\n" << s.to_string();
+  if (o.dumps.count("realization"))
+    std::cout << "== realization\n" << plan_realization(walk({out}), s).to_string();
   if (o.dumps.count("loopnest")) std::cout << "== loop nest\n" << to_string(p);
   if (o.dumps.count("cuda"))
     for (const Kernel &k : p.kernels) std::cout << "== cuda " << k.name << "\n" << cuda::cuda_source(k);
@@ -324,6 +332,31 @@ int export_attention(const Options &o) {
   return 0;
 }
 
+int export_norms(const Options &o) {
+  const std::string out_dir = o.get("out", "");
+  if (out_dir.empty()) fail("twist export norms needs --out DIR");
+  const std::string op = o.get("op", "");
+  const std::optional<apps::NormKind> kind = apps::parse_norm_kind(op);
+  if (!kind) fail("--op '{}': use softmax, layernorm, rmsnorm, add_rmsnorm or swiglu", op);
+  const Type dtype = parse_type(o.get("dtype", "f16"));
+  if (dtype != f16 && dtype != bf16) fail("--dtype {}: use f16 or bf16", type_name(dtype));
+  const int rows = std::stoi(o.get("rows", "")), hidden = std::stoi(o.get("hidden", ""));
+  const apps::Norm n = apps::make_norm(*kind, {.dtype = dtype, .hidden = hidden, .eps = 1e-6f, .prefix = ""});
+  const Schedule s = apps::schedule_norm(n);
+  const LoweredProgram p = lower(n.out, s, Target::sm90a());
+  dump(o, n.out, s, p);
+  cuda::ExportRequest r;
+  r.label = o.get("label", fmt::format("{}_{}_{}x{}", op, type_name(dtype), rows, hidden));
+  r.scalars = {{n.rows.name(), rows}};
+  r.notes = {{"op", op},
+             {"dtype", type_name(dtype)},
+             {"rows", std::to_string(rows)},
+             {"hidden", std::to_string(hidden)},
+             {"bytes", fmt::format("{:.0f}", apps::norm_bytes(n, rows))}};
+  std::cout << cuda::export_program(p, r, out_dir).string() << "\n";
+  return 0;
+}
+
 int usage() {
   // One literal per line of the usage text.
   // clang-format off
@@ -334,7 +367,9 @@ int usage() {
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
-               "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n";
+               "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n"
+               "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"
+               "                         [--dtype f16|bf16] [--label NAME] [--dump=funcs,schedule,realization,loopnest,cuda]\n";
   // clang-format on
   return 2;
 }
@@ -353,6 +388,8 @@ int main(int argc, char **argv) {
       return export_gemm(parse(argc, argv, 3));
     if (command == "export" && argc >= 3 && std::string(argv[2]) == "attention")
       return export_attention(parse(argc, argv, 3));
+    if (command == "export" && argc >= 3 && std::string(argv[2]) == "norms")
+      return export_norms(parse(argc, argv, 3));
   } catch (const twist::Error &e) {
     std::cerr << "twist: " << e.what() << "\n";
     return 1;

@@ -411,21 +411,10 @@ void define(nb::handle self, nb::handle key, const Value &value) {
   // Everything the definition reaches, transitively: a producer's own inputs are named only in its
   // definition.
   nb::list alive;
-  std::set<std::string> seen;
-  std::vector<Definition> pending{f.definition()};
-  while (!pending.empty()) {
-    const Definition d = pending.back();
-    pending.pop_back();
-    for (const std::string &name : twist::callees(d)) {
-      if (!seen.insert(name).second) continue;
-      if (std::shared_ptr<InputContents> in = find_input(name)) {
-        alive.append(nb::cast(Input(in)));
-      } else if (std::shared_ptr<FuncContents> g = find_func(name)) {
-        alive.append(nb::cast(Func(g)));
-        if (g->definition) pending.push_back(*g->definition);
-      }
-    }
-  }
+  const FuncGraph reached = walk({f});
+  for (const Input &in : reached.inputs) alive.append(nb::cast(in));
+  for (const Func &g : reached.funcs)
+    if (g.contents() != f.contents()) alive.append(nb::cast(g));
   nb::setattr(self, "_callees", alive);
 }
 

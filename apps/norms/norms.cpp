@@ -1,0 +1,124 @@
+#include "apps/norms/norms.h"
+
+#include "algebra/builtins.h"
+#include "algebra/online.h"
+#include "lang/error.h"
+
+namespace twist::apps {
+
+const char *to_string(NormKind k) {
+  switch (k) {
+    case NormKind::softmax:
+      return "softmax";
+    case NormKind::layernorm:
+      return "layernorm";
+    case NormKind::rmsnorm:
+      return "rmsnorm";
+    case NormKind::add_rmsnorm:
+      return "add_rmsnorm";
+    case NormKind::swiglu:
+      return "swiglu";
+  }
+  return "?";
+}
+
+std::vector<NormKind> all_norm_kinds() {
+  return {NormKind::softmax, NormKind::layernorm, NormKind::rmsnorm, NormKind::add_rmsnorm, NormKind::swiglu};
+}
+
+std::optional<NormKind> parse_norm_kind(const std::string &name) {
+  for (NormKind k : all_norm_kinds())
+    if (name == to_string(k)) return k;
+  return std::nullopt;
+}
+
+Norm make_norm(NormKind kind, const NormOptions &o) {
+  const std::string p = o.prefix;
+  const Type t = o.dtype;
+  const Expr hidden(o.hidden);
+  Norm n{kind, o,  SizeParam(p + "rows"),    {}, Var("i"), Var("j"), RDom({{0, hidden}}, p + "r"),
+         {},   {}, Func(p + to_string(kind))};
+  const Var &i = n.i, &j = n.j;
+  const RDom &r = n.r;
+  const float eps = o.eps;
+  auto f32_of = [](const Expr &e) { return cast(f32, e); };
+  if (kind == NormKind::swiglu) {
+    const Input x(p + "x", t, {n.rows, Expr(2 * o.hidden)});
+    n.inputs = {x};
+    const Expr gate = f32_of(x(i, j)), up = f32_of(x(i, j + o.hidden));
+    n.out(i, j) = cast(t, gate / (1.0f + exp(-gate)) * up);
+    n.out.set_shape({n.rows, hidden});
+    return n;
+  }
+  const Input x(p + "x", t, {n.rows, hidden});
+  n.inputs = {x};
+  switch (kind) {
+    case NormKind::softmax: {
+      // The row is in shared memory, so two passes (max, then the sum of exponentials) cost one exp per
+      // element where the online softmax monoid's combine costs two.
+      Func peak(p + "softmax_max"), e(p + "softmax_exp"), total(p + "softmax_sum");
+      RDom q({{0, hidden}}, p + "q");
+      peak(i) = reduce(algebra::max(f32), r, f32_of(x(i, r.x)));
+      e(i, j) = exp(f32_of(x(i, j)) - peak(i));
+      total(i) = reduce(algebra::sum(f32), q, e(i, q.x));
+      n.out(i, j) = cast(t, e(i, j) / total(i));
+      n.reductions = {peak, total};
+      n.inlined = {e};
+      break;
+    }
+    case NormKind::layernorm: {
+      const Input w(p + "w", t, {hidden}), b(p + "b", t, {hidden});
+      n.inputs.push_back(w);
+      n.inputs.push_back(b);
+      Func stats(p + "layernorm_stats");
+      stats(i) = reduce(algebra::welford(f32), r, f32_of(x(i, r.x)));
+      n.out(i, j) =
+          cast(t, (f32_of(x(i, j)) - stats(i)[0]) * rsqrt(stats(i)[1] + eps) * f32_of(w(j)) + f32_of(b(j)));
+      n.reductions = {stats};
+      break;
+    }
+    case NormKind::rmsnorm: {
+      const Input w(p + "w", t, {hidden});
+      n.inputs.push_back(w);
+      Func ss(p + "ss");
+      ss(i) = reduce(algebra::sum(f32), r, f32_of(x(i, r.x)) * f32_of(x(i, r.x)));
+      n.out(i, j) = cast(t, f32_of(x(i, j)) * rsqrt(ss(i) / float(o.hidden) + eps) * f32_of(w(j)));
+      n.reductions = {ss};
+      break;
+    }
+    case NormKind::add_rmsnorm: {
+      const Input residual(p + "residual", t, {n.rows, hidden}), w(p + "w", t, {hidden});
+      n.inputs.push_back(residual);
+      n.inputs.push_back(w);
+      // The residual stream is rounded to the storage type before it is normalized, as it is stored.
+      Func h(p + "h"), ss(p + "ss");
+      h(i, j) = cast(t, f32_of(x(i, j)) + f32_of(residual(i, j)));
+      ss(i) = reduce(algebra::sum(f32), r, f32_of(h(i, r.x)) * f32_of(h(i, r.x)));
+      n.out(i, j) = {h(i, j), cast(t, f32_of(h(i, j)) * rsqrt(ss(i) / float(o.hidden) + eps) * f32_of(w(j)))};
+      n.reductions = {ss};
+      n.inlined = {h};
+      break;
+    }
+    case NormKind::swiglu:
+      break;
+  }
+  n.out.set_shape({n.rows, hidden});
+  return n;
+}
+
+Schedule schedule_norm(const Norm &n) {
+  Schedule s;
+  for (const Func &f : n.reductions) s[f].compute_at(n.out, n.i);
+  return s;
+}
+
+double norm_bytes(const Norm &n, int64_t rows) {
+  const double element = n.options.dtype.bytes(), hidden = n.options.hidden;
+  double bytes = 0;
+  for (const Input &in : n.inputs) bytes += in.shape().size() == 1 ? hidden * element : 0;
+  const double row_inputs = n.kind == NormKind::swiglu ? 2 : n.kind == NormKind::add_rmsnorm ? 2 : 1;
+  const double outputs = n.kind == NormKind::add_rmsnorm ? 2 : 1;
+  return bytes + static_cast<double>(rows) * hidden * element * (row_inputs + outputs);
+}
+
+}  // namespace twist::apps

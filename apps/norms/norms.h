@@ -1,0 +1,54 @@
+#pragma once
+// The row-wise ops LLMs run between their GEMMs, as twist programs over rows of `hidden` elements:
+//   softmax      y = exp(x - m) / l, m = reduce(max, over the row, x), l = reduce(sum, over the row, exp(x -
+//   m)) layernorm    y = (x - mean) rsqrt(var + eps) w + b, (mean, var) = reduce(Welford, over the row, x)
+//   rmsnorm      y = x rsqrt(ss / hidden + eps) w, ss = reduce(sum, over the row, x^2)
+//   add_rmsnorm  h = x + residual, y = rmsnorm(h): two outputs, h and y (the residual stream and the norm)
+//   swiglu       y = silu(x[:, :hidden]) * x[:, hidden:], from gate and up projections side by side
+// Arithmetic in f32, inputs and outputs in f16 or bf16. The row length is a constant of the program (so that
+// a row can be kept in shared memory and x read once); the number of rows is the size parameter `rows`.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lang/twist.h"
+#include "scheduler/schedule.h"
+
+namespace twist::apps {
+
+enum class NormKind { softmax, layernorm, rmsnorm, add_rmsnorm, swiglu };
+const char *to_string(NormKind k);
+// The kind named `name` ("softmax", "layernorm", ...), or nothing.
+std::optional<NormKind> parse_norm_kind(const std::string &name);
+std::vector<NormKind> all_norm_kinds();
+
+struct NormOptions {
+  Type dtype = f16;
+  int hidden = 4096;
+  float eps = 1e-6f;
+  std::string prefix = "";  // prepended to every func and input name, so that several instances coexist
+};
+
+struct Norm {
+  NormKind kind;
+  NormOptions options;
+  SizeParam rows;
+  std::vector<Input> inputs;  // x first, then w, b or residual as the op has them
+  Var i, j;
+  RDom r;
+  std::vector<Func> reductions;  // the row statistics, computed at the rows of `out`
+  std::vector<Func> inlined;     // pure funcs that `out` reads (kept alive with it: calls name them)
+  Func out;
+};
+
+Norm make_norm(NormKind kind, const NormOptions &options = {});
+
+// Every row statistic computed at loop i of the output: one block per row, the row kept in shared memory
+// (read from global memory once) and folded by the block's threads as a tree; the block size follows from the
+// row length (scheduler/row_kernel.h). SwiGLU has no statistic: its output is elementwise.
+Schedule schedule_norm(const Norm &n);
+
+// The bytes the op must move: every input read once and every output written once, for `rows` rows.
+double norm_bytes(const Norm &n, int64_t rows);
+
+}  // namespace twist::apps

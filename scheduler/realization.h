@@ -1,0 +1,64 @@
+#pragma once
+// The first pass of lower(): where each func of a program is computed (DESIGN.md, "Lowering a pipeline"), and
+// the extents of the funcs computed into buffers of their own.
+//
+// The rule, for funcs the schedule does not place:
+//   - a pure func is inlined into its consumers;
+//   - a reduction read by the program's pure output at that output's own points (a GEMM's bias epilogue) is
+//     computed by its own schedule, with the output as its fused epilogue;
+//   - any other reduction read by exactly one pure func is computed at that consumer's row: the consumer's
+//     loops that the reduction's coordinates depend on, one block per row, folded by the block's threads as
+//     a tree (long reductions get a cooperative tree per output point);
+//   - a reduction read from several funcs, or by another reduction, is a stage of its own (compute_root).
+// A reduction stage with no schedule is folded by a cooperative tree per output point
+// (scheduler/row_kernel.h); that includes contractions, which are not given the tensor-core schedule by
+// default. A pure stage is one block per row when reductions are computed at it, and elementwise (a thread
+// per point) otherwise. The output is always a stage. A stage's extents are the output's shape
+// (Func::set_shape) or, for the other stages, the bounds of what their consumers read (bounds inference over
+// the consumers' footprints).
+#include <string>
+#include <vector>
+
+#include "lang/graph.h"
+#include "scheduler/schedule.h"
+
+namespace twist {
+
+enum class Placement {
+  inlined,      // substituted into every consumer's expressions
+  at_consumer,  // computed inside the consumer's kernel, once per iteration of one of its loops
+  epilogue,     // a reduction computed by its own schedule, its consumer (the output) stored by its epilogue
+  root,         // a stage of its own, its values in a workspace buffer
+  output,       // the program's output
+};
+const char *to_string(Placement p);
+
+struct FuncRealization {
+  Func func;
+  Placement placement = Placement::inlined;
+  std::string consumer, loop;         // at_consumer: where (an empty loop: the row); epilogue: the output
+  std::vector<Halide::Expr> extents;  // root and output: the extents it is computed over
+  bool by_default = false;            // placed by the rule above, not by the schedule
+};
+
+struct Realization {
+  std::vector<FuncRealization> funcs;  // producers before consumers, the output last
+  const FuncRealization &of(const std::string &func) const;
+  // The funcs computed at `consumer`'s loops, producers first.
+  std::vector<const FuncRealization *> computed_at(const std::string &consumer) const;
+  std::string to_string() const;  // one line per func, for --dump=realization
+};
+
+// Places every func of `graph` (whose last func is the output) and infers the extents of the stages. Throws,
+// naming the func, when a schedule places a func where it cannot be computed: compute_at a func that does not
+// read it or a loop the consumer does not have, or compute_root of a func of several values.
+Realization plan_realization(const FuncGraph &graph, const Schedule &schedule);
+
+// The loop names of `f` under its schedule (null: its own variables and RVars), outermost first.
+std::vector<std::string> loop_names(const Func &f, const FuncSchedule *schedule);
+
+// `e` with every call of an inlined func replaced by its value, so that the calls left are of inputs and of
+// funcs computed elsewhere.
+Halide::Expr inline_calls(const FuncGraph &graph, const Realization &realization, const Halide::Expr &e);
+
+}  // namespace twist

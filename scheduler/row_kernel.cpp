@@ -1,0 +1,508 @@
+#include "scheduler/row_kernel.h"
+
+#include <map>
+#include <set>
+
+#include "lang/error.h"
+#include "scheduler/cooperative_tree.h"
+#include "scheduler/expr_lowering.h"
+#include "scheduler/intrinsics.h"
+#include "scheduler/kernel_assembly.h"
+#include "scheduler/pointwise_kernel.h"
+#include "scheduler/reduction_kernel.h"
+#include "scheduler/stmt_building.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+using namespace twist::stmt;
+
+namespace {
+
+constexpr int kVectorBytes = 16;
+constexpr int kDefaultThreads = 256;
+
+Halide::Expr product(const std::vector<Halide::Expr> &extents) {
+  Halide::Expr n = 1;
+  for (const Halide::Expr &e : extents) n = n * e;
+  return simplify(n);
+}
+
+// The block size for rows of `points` elements of `element_bytes`: each thread about four 16-byte vectors.
+int row_threads(const Halide::Expr &points, int element_bytes) {
+  const auto *n = as_const_int(simplify(points));
+  if (!n) return kDefaultThreads;
+  const int64_t per_thread = 4 * std::max(1, kVectorBytes / element_bytes);
+  int threads = 32;
+  while (threads < 1024 && threads * per_thread < *n) threads *= 2;
+  return threads;
+}
+
+// The calls named `name` (of a func or an input) in e.
+std::vector<const Call *> calls_named(const Halide::Expr &e, const std::string &name) {
+  struct Calls : IRVisitor {
+    const std::string &name;
+    std::vector<const Call *> found;
+    explicit Calls(const std::string &n) : name(n) {}
+    using IRVisitor::visit;
+    void visit(const Call *c) override {
+      IRVisitor::visit(c);
+      if ((c->call_type == Call::Halide || c->call_type == Call::Image) && c->name == name)
+        found.push_back(c);
+    }
+  } calls(name);
+  e.accept(&calls);
+  return calls.found;
+}
+
+bool uses_any(const Halide::Expr &e, const std::set<std::string> &vars) {
+  for (const std::string &v : vars)
+    if (expr_uses_var(e, v)) return true;
+  return false;
+}
+
+std::string join(const std::vector<Halide::Expr> &v) {
+  return fmt::format("{}", fmt::join(v, ", "));
+}
+
+void finish(Kernel &k, const StageKernelRequest &r) {
+  collect_arguments(*r.graph, k, r.output_buffers, r.intermediates);
+  k.shared_bytes = shared_arrays(k.body).bytes;
+}
+
+Kernel pointwise_stage(const StageKernelRequest &r) {
+  const Definition &d = r.stage.definition();
+  // A 16-byte vector's worth of points per thread, loads in flight enough to cover the memory's latency.
+  int element_bytes = 1;
+  for (const Type &t : r.stage.output_types()) element_bytes = std::max(element_bytes, t.bytes());
+  const int points_per_thread = std::max(1, kVectorBytes / element_bytes);
+  Kernel k = pointwise_kernel(
+      r.kernel_name, r.extents,
+      [&](const std::vector<Halide::Expr> &coords) {
+        ExprLowering lowering(*r.graph);
+        read_intermediates(lowering, r.intermediates);
+        for (size_t a = 0; a < d.args.size(); ++a) lowering.bind(d.args[a].name(), coords[a]);
+        std::vector<Stmt> stores;
+        for (size_t o = 0; o < d.values.size(); ++o)
+          stores.push_back(store(r.output_buffers[o].name,
+                                 Halide::cast(r.output_buffers[o].type, lowering.lower(d.values[o])),
+                                 flat_index(coords, r.extents)));
+        return block(stores);
+      },
+      points_per_thread);
+  k.schedule_summary =
+      fmt::format("  {}: elementwise, {} points per thread a block apart, 256 threads per block\n",
+                  r.stage.name(), points_per_thread);
+  finish(k, r);
+  return k;
+}
+
+// A reduction computed at the rows of the stage.
+struct RowReduction {
+  const FuncRealization *realization = nullptr;
+  std::vector<Halide::Expr> point;  // its coordinates, over the stage's variables
+  CooperativeTree tree;
+};
+
+// An input whose row is kept in shared memory.
+struct CachedRow {
+  Input input;
+  std::vector<Halide::Expr> prefix;  // its coordinates before the last, over the stage's row variables
+  int length = 0;
+};
+
+class RowKernelBuilder {
+ public:
+  explicit RowKernelBuilder(const StageKernelRequest &r) : req_(r), def_(r.stage.definition()) {}
+
+  Kernel build(const std::vector<const FuncRealization *> &at) {
+    for (const FuncRealization *f : at) {
+      RowReduction r;
+      r.realization = f;
+      reductions_.push_back(r);
+    }
+    find_points();
+    choose_rows();
+    plan_trees();
+    plan_cache();
+    return assemble();
+  }
+
+ private:
+  RowReduction *find(const std::string &name) {
+    for (RowReduction &r : reductions_)
+      if (r.realization->func.name() == name) return &r;
+    return nullptr;
+  }
+
+  // Records where `caller` reads each row reduction in `e`, whose variables `bound` gives in stage terms.
+  void note_calls(const std::string &caller, const Halide::Expr &e,
+                  const std::map<std::string, Halide::Expr> &bound, const std::set<std::string> &rvars) {
+    for (RowReduction &r : reductions_)
+      for (const Call *c : calls_named(e, r.realization->func.name())) {
+        std::vector<Halide::Expr> point;
+        for (const Halide::Expr &a : c->args) point.push_back(simplify(substitute(bound, a)));
+        for (const Halide::Expr &p : point)
+          if (uses_any(p, rvars))
+            fail(
+                "func '{}' reads '{}' at ({}), which changes along its own reduction, so '{}' cannot be "
+                "computed "
+                "once per row of '{}'; compute it with compute_root()",
+                caller, r.realization->func.name(), join(point), r.realization->func.name(),
+                req_.stage.name());
+        if (r.point.empty()) {
+          r.point = point;
+          continue;
+        }
+        for (size_t k = 0; k < point.size(); ++k)
+          if (!can_prove(point[k] == r.point[k]))
+            fail(
+                "'{}' is read at ({}) and at ({}) in one row of '{}'; a reduction computed at a row has one "
+                "point "
+                "there: compute it with compute_root()",
+                r.realization->func.name(), join(r.point), join(point), req_.stage.name());
+      }
+  }
+
+  std::vector<Halide::Expr> inlined(const std::vector<Expr> &es) const {
+    std::vector<Halide::Expr> out;
+    for (const Expr &e : es) out.push_back(inline_calls(*req_.graph, *req_.realization, e));
+    return out;
+  }
+
+  std::map<std::string, Halide::Expr> pure_binding(const RowReduction &r) const {
+    std::map<std::string, Halide::Expr> bound;
+    const Definition &d = r.realization->func.definition();
+    for (size_t k = 0; k < d.args.size(); ++k) bound[d.args[k].name()] = r.point[k];
+    return bound;
+  }
+
+  std::string arg_names() const {
+    std::string names;
+    for (const Var &v : def_.args) names += (names.empty() ? "" : ", ") + v.name();
+    return names;
+  }
+
+  std::set<std::string> rvars_of(const Func &f) const {
+    std::set<std::string> names;
+    if (f.definition().is_reduction())
+      for (int k = 0; k < f.definition().reduction->domain.dimensions(); ++k)
+        names.insert(f.definition().reduction->domain[k].name());
+    return names;
+  }
+
+  void find_points() {
+    for (const Halide::Expr &v : inlined(def_.values)) note_calls(req_.stage.name(), v, {}, {});
+    for (auto it = reductions_.rbegin(); it != reductions_.rend(); ++it) {
+      const Func &f = it->realization->func;
+      TWIST_CHECK(!it->point.empty(), "reduction '{}' computed at '{}' is not read there", f.name(),
+                  req_.stage.name());
+      for (const Halide::Expr &e : inlined(expressions(f.definition())))
+        note_calls(f.name(), e, pure_binding(*it), rvars_of(f));
+    }
+  }
+
+  void choose_rows() {
+    int used = -1, asked = -1;
+    const RowReduction *asker = nullptr;
+    for (const RowReduction &r : reductions_) {
+      for (const Halide::Expr &p : r.point)
+        for (size_t a = 0; a < def_.args.size(); ++a)
+          if (expr_uses_var(p, def_.args[a].name())) used = std::max(used, static_cast<int>(a));
+      if (r.realization->by_default) continue;
+      int at = -1;
+      for (size_t a = 0; a < def_.args.size(); ++a)
+        if (def_.args[a].name() == r.realization->loop) at = static_cast<int>(a);
+      if (at < 0)
+        fail(
+            "schedule of '{}': compute_at({}, {}) at a row: the loop must be one of '{}''s own variables "
+            "({}), "
+            "unsplit",
+            r.realization->func.name(), req_.stage.name(), r.realization->loop, req_.stage.name(),
+            arg_names());
+      if (at > asked) asker = &r;
+      asked = std::max(asked, at);
+    }
+    if (asker && used > asked) {
+      const RowReduction *reader = nullptr;
+      for (const RowReduction &r : reductions_)
+        for (const Halide::Expr &p : r.point)
+          if (expr_uses_var(p, def_.args[used].name())) reader = &r;
+      fail(
+          "schedule of '{}': compute_at({}, {}) computes it once per iteration of loop '{}', but '{}' is "
+          "read at ({}), "
+          "which changes inside that loop (with '{}'); compute it at loop '{}'",
+          asker->realization->func.name(), req_.stage.name(), asker->realization->loop,
+          asker->realization->loop, reader->realization->func.name(), join(reader->point),
+          def_.args[used].name(), def_.args[used].name());
+    }
+    row_dims_ = std::max(used, asked) + 1;
+    for (int a = 0; a < static_cast<int>(def_.args.size()); ++a)
+      (a < row_dims_ ? row_extents_ : column_extents_).push_back(req_.extents[a]);
+    for (int a = row_dims_; a < static_cast<int>(def_.args.size()); ++a)
+      column_vars_.insert(def_.args[a].name());
+  }
+
+  void plan_trees() {
+    int element_bytes = 1;
+    for (const Type &t : req_.stage.output_types()) element_bytes = std::max(element_bytes, t.bytes());
+    threads_ = row_threads(product(column_extents_), element_bytes);
+    const RowReduction *bound = nullptr;
+    for (const RowReduction &r : reductions_) {
+      const FuncSchedule *fs = req_.schedule->find(r.realization->func.name());
+      if (!binds_reduction_to_threads(r.realization->func, fs)) continue;
+      const int t = plan_tree(r.realization->func, fs, threads_).threads;
+      if (bound && t != threads_)
+        fail(
+            "schedule of '{}': its tree uses {} threads but the tree of '{}' in the same row of '{}' uses "
+            "{}; give "
+            "both the same",
+            r.realization->func.name(), t, bound->realization->func.name(), req_.stage.name(), threads_);
+      bound = &r;
+      threads_ = t;
+    }
+    for (RowReduction &r : reductions_) {
+      const FuncSchedule *fs = req_.schedule->find(r.realization->func.name());
+      if (fs && fs->reduction_split())
+        fail(
+            "schedule of '{}': split_reduction spreads a reduction over blocks, but it is computed at a row "
+            "of '{}' "
+            "(one block); compute it with compute_root() to split it",
+            r.realization->func.name(), req_.stage.name());
+      r.tree = plan_tree(r.realization->func, fs, threads_);
+      summary_ += r.tree.summary;
+    }
+  }
+
+  void plan_cache() {
+    std::set<std::string> rvars;
+    for (const RowReduction &r : reductions_)
+      for (const std::string &v : rvars_of(r.realization->func)) rvars.insert(v);
+    std::vector<Halide::Expr> computed = inlined(def_.values);
+    for (const RowReduction &r : reductions_)
+      for (const Halide::Expr &e : inlined(expressions(r.realization->func.definition())))
+        computed.push_back(substitute(pure_binding(r), e));
+    bool placed_by_schedule = false;
+    for (const RowReduction &r : reductions_)
+      placed_by_schedule = placed_by_schedule || !r.realization->by_default;
+    int bytes = 0;
+    for (const Input &in : req_.graph->inputs) {
+      std::vector<const Call *> reads;
+      for (const Halide::Expr &e : computed)
+        for (const Call *c : calls_named(e, in.name())) reads.push_back(c);
+      if (reads.size() < 2) continue;
+      const auto *length = as_const_int(simplify(in.shape().back()));
+      std::vector<Halide::Expr> prefix(reads[0]->args.begin(), reads[0]->args.end() - 1);
+      bool one_row = true;
+      for (const Call *c : reads)
+        for (size_t k = 0; k + 1 < c->args.size(); ++k)
+          one_row = one_row && !uses_any(c->args[k], column_vars_) && !uses_any(c->args[k], rvars) &&
+                    can_prove(c->args[k] == prefix[k]);
+      if (!one_row) continue;
+      if (!length) {
+        summary_ += fmt::format(
+            "  input '{}' is read {} times per row from global memory: its row length {} is not a "
+            "constant, so it is not kept in shared memory\n",
+            in.name(), reads.size(), in.shape().back());
+        continue;
+      }
+      const int demand = static_cast<int>(*length) * in.type().bytes();
+      if (bytes + demand + kTreeReserve > req_.target.max_shared_bytes_per_block) {
+        if (placed_by_schedule)
+          fail(
+              "schedule of '{}': computed at loop '{}' of '{}', it keeps the row of input '{}' in shared "
+              "memory "
+              "({} elements of {} B: {} bytes), {} bytes in all with the rows kept already ({} B) and the "
+              "trees' "
+              "arrays ({} B), but {} allows {} bytes per block; leave the reduction unscheduled (the default "
+              "reads "
+              "the input again from global memory) or compute it with compute_root()",
+              first_scheduled()->func.name(), first_scheduled()->loop, req_.stage.name(), in.name(), *length,
+              in.type().bytes(), demand, bytes + demand + kTreeReserve, bytes, kTreeReserve, req_.target.arch,
+              req_.target.max_shared_bytes_per_block);
+        summary_ += fmt::format(
+            "  input '{}' is read {} times per row from global memory: its row ({} B) does not fit "
+            "in shared memory\n",
+            in.name(), reads.size(), demand);
+        continue;
+      }
+      bytes += demand;
+      cached_.push_back({in, prefix, static_cast<int>(*length)});
+    }
+  }
+
+  const FuncRealization *first_scheduled() const {
+    for (const RowReduction &r : reductions_)
+      if (!r.realization->by_default) return r.realization;
+    return reductions_.front().realization;
+  }
+
+  // Copies the row of `c` into shared memory: 16-byte cp.async copies where a row is a whole number of them.
+  Stmt fill(const CachedRow &c, const ExprLowering &lowering) const {
+    std::vector<Halide::Expr> at;
+    for (const Halide::Expr &p : c.prefix) at.push_back(lowering.lower(p));
+    at.push_back(0);
+    const Halide::Expr base = flat_index(at, to_halide(c.input.shape()));
+    const int bytes = c.input.type().bytes();
+    const bool vectors = (c.length * bytes) % kVectorBytes == 0;
+    const int per_copy = vectors ? kVectorBytes / bytes : 1;
+    const int copies = c.length / per_copy;
+    const std::string s = row_buffer(c) + ".s";
+    const Halide::Expr q = var(s) * threads_ + intrinsic::thread_index();
+    const Stmt one = vectors
+                         ? intrinsic::copy({row_buffer(c), q * per_copy, c.input.name(), base + q * per_copy,
+                                            kVectorBytes, Halide::Expr(kVectorBytes), true})
+                         : store(row_buffer(c), load(c.input.type(), c.input.name(), base + q), q);
+    Stmt loop = For::make(s, 0, (copies + threads_ - 1) / threads_, ForType::Serial, Halide::DeviceAPI::None,
+                          guarded(q < copies, one));
+    if (vectors) loop = block({loop, intrinsic::async_commit(), intrinsic::async_wait(0)});
+    return loop;
+  }
+
+  static std::string row_buffer(const CachedRow &c) { return c.input.name() + ".row"; }
+
+  Kernel assemble() {
+    ExprLowering lowering(*req_.graph);
+    read_intermediates(lowering, req_.intermediates);
+    std::vector<Stmt> fills;
+    for (const CachedRow &c : cached_) {
+      fills.push_back(fill(c, lowering));
+      const int length = c.length;
+      const std::string buffer = row_buffer(c);
+      const Type t = c.input.type();
+      summary_ += fmt::format(
+          "  input '{}': its row of {} elements read once into shared memory{}\n", c.input.name(), c.length,
+          (c.length * t.bytes()) % kVectorBytes == 0 ? " with 16-byte cp.async copies" : "");
+      lowering.read_input_with(c.input.name(), [buffer, t, length](const std::vector<Halide::Expr> &coords) {
+        return load(t, buffer, Halide::clamp(coords.back(), 0, length - 1));
+      });
+    }
+    lowering.on_func_call(
+        [this](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
+          const RowReduction *r = find(c->name);
+          if (!r) return std::nullopt;
+          for (size_t k = 0; k < args.size(); ++k)
+            TWIST_CHECK(can_prove(args[k] == r->point[k]),
+                        "'{}' read at ({}) in the row where it is computed at ({})", c->name, join(args),
+                        join(r->point));
+          return tree_values(r->tree)[c->value_index];
+        });
+
+    // The row's points of the stage, dealt to the threads in turn.
+    const Halide::Expr columns = product(column_extents_);
+    const Halide::Expr c = var("column.s") * threads_ + intrinsic::thread_index();
+    std::vector<Halide::Expr> at;
+    for (const Var &v : def_.args) at.push_back(Halide::Expr(v));
+    std::vector<Stmt> stores;
+    for (size_t o = 0; o < def_.values.size(); ++o)
+      stores.push_back(store(req_.output_buffers[o].name,
+                             Halide::cast(req_.output_buffers[o].type, lowering.lower(def_.values[o])),
+                             flat_index(at, req_.extents)));
+    std::vector<std::pair<std::string, Halide::Expr>> column_lets;
+    const std::vector<Halide::Expr> column_coords = point_coords(column_extents_, c);
+    for (size_t k = 0; k < column_coords.size(); ++k)
+      column_lets.push_back({def_.args[row_dims_ + k].name(), column_coords[k]});
+    Stmt body = For::make("column.s", 0, simplify((columns + (threads_ - 1)) / threads_), ForType::Serial,
+                          Halide::DeviceAPI::None,
+                          guarded(simplify(c < columns), let_all(column_lets, block(stores))));
+    for (auto it = reductions_.rbegin(); it != reductions_.rend(); ++it) {
+      ExprLowering own = lowering;
+      own.bind(pure_binding(*it));
+      body = tree_fold(it->tree, own, body);
+    }
+    if (!fills.empty()) body = block({block(fills), intrinsic::barrier(), body});
+    for (const CachedRow &cached : cached_)
+      body = Allocate::make(row_buffer(cached), cached.input.type(), Halide::MemoryType::GPUShared,
+                            {cached.length}, const_true(), body);
+    std::vector<std::pair<std::string, Halide::Expr>> row_lets;
+    const std::vector<Halide::Expr> row_coords = point_coords(row_extents_, intrinsic::block_index(0));
+    for (size_t k = 0; k < row_coords.size(); ++k) row_lets.push_back({def_.args[k].name(), row_coords[k]});
+    body = let_all(row_lets, body);
+
+    Kernel k;
+    k.name = req_.kernel_name;
+    k.threads = threads_;
+    k.grid = {product(row_extents_), Halide::Expr(1), Halide::Expr(1)};
+    k.body = simplify_exprs(body);
+    std::vector<std::string> row_names;
+    for (int a = 0; a < row_dims_; ++a) row_names.push_back(def_.args[a].name());
+    k.schedule_summary =
+        fmt::format("  {}: one block of {} threads per row ({}), {} point(s) of the row per thread\n",
+                    req_.stage.name(), threads_,
+                    row_names.empty() ? "the whole func" : fmt::format("{}", fmt::join(row_names, ", ")),
+                    simplify((columns + (threads_ - 1)) / threads_)) +
+        summary_;
+    finish(k, req_);
+    if (k.shared_bytes > req_.target.max_shared_bytes_per_block)
+      fail("the row kernel of '{}' needs {} bytes of shared memory per block, but {} allows {}",
+           req_.stage.name(), k.shared_bytes, req_.target.arch, req_.target.max_shared_bytes_per_block);
+    return k;
+  }
+
+  // Shared memory kept for the trees' arrays (a state per warp and the result, per component).
+  static constexpr int kTreeReserve = 2048;
+
+  const StageKernelRequest &req_;
+  const Definition &def_;
+  std::vector<RowReduction> reductions_;
+  int row_dims_ = 0;
+  std::vector<Halide::Expr> row_extents_, column_extents_;
+  std::set<std::string> column_vars_;
+  int threads_ = kDefaultThreads;
+  std::vector<CachedRow> cached_;
+  std::string summary_;
+};
+
+}  // namespace
+
+Kernel build_row_kernel(const StageKernelRequest &request) {
+  const std::vector<const FuncRealization *> at = request.realization->computed_at(request.stage.name());
+  if (at.empty()) return pointwise_stage(request);
+  return RowKernelBuilder(request).build(at);
+}
+
+Kernel build_tree_kernel(const StageKernelRequest &r) {
+  const Func &f = r.stage;
+  const Definition &d = f.definition();
+  Halide::Expr points = 1;
+  for (int k = 0; k < d.reduction->domain.dimensions(); ++k)
+    points = points * d.reduction->domain[k].extent();
+  const FuncSchedule *fs = r.schedule->find(f.name());
+  const CooperativeTree tree = plan_tree(f, fs, row_threads(points, 4));
+  const int parts = fs && fs->reduction_split() ? fs->reduction_split()->parts : 1;
+  ExprLowering lowering(*r.graph);
+  read_intermediates(lowering, r.intermediates);
+  std::vector<Halide::Expr> at;
+  for (const Var &v : d.args) at.push_back(Halide::Expr(v));
+  std::vector<Stmt> stores;
+  if (r.partial_states) {
+    std::vector<Halide::Expr> where = {var(tree.part_loop)}, shape = {Halide::Expr(parts)};
+    where.insert(where.end(), at.begin(), at.end());
+    shape.insert(shape.end(), r.extents.begin(), r.extents.end());
+    const std::vector<Halide::Expr> state = tree_state(tree);
+    for (size_t c = 0; c < state.size(); ++c)
+      stores.push_back(store(r.output_buffers[c].name, state[c], flat_index(where, shape)));
+  } else {
+    const std::vector<Halide::Expr> values = tree_values(tree);
+    for (size_t o = 0; o < values.size(); ++o)
+      stores.push_back(store(r.output_buffers[o].name, Halide::cast(r.output_buffers[o].type, values[o]),
+                             flat_index(at, r.extents)));
+  }
+  Stmt body = tree_fold(tree, lowering, guarded(intrinsic::thread_index() == 0, block(stores)));
+  if (!tree.part_loop.empty()) body = LetStmt::make(tree.part_loop, intrinsic::block_index(1), body);
+  std::vector<std::pair<std::string, Halide::Expr>> lets;
+  const std::vector<Halide::Expr> coords = point_coords(r.extents, intrinsic::block_index(0));
+  for (size_t k = 0; k < coords.size(); ++k) lets.push_back({d.args[k].name(), coords[k]});
+  Kernel k;
+  k.name = r.kernel_name;
+  k.threads = tree.threads;
+  k.grid = {product(r.extents), Halide::Expr(parts), Halide::Expr(1)};
+  k.body = simplify_exprs(let_all(lets, body));
+  k.schedule_summary = fmt::format("  {}: one block per output point{}\n", f.name(),
+                                   parts > 1 ? fmt::format(" and per part ({} parts)", parts) : "") +
+                       tree.summary;
+  finish(k, r);
+  return k;
+}
+
+}  // namespace twist

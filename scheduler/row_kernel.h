@@ -1,0 +1,49 @@
+#pragma once
+// The kernels of stages that are not tiled contractions: a pure stage with the reductions computed at its
+// rows (softmax, LayerNorm, RMSNorm), a pure stage alone (elementwise), and a reduction stage folded by a
+// cooperative tree per output point.
+//
+// A pure stage F with reductions computed at it: one block per row, the row being F's loops up to the
+// innermost one that the reductions' coordinates depend on (or the loop compute_at names). The block folds
+// each reduction as a cooperative tree (scheduler/cooperative_tree.h), producers first, and then its threads
+// compute the row's points of F (point c of the row by thread c mod T), reading the reductions' values from
+// shared memory. An input read several times in the row, along its last dimension, whose row has a constant
+// length and fits in shared memory (with the trees' arrays), is copied there once with 16-byte cp.async
+// copies where its rows allow, so that the kernel reads it from global memory once. The block size T follows
+// from the row length: the power of two that gives each thread about four 16-byte vectors of the row,
+// between 32 and 1024 (256 when the length is not a constant), unless the schedule binds a reduction loop to
+// threads.
+#include <string>
+#include <vector>
+
+#include "lang/graph.h"
+#include "scheduler/loop_nest.h"
+#include "scheduler/realization.h"
+#include "scheduler/schedule.h"
+#include "scheduler/target.h"
+
+namespace twist {
+
+struct StageKernelRequest {
+  const FuncGraph *graph = nullptr;
+  const Realization *realization = nullptr;
+  const Schedule *schedule = nullptr;
+  Target target;
+  std::string kernel_name;
+  Func stage;
+  std::vector<Halide::Expr> extents;
+  // The stage's values (one buffer each), or for a split reduction's parts its raw state components.
+  std::vector<BufferArg> output_buffers;
+  bool partial_states = false;
+  std::vector<BufferArg> intermediates;  // the buffers of earlier stages, named as their funcs
+};
+
+// A pure stage: with the reductions computed at it, one block per row; without, elementwise (a 16-byte
+// vector's worth of points per thread, see pointwise_kernel).
+Kernel build_row_kernel(const StageKernelRequest &request);
+
+// A reduction stage whose schedule binds reduction loops to threads, or that has no schedule: one block per
+// output point (and per part of a split_reduction), folding it as a cooperative tree.
+Kernel build_tree_kernel(const StageKernelRequest &request);
+
+}  // namespace twist

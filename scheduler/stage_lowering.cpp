@@ -1,0 +1,298 @@
+#include "scheduler/stage_lowering.h"
+
+#include "algebra/legality.h"
+#include "lang/error.h"
+#include "scheduler/chained_kernel.h"
+#include "scheduler/cooperative_tree.h"
+#include "scheduler/epilogue.h"
+#include "scheduler/expr_lowering.h"
+#include "scheduler/intrinsics.h"
+#include "scheduler/kernel_assembly.h"
+#include "scheduler/loops.h"
+#include "scheduler/pointwise_kernel.h"
+#include "scheduler/reduction_kernel.h"
+#include "scheduler/row_kernel.h"
+#include "scheduler/stmt_building.h"
+
+namespace twist {
+
+using namespace Halide::Internal;
+
+namespace {
+
+// The reduction funcs that an expression calls (pure funcs are looked through: they will be inlined).
+void reductions_called(const FuncGraph &g, const Halide::Expr &e, std::vector<std::string> &out) {
+  struct Calls : IRVisitor {
+    std::vector<std::string> names;
+    using IRVisitor::visit;
+    void visit(const Call *c) override {
+      IRVisitor::visit(c);
+      if (c->call_type == Call::Halide) names.push_back(c->name);
+    }
+  } calls;
+  e.accept(&calls);
+  for (const std::string &n : calls.names) {
+    const Func &f = g.func(n);
+    if (f.definition().is_reduction()) {
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    } else {
+      for (const Expr &v : f.definition().values) reductions_called(g, v, out);
+    }
+  }
+}
+
+// The second kernel of a split reduction: folds the parts' states with the monoid's combine, then finalizes.
+// The parts go into `chains` interleaved folds (part p into chain p % chains), which are then combined
+// pairwise: a reassociation of the fold that the split's own associativity check already approved. The
+// chains' loads are independent and the dependent chain is parts / chains combines long instead of parts.
+Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials,
+                      int parts) {
+  const Monoid &m = *values.reduction.definition().reduction->monoid;
+  int chains = 8;
+  while (parts % chains != 0) chains /= 2;
+  Kernel k =
+      pointwise_kernel(values.kernel_name, values.extents, [&](const std::vector<Halide::Expr> &coords) {
+        const State a = m.lhs(), b = m.rhs();
+        std::vector<Halide::Expr> shape = {Halide::Expr(parts)};
+        shape.insert(shape.end(), values.extents.begin(), values.extents.end());
+        // state[into] = combine(state[into], b), with b's components given by `rhs`.
+        auto combine_into = [&](const Halide::Expr &into, const std::function<Halide::Expr(size_t)> &rhs) {
+          std::vector<Stmt> stores;
+          for (size_t c = 0; c < m.state.size(); ++c)
+            stores.push_back(stmt::store("state." + m.state[c].name, m.combine[c], into));
+          std::vector<std::pair<std::string, Halide::Expr>> operands;
+          for (size_t c = 0; c < m.state.size(); ++c) {
+            operands.push_back(
+                {a[c].as<Variable>()->name, load(m.state[c].type, "state." + m.state[c].name, into)});
+            operands.push_back({b[c].as<Variable>()->name, rhs(c)});
+          }
+          return stmt::let_all(operands, Block::make(stores));
+        };
+        const Halide::Expr chain = stmt::var("chain"), step = stmt::var("step");
+        std::vector<Halide::Expr> at = {step * chains + chain};
+        at.insert(at.end(), coords.begin(), coords.end());
+        Stmt fold = combine_into(
+            chain, [&](size_t c) { return load(m.state[c].type, partials[c].name, flat_index(at, shape)); });
+        std::vector<Stmt> steps;
+        for (size_t c = 0; c < m.state.size(); ++c)
+          steps.push_back(
+              stmt::unrolled("chain", chains, stmt::store("state." + m.state[c].name, m.identity[c], chain)));
+        steps.push_back(For::make("step", 0, parts / chains, ForType::Serial, Halide::DeviceAPI::None,
+                                  stmt::unrolled("chain", chains, fold)));
+        for (int half = chains / 2; half >= 1; half /= 2)
+          steps.push_back(stmt::unrolled("chain", half, combine_into(chain, [&](size_t c) {
+                                           return load(m.state[c].type, "state." + m.state[c].name,
+                                                       chain + half);
+                                         })));
+        std::vector<Halide::Expr> state;
+        for (const Component &c : m.state) state.push_back(load(c.type, "state." + c.name, 0));
+        steps.push_back(epilogue_stores(values, coords, state, Halide::Expr()));
+        Stmt body = Block::make(steps);
+        for (const Component &c : m.state)
+          body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {chains},
+                                const_true(), body);
+        return body;
+      });
+  k.schedule_summary =
+      fmt::format("  folds {} partial states per point with {}'s combine, in {} interleaved chains\n", parts,
+                  m.name, chains);
+  return k;
+}
+
+// The approval of the associativity checker for a cooperative tree of `f`, as a line of the kernel's summary.
+std::string approve_tree(const Func &f, const Schedule &schedule) {
+  const FuncSchedule *fs = schedule.find(f.name());
+  std::optional<algebra::AssociativityOverride> user_override;
+  if (fs && fs->associativity_override())
+    user_override = algebra::AssociativityOverride{*fs->associativity_override()};
+  const std::string what = fmt::format("cooperative tree of {} across the threads of a block", f.name());
+  return "  " +
+         algebra::require_reassociable(*f.definition().reduction->monoid, what, user_override).to_string() +
+         "\n";
+}
+
+void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage, const Func &reduced,
+                           const std::vector<BufferArg> &buffers, const std::string &kernel_name,
+                           LoweredProgram &program) {
+  std::vector<Kernel> kernels;
+  const FuncGraph &graph = *ctx.graph;
+  const Schedule &schedule = *ctx.schedule;
+  const Func &output = stage.func;
+  const std::vector<Halide::Expr> &extents = stage.extents;
+  ReductionKernelRequest request;
+  request.graph = &graph;
+  request.extents = extents;
+  request.target = ctx.target;
+  request.intermediates = ctx.intermediates;
+  request.reduction = reduced;
+  if (!output.same_as(reduced)) request.consumer = output;
+  const std::string &reduction = request.reduction.name();
+  request.schedule = schedule.find(reduction);
+  if (!request.schedule)
+    fail(
+        "the program's reduction '{}' has no schedule: schedule it (tile and bind its loops) with "
+        "schedule[{}]",
+        reduction, reduction);
+  const Monoid &monoid = *request.reduction.definition().reduction->monoid;
+  request.output_buffers = buffers;
+
+  // Every primitive that reassociates the reduction asks the algebra first.
+  std::string approvals;
+  std::optional<algebra::AssociativityOverride> user_override;
+  if (request.schedule->associativity_override())
+    user_override = algebra::AssociativityOverride{*request.schedule->associativity_override()};
+  auto approve = [&](const std::string &what) {
+    approvals += "  " + algebra::require_reassociable(monoid, what, user_override).to_string() + "\n";
+  };
+  auto reduction_order = [&](const FuncSchedule &fs) {
+    std::vector<std::string> order;
+    for (const LoopDim &d : make_loops(request.reduction, extents, &fs).dims)
+      if (d.reduction) order.push_back(d.name);
+    return order;
+  };
+  if (reduction_order(*request.schedule) != reduction_order(request.schedule->without_reorders()))
+    approve(fmt::format("reorder of the reduction loops of {}", reduction));
+  if (request.schedule->atom())
+    approve(fmt::format("matrix_atom of {} over {}", reduction, request.schedule->atom()->k));
+  if (request.schedule->reduction_split())
+    approve(fmt::format("split_reduction of {} over {} into {} parts", reduction,
+                        request.schedule->reduction_split()->var,
+                        request.schedule->reduction_split()->parts));
+
+  // A reduction whose elements read another reduction computed at its tile is one chained kernel.
+  std::vector<std::string> producers;
+  for (const Expr &e : request.reduction.definition().reduction->elements)
+    reductions_called(graph, e, producers);
+  std::optional<ChainedKernelRequest> chained;
+  if (!producers.empty()) {
+    const FuncSchedule *ps = schedule.find(producers[0]);
+    if (producers.size() != 1 || !ps || !ps->compute_at() || ps->compute_at()->consumer != reduction)
+      fail(
+          "func '{}' reads the reduction '{}' in its elements; schedule that reduction compute_at({}, <key "
+          "tile loop>) so that it is computed tile by tile inside '{}'",
+          reduction, producers[0], reduction, reduction);
+    chained = ChainedKernelRequest{request, graph.func(producers[0]), ps};
+  }
+  auto build = [&](const ReductionKernelRequest &r) {
+    if (!chained) return build_reduction_kernel(r);
+    ChainedKernelRequest c = *chained;
+    c.consumer = r;
+    return build_chained_kernel(c);
+  };
+
+  request.kernel_name = kernel_name;
+  const auto &split = request.schedule->reduction_split();
+  if (!split) {
+    kernels.push_back(build(request));
+  } else if (split->combine == SplitCombine::kernel) {
+    std::vector<BufferArg> partials;
+    std::vector<Halide::Expr> shape = {Halide::Expr(split->parts)};
+    shape.insert(shape.end(), extents.begin(), extents.end());
+    for (const Component &c : monoid.state) {
+      partials.push_back({reduction + ".partial." + c.name, c.type, shape, BufferArg::Role::workspace});
+      program.workspaces.push_back({partials.back().name, c.type, shape});
+    }
+    ReductionKernelRequest parts = request;
+    parts.output = ReductionKernelRequest::Output::partial_states;
+    parts.output_buffers = partials;
+    parts.kernel_name = kernel_name + "_parts";
+    kernels.push_back(build(parts));
+    Kernel combine = combine_kernel(request, partials, split->parts);
+    collect_arguments(graph, combine, buffers, ctx.intermediates);
+    for (BufferArg p : partials) {
+      p.role = BufferArg::Role::input;
+      combine.buffers.insert(combine.buffers.begin(), p);
+    }
+    kernels.push_back(combine);
+  } else {
+    const bool sum = monoid.state.size() == 1 && output.outputs() == 1 && !request.consumer &&
+                     (output.output_types()[0] == f32 || output.output_types()[0] == i32);
+    if (!sum)
+      fail(
+          "schedule of '{}': split_reduction with atomics needs an f32 or i32 sum stored as it is (no fused "
+          "epilogue); use SplitCombine::kernel",
+          reduction);
+    Kernel zero =
+        pointwise_kernel(kernel_name + "_zero", extents, [&](const std::vector<Halide::Expr> &coords) {
+          return stmt::store(buffers[0].name, make_zero(output.output_types()[0]),
+                             flat_index(coords, extents));
+        });
+    collect_arguments(graph, zero, buffers);
+    kernels.push_back(zero);
+    ReductionKernelRequest parts = request;
+    parts.output = ReductionKernelRequest::Output::atomic_sum;
+    parts.kernel_name = kernel_name + "_atomic";
+    kernels.push_back(build(parts));
+  }
+  for (Kernel &k : kernels) k.schedule_summary = approvals + k.schedule_summary;
+  program.kernels.insert(program.kernels.end(), kernels.begin(), kernels.end());
+}
+
+void tree_stage(const StageContext &ctx, const FuncRealization &stage, const std::vector<BufferArg> &buffers,
+                const std::string &kernel_name, LoweredProgram &program) {
+  const Func &f = stage.func;
+  const std::string approval = approve_tree(f, *ctx.schedule);
+  StageKernelRequest request{ctx.graph, ctx.realization, ctx.schedule, ctx.target, kernel_name,
+                             f,         stage.extents,   buffers,      false,      ctx.intermediates};
+  const FuncSchedule *fs = ctx.schedule->find(f.name());
+  if (!fs || !fs->reduction_split()) {
+    program.kernels.push_back(build_tree_kernel(request));
+    program.kernels.back().schedule_summary = approval + program.kernels.back().schedule_summary;
+    return;
+  }
+  const ReductionSplit &split = *fs->reduction_split();
+  const Monoid &monoid = *f.definition().reduction->monoid;
+  std::vector<BufferArg> partials;
+  std::vector<Halide::Expr> shape = {Halide::Expr(split.parts)};
+  shape.insert(shape.end(), stage.extents.begin(), stage.extents.end());
+  for (const Component &c : monoid.state) {
+    partials.push_back({f.name() + ".partial." + c.name, c.type, shape, BufferArg::Role::workspace});
+    program.workspaces.push_back({partials.back().name, c.type, shape});
+  }
+  StageKernelRequest parts = request;
+  parts.kernel_name = kernel_name + "_parts";
+  parts.output_buffers = partials;
+  parts.partial_states = true;
+  program.kernels.push_back(build_tree_kernel(parts));
+  program.kernels.back().schedule_summary = approval + program.kernels.back().schedule_summary;
+  ReductionKernelRequest values;
+  values.graph = ctx.graph;
+  values.reduction = f;
+  values.extents = stage.extents;
+  values.target = ctx.target;
+  values.kernel_name = kernel_name;
+  values.output_buffers = buffers;
+  values.intermediates = ctx.intermediates;
+  Kernel combine = combine_kernel(values, partials, split.parts);
+  collect_arguments(*ctx.graph, combine, buffers, ctx.intermediates);
+  for (BufferArg p : partials) {
+    p.role = BufferArg::Role::input;
+    combine.buffers.insert(combine.buffers.begin(), p);
+  }
+  program.kernels.push_back(combine);
+}
+
+}  // namespace
+
+void lower_stage(const StageContext &ctx, const FuncRealization &stage, const std::vector<BufferArg> &buffers,
+                 const std::string &kernel_name, LoweredProgram &program) {
+  const Func &f = stage.func;
+  if (f.definition().is_reduction()) {
+    const FuncSchedule *fs = ctx.schedule->find(f.name());
+    if (!fs || binds_reduction_to_threads(f, fs))
+      return tree_stage(ctx, stage, buffers, kernel_name, program);
+    return tiled_reduction_stage(ctx, stage, f, buffers, kernel_name, program);
+  }
+  for (const FuncRealization &r : ctx.realization->funcs)
+    if (r.placement == Placement::epilogue && r.consumer == f.name())
+      return tiled_reduction_stage(ctx, stage, r.func, buffers, kernel_name, program);
+  std::string approvals;
+  for (const FuncRealization *r : ctx.realization->computed_at(f.name()))
+    approvals += approve_tree(r->func, *ctx.schedule);
+  StageKernelRequest request{ctx.graph, ctx.realization, ctx.schedule, ctx.target, kernel_name,
+                             f,         stage.extents,   buffers,      false,      ctx.intermediates};
+  program.kernels.push_back(build_row_kernel(request));
+  program.kernels.back().schedule_summary = approvals + program.kernels.back().schedule_summary;
+}
+
+}  // namespace twist

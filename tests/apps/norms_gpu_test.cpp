@@ -1,0 +1,90 @@
+// The norms of apps/norms and programs with no schedule on the GPU, against the algorithm oracle.
+#include <doctest/doctest.h>
+
+#include "algebra/builtins.h"
+#include "algebra/online.h"
+#include "apps/norms/norms.h"
+#include "backends/cuda/program/gpu_program.h"
+#include "backends/reference/evaluate_funcs.h"
+#include "scheduler/arguments.h"
+#include "scheduler/lower.h"
+#include "tests/gpu_support.h"
+
+using namespace twist;
+using namespace twist::apps;
+using reference::HostTensor;
+
+namespace {
+
+// The worst relative L2 error over the program's outputs, run on the GPU, against the exact oracle.
+double gpu_error(const Func &out, const Schedule &s, const std::map<std::string, HostTensor> &inputs,
+                 const std::map<std::string, double> &scalars) {
+  static cuda::Device device;
+  const LoweredProgram p = lower(out, s, Target::sm90a());
+  cuda::GpuProgram gpu(p, device);
+  const auto got = gpu.run(inputs, scalars);
+  const auto want = reference::evaluate(out, {inputs, scalars}, Arithmetic::exact);
+  double worst = 0;
+  for (size_t o = 0; o < want.size(); ++o) {
+    const HostTensor &g = got.at(p.outputs[o].name);
+    HostTensor wide(f64, g.shape());
+    for (int64_t e = 0; e < g.size(); ++e) wide.set_linear(e, g.get_linear(e));
+    worst = std::max(worst, reference::relative_l2_error(wide, want[o]));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("GPU: softmax, LayerNorm, RMSNorm, add + RMSNorm and SwiGLU match the oracle in f16 and bf16") {
+  TWIST_REQUIRE_GPU();
+  for (const Type &t : {f16, bf16})
+    for (const NormKind kind : all_norm_kinds())
+      for (const int hidden : {4096, 1000, 77}) {
+        const Norm n = make_norm(kind, {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "gpu_"});
+        const int rows = 37;
+        std::map<std::string, HostTensor> inputs;
+        uint64_t seed = 1;
+        for (const Input &in : n.inputs) {
+          const std::vector<int64_t> shape = evaluate_shape(to_halide(in.shape()), {{n.rows.name(), rows}});
+          inputs.emplace(in.name(), reference::random_normal(t, shape, seed++));
+        }
+        INFO(to_string(kind), " ", type_name(t), " hidden ", hidden);
+        CHECK(gpu_error(n.out, schedule_norm(n), inputs, {{n.rows.name(), rows}}) <
+              (t == f16 ? 2e-3 : 1.6e-2));
+      }
+}
+
+TEST_CASE("GPU: programs with no schedule run: RMSNorm, a split tree and a contraction") {
+  TWIST_REQUIRE_GPU();
+  {
+    const Norm n =
+        make_norm(NormKind::rmsnorm, {.dtype = f16, .hidden = 333, .eps = 1e-6f, .prefix = "gpu_ns_"});
+    const std::map<std::string, HostTensor> inputs = {
+        {"gpu_ns_x", reference::random_normal(f16, {50, 333}, 3)},
+        {"gpu_ns_w", reference::random_normal(f16, {333}, 4)}};
+    CHECK(gpu_error(n.out, Schedule(), inputs, {{n.rows.name(), 50}}) < 2e-3);
+  }
+  SizeParam rows("gpu_rows"), cols("gpu_cols");
+  Input x("gpu_x", f32, {rows, cols});
+  Var i("i"), j("j");
+  RDom r({{0, cols}}, "gpu_r");
+  Func f("gpu_f");
+  f(i) = reduce(algebra::welford(f32), r, x(i, r.x));
+  f.set_shape({rows});
+  Schedule split;
+  split[f].split("gpu_r.x", "ro", "rt", 128).bind("rt", Binding::thread).split_reduction("ro", 8);
+  const std::map<std::string, HostTensor> xs = {{"gpu_x", reference::random_normal(f32, {5, 100000}, 5)}};
+  CHECK(gpu_error(f, split, xs, {}) < 1e-4);
+  CHECK(gpu_error(f, Schedule(), xs, {}) < 1e-4);
+
+  SizeParam M("gpu_M"), N("gpu_N"), K("gpu_K");
+  Input a("gpu_a", f32, {M, K}), b("gpu_b", f32, {K, N});
+  RDom k({{0, K}}, "gpu_k");
+  Func c("gpu_c");
+  c(i, j) = reduce(algebra::sum(f32), k, a(i, k.x) * b(k.x, j));
+  c.set_shape({M, N});
+  const std::map<std::string, HostTensor> ab = {{"gpu_a", reference::random_normal(f32, {33, 300}, 6)},
+                                                {"gpu_b", reference::random_normal(f32, {300, 17}, 7)}};
+  CHECK(gpu_error(c, Schedule(), ab, {}) < 1e-5);
+}

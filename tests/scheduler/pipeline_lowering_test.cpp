@@ -1,0 +1,441 @@
+// Pipelines through the whole lowering: funcs inlined, computed at a row of their consumer, or computed as
+// stages of their own; cooperative trees for every built-in monoid, the twisted ones and a user's; programs
+// with no schedule. Each runs on the interpreter against the oracle.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "algebra/builtins.h"
+#include "algebra/online.h"
+#include "apps/norms/norms.h"
+#include "backends/reference/evaluate_funcs.h"
+#include "backends/reference/interpreter/interpreter.h"
+#include "lang/twist.h"
+#include "scheduler/arguments.h"
+#include "scheduler/lower.h"
+#include "tests/error_capture.h"
+#include "tests/scheduler/lowering_support.h"
+
+using namespace twist;
+using twist::testing::compile_for_both_targets;
+using twist::testing::contains;
+using twist::testing::error_of;
+using twist::testing::lowered_error;
+using twist::testing::random_inputs;
+using twist::testing::Tensors;
+
+namespace {
+
+// The loads and copies of global buffer `name` in a kernel body: how often the kernel reads it.
+int global_reads(const Kernel &k, const std::string &name) {
+  struct Reads : Halide::Internal::IRVisitor {
+    const std::string &name;
+    int count = 0;
+    explicit Reads(const std::string &n) : name(n) {}
+    using IRVisitor::visit;
+    void visit(const Halide::Internal::Load *l) override {
+      count += l->name == name;
+      IRVisitor::visit(l);
+    }
+    void visit(const Halide::Internal::StringImm *s) override { count += s->value == name; }
+  } reads(name);
+  k.body.accept(&reads);
+  return reads.count;
+}
+
+// Every output element of the interpreted program against the exact oracle: equal where the oracle is not
+// finite (a row of -inf gives -inf or the monoid's empty value), within `tolerance` relative to the row's
+// scale elsewhere.
+void check_elementwise(const Func &out, const Schedule &s, const Tensors &inputs,
+                       const std::map<std::string, double> &scalars, double tolerance) {
+  const LoweredProgram program = lower(out, s, Target::sm90a());
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto &[name, t] : inputs) shapes[name] = t.shape();
+  const auto got = reference::run_program(program, inputs, bind_arguments(program, shapes, scalars));
+  const auto want = reference::evaluate(out, {inputs, scalars}, Arithmetic::exact);
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    const reference::HostTensor &g = got.at(program.outputs[o].name);
+    for (int64_t e = 0; e < want[o].size(); ++e) {
+      const double w = want[o].get_linear(e), v = g.get_linear(e);
+      INFO(program.outputs[o].name, " element ", e, ": got ", v, ", want ", w);
+      if (!std::isfinite(w)) {
+        CHECK((std::isnan(w) ? std::isnan(v) : v == w));
+      } else {
+        CHECK(std::abs(v - w) <= tolerance * (1 + std::abs(w)));
+      }
+    }
+  }
+}
+
+struct Rms {
+  SizeParam rows{"rms_rows"};
+  Input x, w;
+  Var i{"i"}, j{"j"};
+  RDom r;
+  Func ss{"rms_ss"}, y{"rms_y"};
+  Rms(int cols, const Type &t)
+      : x("rms_x", t, {rows, Expr(cols)}), w("rms_w", t, {Expr(cols)}), r({{0, Expr(cols)}}, "rms_r") {
+    // The RMSNorm, written the natural way.
+    ss(i) = reduce(algebra::sum(f32), r, cast(f32, x(i, r.x)) * cast(f32, x(i, r.x)));
+    y(i, j) = cast(t, cast(f32, x(i, j)) * rsqrt(ss(i) / cast(f32, cols) + 1e-6f) * cast(f32, w(j)));
+    y.set_shape({rows, Expr(cols)});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a pure func alone lowers to one elementwise kernel and matches the oracle") {
+  SizeParam n("pw_n"), m("pw_m");
+  Input a("pw_a", f32, {n, m}), b("pw_b", f32, {n, m});
+  Var i("i"), j("j");
+  Func t("pw_t"), out("pw_out");
+  t(i, j) = a(i, j) * 2.0f + b(i, j);
+  out(i, j) = max(t(i, j), 0.0f) - b(i, j);
+  out.set_shape({n, m});
+  const LoweredProgram p = lower(out, Schedule(), Target::sm90a());
+  CHECK(p.kernels.size() == 1);
+  const std::map<std::string, double> sizes = {{"pw_n", 5}, {"pw_m", 37}};
+  CHECK(lowered_error(out, Schedule(), random_inputs(out, sizes, 3), sizes) < 1e-6);
+}
+
+TEST_CASE("RMSNorm written with ss(i) lowers to one kernel that reads x once and matches the oracle") {
+  for (const int cols : {77, 64, 200}) {
+    for (const bool scheduled : {false, true}) {
+      Rms n(cols, f16);
+      Schedule s;
+      if (scheduled) s[n.ss].compute_at(n.y, n.i);
+      const LoweredProgram p = lower(n.y, s, Target::sm90a());
+      INFO("cols ", cols, scheduled ? " compute_at(y, i)" : " no schedule");
+      REQUIRE(p.kernels.size() == 1);
+      CHECK(global_reads(p.kernels[0], "rms_x") == 1);
+      CHECK(global_reads(p.kernels[0], "rms_w") == 1);
+      const std::map<std::string, double> sizes = {{"rms_rows", 3}};
+      CHECK(lowered_error(n.y, s, random_inputs(n.y, sizes, 11), sizes) < 2e-3);
+    }
+  }
+}
+
+TEST_CASE("a reduction read by a consumer of higher rank is computed at its row") {
+  SizeParam rows("hr_rows"), cols("hr_cols");
+  Input x("hr_x", f32, {rows, cols});
+  Var i("i"), j("j");
+  RDom r({{0, cols}}, "hr_r");
+  Func total("hr_total"), y("hr_y");
+  total(i) = reduce(algebra::sum(f32), r, x(i, r.x));
+  y(i, j) = x(i, j) - total(i) / cast(f32, cols);
+  y.set_shape({rows, cols});
+  const LoweredProgram p = lower(y, Schedule(), Target::sm90a());
+  CHECK(p.kernels.size() == 1);
+  CHECK(contains(p.kernels[0].schedule_summary,
+                 "not a constant"));  // x is read twice: its row length is symbolic
+  for (const int c : {1, 33, 300}) {
+    const std::map<std::string, double> sizes = {{"hr_rows", 4}, {"hr_cols", c}};
+    CHECK(lowered_error(y, Schedule(), random_inputs(y, sizes, 5), sizes) < 1e-6);
+  }
+}
+
+TEST_CASE("two reductions in sequence, a mean and then the variance around it, in one row kernel") {
+  const int cols = 96;
+  SizeParam rows("ln_rows");
+  Input x("ln_x", f32, {rows, Expr(cols)});
+  Var i("i"), j("j");
+  RDom r({{0, cols}}, "ln_r"), q({{0, cols}}, "ln_q");
+  Func total("ln_total"), mean("ln_mean"), var("ln_var"), y("ln_y");
+  total(i) = reduce(algebra::sum(f32), r, x(i, r.x));
+  mean(i) = total(i) / float(cols);
+  var(i) = reduce(algebra::sum(f32), q, (x(i, q.x) - mean(i)) * (x(i, q.x) - mean(i)));
+  y(i, j) = (x(i, j) - mean(i)) * rsqrt(var(i) / float(cols) + 1e-5f);
+  y.set_shape({rows, Expr(cols)});
+  const LoweredProgram p = lower(y, Schedule(), Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);
+  CHECK(global_reads(p.kernels[0], "ln_x") == 1);
+  const std::map<std::string, double> sizes = {{"ln_rows", 3}};
+  CHECK(lowered_error(y, Schedule(), random_inputs(y, sizes, 9), sizes) < 1e-5);
+}
+
+TEST_CASE("a compute_root stage feeds a GEMM through a workspace") {
+  SizeParam M("cr_M"), N("cr_N"), K("cr_K");
+  Input a("cr_a", f32, {M, K}), b("cr_b", f32, {K, N});
+  Var i("i"), j("j");
+  RDom k({{0, K}}, "cr_k");
+  Func act("cr_act"), c("cr_c");
+  act(i, j) = max(a(i, j), 0.0f);
+  c(i, j) = reduce(algebra::sum(f32), k, act(i, k.x) * b(k.x, j));
+  c.set_shape({M, N});
+  Schedule s;
+  s[act].compute_root();
+  s[c].split(i, "io", "ii", 1)
+      .split(j, "jo", "ji", 32)
+      .bind("io", Binding::block_y)
+      .bind("jo", Binding::block_x)
+      .bind("ji", Binding::thread);
+  const LoweredProgram p = lower(c, s, Target::sm90a());
+  REQUIRE(p.kernels.size() == 2);
+  REQUIRE(p.workspaces.size() == 1);
+  CHECK(p.workspaces[0].name == "cr_act");
+  CHECK(global_reads(p.kernels[1], "cr_a") == 0);
+  CHECK(global_reads(p.kernels[1], "cr_act") > 0);
+  const std::map<std::string, double> sizes = {{"cr_M", 5}, {"cr_N", 40}, {"cr_K", 19}};
+  CHECK(lowered_error(c, s, random_inputs(c, sizes, 4), sizes) < 1e-6);
+}
+
+TEST_CASE("a func of two outputs: fused residual add and RMSNorm") {
+  const int cols = 120;
+  SizeParam rows("res_rows");
+  Input x("res_x", f16, {rows, Expr(cols)}), res("res_res", f16, {rows, Expr(cols)}),
+      w("res_w", f16, {Expr(cols)});
+  Var i("i"), j("j");
+  RDom r({{0, cols}}, "res_r");
+  Func h("res_h"), ss("res_ss"), out("res_out");
+  h(i, j) = cast(f32, x(i, j)) + cast(f32, res(i, j));
+  ss(i) = reduce(algebra::sum(f32), r, h(i, r.x) * h(i, r.x));
+  out(i, j) = {cast(f16, h(i, j)), cast(f16, h(i, j) * rsqrt(ss(i) / float(cols) + 1e-6f) * cast(f32, w(j)))};
+  out.set_shape({rows, Expr(cols)});
+  Schedule s;
+  s[ss].compute_at(out, i);
+  const LoweredProgram p = lower(out, s, Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);
+  CHECK(p.outputs.size() == 2);
+  CHECK(global_reads(p.kernels[0], "res_x") == 1);
+  CHECK(global_reads(p.kernels[0], "res_res") == 1);
+  const std::map<std::string, double> sizes = {{"res_rows", 3}};
+  CHECK(lowered_error(out, s, random_inputs(out, sizes, 2), sizes) < 2e-3);
+}
+
+TEST_CASE(
+    "cooperative trees: every built-in monoid, softmax, Welford and a user monoid, odd lengths, 0, 1, -inf") {
+  const Monoid mean =
+      MonoidBuilder("tree_mean")
+          .state({{"n", f32}, {"sum", f32}})
+          .elements({{"x", f32}})
+          .identity({0.0f, 0.0f})
+          .combine([](const State &a, const State &b) {
+            return std::vector<Expr>{a[0] + b[0], a[1] + b[1]};
+          })
+          .lift([](const State &x) {
+            return std::vector<Expr>{Expr(1.0f), x[0]};
+          })
+          .finalize({{"mean", f32}},
+                    [](const State &s) { return std::vector<Expr>{select(s[0] > 0.0f, s[1] / s[0], 0.0f)}; })
+          .build();
+  struct Case {
+    Monoid monoid;
+    bool indexed;       // elements (value, index)
+    bool infinite_row;  // a row of -inf is meaningful for it
+    std::vector<int> lengths;
+  };
+  const std::vector<int> lengths = {0, 1, 31, 33, 100, 257};
+  const std::vector<Case> cases = {
+      {algebra::sum(f32), false, false, lengths},
+      {algebra::product(f32), false, false, {0, 1, 31, 33}},
+      {algebra::max(f32), false, true, lengths},
+      {algebra::min(f32), false, false, lengths},
+      {algebra::argmax(f32), true, true, lengths},
+      {algebra::argmin(f32), true, false, lengths},
+      {algebra::softmax(f32), false, true, lengths},
+      {algebra::log_sum_exp(f32), false, true, lengths},
+      {algebra::welford(f32), false, false, lengths},
+      {algebra::sum(i32), false, false, lengths},
+      {mean, false, false, lengths},
+  };
+  for (const Case &c : cases) {
+    for (const int variant : {0, 1, 2}) {  // the default tree, 64 threads, 2 warps of 32 lanes
+      SizeParam rows("tr_rows"), len("tr_len");
+      const Type t = c.monoid.elements[0].type;
+      Input x("tr_x", t, {rows, Expr(300)});
+      Var i("i");
+      RDom r({{0, len}}, "tr_r");
+      Func f("tr_f");
+      if (c.indexed)
+        f(i) = reduce(c.monoid, r, {x(i, r.x), r.x});
+      else
+        f(i) = reduce(c.monoid, r, x(i, r.x));
+      f.set_shape({rows});
+      Schedule s;
+      if (variant == 1) s[f].split("tr_r.x", "ro", "rt", 64).bind("rt", Binding::thread);
+      if (variant == 2)
+        s[f].split("tr_r.x", "ro", "rl", 32)
+            .split("ro", "rs", "rw", 2)
+            .bind("rl", Binding::thread)
+            .bind("rw", Binding::warp);
+      const LoweredProgram p = lower(f, s, Target::sm90a());
+      CHECK(contains(p.kernels[0].schedule_summary, "cooperative tree"));
+      for (const int n : c.lengths) {
+        INFO(c.monoid.name, " variant ", variant, " length ", n);
+        const std::map<std::string, double> sizes = {{"tr_rows", 3}, {"tr_len", n}};
+        Tensors in = random_inputs(f, sizes, 17);
+        if (c.infinite_row)
+          for (int e = 300; e < 600; ++e)
+            in.at("tr_x").set_linear(e, -std::numeric_limits<double>::infinity());
+        check_elementwise(f, s, in, sizes, t == i32 ? 0 : 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("trees over several RVars, by default and bound to threads") {
+  SizeParam rows("mr_rows");
+  Input x("mr_x", f32, {rows, Expr(7), Expr(13)});
+  Var i("i");
+  RDom r({{0, 13}, {0, 7}}, "mr_r");
+  Func f("mr_f");
+  f(i) = reduce(algebra::welford(f32), r, x(i, r.y, r.x));
+  f.set_shape({rows});
+  Schedule bound;
+  bound[f].fuse("mr_r.x", "mr_r.y", "rf").split("rf", "ro", "rt", 32).bind("rt", Binding::thread);
+  const std::map<std::string, double> sizes = {{"mr_rows", 3}};
+  for (const Schedule &s : {Schedule(), bound})
+    CHECK(lowered_error(f, s, random_inputs(f, sizes, 8), sizes) < 1e-5);
+}
+
+TEST_CASE("a tree composed with split_reduction combines its parts in a second kernel") {
+  SizeParam rows("sp_rows"), cols("sp_cols");
+  Input x("sp_x", f32, {rows, cols});
+  Var i("i");
+  RDom r({{0, cols}}, "sp_r");
+  for (const Monoid &m : {algebra::sum(f32), algebra::softmax(f32), algebra::welford(f32)}) {
+    Func f("sp_f");
+    f(i) = reduce(m, r, x(i, r.x));
+    f.set_shape({rows});
+    Schedule s;
+    s[f].split("sp_r.x", "ro", "rt", 32).bind("rt", Binding::thread).split_reduction("ro", 4);
+    const LoweredProgram p = lower(f, s, Target::sm90a());
+    CHECK(p.kernels.size() == 2);
+    for (const int n : {1, 100, 333}) {
+      INFO(m.name, " length ", n);
+      const std::map<std::string, double> sizes = {{"sp_rows", 2}, {"sp_cols", n}};
+      CHECK(lowered_error(f, s, random_inputs(f, sizes, 6), sizes) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("programs with no schedule lower and run: softmax in three funcs, a contraction") {
+  SizeParam rows("ns_rows"), cols("ns_cols");
+  Input x("ns_x", f32, {rows, cols});
+  Var i("i"), j("j");
+  RDom r({{0, cols}}, "ns_r"), q({{0, cols}}, "ns_q");
+  Func m("ns_m"), e("ns_e"), z("ns_z"), y("ns_y");
+  m(i) = reduce(algebra::max(f32), r, x(i, r.x));
+  e(i, j) = exp(x(i, j) - m(i));
+  z(i) = reduce(algebra::sum(f32), q, e(i, q.x));
+  y(i, j) = e(i, j) / z(i);
+  y.set_shape({rows, cols});
+  const std::map<std::string, double> sizes = {{"ns_rows", 3}, {"ns_cols", 45}};
+  CHECK(lowered_error(y, Schedule(), random_inputs(y, sizes, 1), sizes) < 1e-6);
+  CHECK(lower(y, Schedule(), Target::sm90a()).kernels.size() == 1);
+
+  SizeParam M("nc_M"), N("nc_N"), K("nc_K");
+  Input a("nc_a", f32, {M, K}), b("nc_b", f32, {K, N});
+  RDom k({{0, K}}, "nc_k");
+  Func c("nc_c");
+  c(i, j) = reduce(algebra::sum(f32), k, a(i, k.x) * b(k.x, j));
+  c.set_shape({M, N});
+  const std::map<std::string, double> gemm = {{"nc_M", 3}, {"nc_N", 5}, {"nc_K", 70}};
+  CHECK(lowered_error(c, Schedule(), random_inputs(c, gemm, 2), gemm) < 1e-6);
+}
+
+TEST_CASE("the kernels of pipelines compile for sm_80 and sm_90a") {
+  Rms n(200, bf16);
+  compile_for_both_targets(lower(n.y, Schedule(), Target::sm90a()));
+  SizeParam rows("cc_rows");
+  Input x("cc_x", f16, {rows, Expr(64)});
+  Var i("i");
+  RDom r({{0, 64}}, "cc_r");
+  Func f("cc_f");
+  f(i) = reduce(algebra::welford(f32), r, cast(f32, x(i, r.x)));
+  f.set_shape({rows});
+  Schedule s;
+  s[f].split("cc_r.x", "ro", "rl", 32)
+      .split("ro", "rs", "rw", 2)
+      .bind("rl", Binding::thread)
+      .bind("rw", Binding::warp);
+  compile_for_both_targets(lower(f, s, Target::sm90a()));
+}
+
+TEST_CASE("bad pipeline schedules are refused naming the func, the loop and the budget") {
+  {
+    Rms n(64, f16);
+    Schedule missing;
+    missing[n.ss].compute_at(n.y, "k");
+    const std::string no_loop = error_of([&] { lower(n.y, missing, Target::sm90a()); });
+    CHECK(contains(no_loop, "'rms_ss'"));
+    CHECK(contains(no_loop, "loop 'k'"));
+    CHECK(contains(no_loop, "i, j"));
+  }
+  {
+    Rms wide(70000, f32);
+    Schedule at_row;
+    at_row[wide.ss].compute_at(wide.y, wide.i);
+    const std::string too_wide = error_of([&] { lower(wide.y, at_row, Target::sm90a()); });
+    CHECK(contains(too_wide, "'rms_ss'"));
+    CHECK(contains(too_wide, "loop 'i'"));
+    INFO(too_wide);
+    CHECK(contains(too_wide, "280000"));                    // 70000 f32 of the row of x
+    CHECK(contains(too_wide, std::to_string(227 * 1024)));  // the budget
+    // Unscheduled, the same program reads x again instead.
+    CHECK(lower(wide.y, Schedule(), Target::sm90a()).kernels.size() == 1);
+  }
+
+  SizeParam len("na_len");
+  Input x("na_x", f32, {len});
+  Var i("i");
+  RDom r({{0, len}}, "na_r");
+  const Monoid difference =
+      MonoidBuilder("tree_difference")
+          .state({{"v", f32}})
+          .identity({0.0f})
+          .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] - b[0]}; })
+          .build();
+  Func f("na_f");
+  f(i) = reduce(difference, r, x(r.x + i * 0));
+  f.set_shape({1});
+  Schedule tree;
+  tree[f].split("na_r.x", "ro", "rt", 32).bind("rt", Binding::thread);
+  const std::string refused = error_of([&] { lower(f, tree, Target::sm90a()); });
+  CHECK(contains(refused, "cooperative tree of na_f"));
+  CHECK(contains(refused, "counterexample"));
+}
+
+TEST_CASE("the norms of apps/norms match the oracle on the interpreter, each in one kernel") {
+  for (const Type &t : {f16, bf16})
+    for (const apps::NormKind kind : apps::all_norm_kinds())
+      for (const int hidden : {77, 256}) {
+        const apps::Norm n =
+            apps::make_norm(kind, {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "in_"});
+        const Schedule s = apps::schedule_norm(n);
+        const LoweredProgram p = lower(n.out, s, Target::sm90a());
+        INFO(std::string(apps::to_string(kind)), " ", type_name(t), " hidden ", hidden);
+        REQUIRE(p.kernels.size() == 1);
+        // Each input element is read once: SwiGLU's x in two loads, of the gate's half and of the up half.
+        for (const Input &in : n.inputs)
+          CHECK(global_reads(p.kernels[0], in.name()) == (kind == apps::NormKind::swiglu ? 2 : 1));
+        const std::map<std::string, double> sizes = {{n.rows.name(), 3}};
+        CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 21), sizes) < (t == f16 ? 2e-3 : 1.6e-2));
+      }
+}
+
+TEST_CASE("two instances of one op, and two programs, may use the same func and input names") {
+  const apps::Norm narrow =
+      apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 40, .eps = 1e-6f, .prefix = ""});
+  const apps::Norm wide =
+      apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 72, .eps = 1e-6f, .prefix = ""});
+  for (const apps::Norm *n : {&narrow, &wide}) {
+    const std::map<std::string, double> sizes = {{n->rows.name(), 2}};
+    CHECK(lowered_error(n->out, apps::schedule_norm(*n), random_inputs(n->out, sizes, 4), sizes) < 2e-3);
+    CHECK(
+        lower(n->out, Schedule(), Target::sm90a()).inputs[0].shape[1].as<Halide::Internal::IntImm>()->value ==
+        n->options.hidden);
+  }
+  // Within one program, two different funcs of one name are refused.
+  Input x("dup_x", f32, {Expr(4)});
+  Var i("i");
+  Func a("dup"), b("dup"), out("dup_out");
+  a(i) = x(i) + 1.0f;
+  b(i) = x(i) * 2.0f;
+  out(i) = a(i) + b(i);
+  out.set_shape({Expr(4)});
+  const std::string msg = error_of([&] { lower(out, Schedule(), Target::sm90a()); });
+  CHECK(contains(msg, "two different funcs or inputs named 'dup'"));
+}
