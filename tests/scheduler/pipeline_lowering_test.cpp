@@ -439,3 +439,42 @@ TEST_CASE("two instances of one op, and two programs, may use the same func and 
   const std::string msg = error_of([&] { lower(out, Schedule(), Target::sm90a()); });
   CHECK(contains(msg, "two different funcs or inputs named 'dup'"));
 }
+
+TEST_CASE("a reduction read by another reduction is a stage of its own, its extent inferred from the reads") {
+  SizeParam rows("st_rows"), cols("st_cols");
+  Input x("st_x", f32, {rows, cols});
+  Var i("i"), o("o");
+  RDom r({{0, cols}}, "st_r"), q({{1, rows - 1}}, "st_q");
+  Func row_max("st_row_max"), total("st_total");
+  row_max(i) = reduce(algebra::max(f32), r, x(i, r.x));
+  total(o) = reduce(algebra::sum(f32), q, row_max(q.x) * cast(f32, o + 1));  // rows 1.. only
+  total.set_shape({Expr(2)});
+  const LoweredProgram p = lower(total, Schedule(), Target::sm90a());
+  REQUIRE(p.kernels.size() == 2);
+  REQUIRE(p.workspaces.size() == 1);
+  CHECK(p.workspaces[0].name == "st_row_max");
+  CHECK(Halide::Internal::can_prove(p.workspaces[0].shape[0] == rows));  // the bounds of q.x: [1, rows - 1]
+  const std::map<std::string, double> sizes = {{"st_rows", 5}, {"st_cols", 70}};
+  CHECK(lowered_error(total, Schedule(), random_inputs(total, sizes, 12), sizes) < 1e-6);
+}
+
+TEST_CASE("trees and row kernels keep a domain's predicates") {
+  SizeParam rows("pr_rows"), cols("pr_cols");
+  Input x("pr_x", f32, {rows, cols});
+  Var i("i"), j("j");
+  RDom all({{0, cols}}, "pr_r");
+  const RDom r = all.where(all.x % 3 != 0 && all.x <= i + 40);
+  Func s("pr_s"), y("pr_y");
+  s(i) = reduce(algebra::welford(f32), r, x(i, r.x));
+  y(i, j) = x(i, j) - s(i)[0];
+  y.set_shape({rows, cols});
+  for (const int c : {1, 50, 200}) {
+    const std::map<std::string, double> sizes = {{"pr_rows", 3}, {"pr_cols", c}};
+    CHECK(lowered_error(y, Schedule(), random_inputs(y, sizes, 13), sizes) < 1e-5);
+  }
+  s.set_shape({rows});
+  Schedule bound;
+  bound[s].split("pr_r.x", "ro", "rt", 64).bind("rt", Binding::thread);
+  const std::map<std::string, double> sizes = {{"pr_rows", 3}, {"pr_cols", 150}};
+  CHECK(lowered_error(s, bound, random_inputs(s, sizes, 14), sizes) < 1e-5);
+}
