@@ -7,7 +7,6 @@
 #include "scheduler/cooperative_tree.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
-#include "scheduler/kernel_assembly.h"
 #include "scheduler/pointwise_kernel.h"
 #include "scheduler/reduction_kernel.h"
 #include "scheduler/stmt_building.h"
