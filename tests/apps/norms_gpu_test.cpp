@@ -87,4 +87,13 @@ TEST_CASE("GPU: programs with no schedule run: RMSNorm, a split tree and a contr
   const std::map<std::string, HostTensor> ab = {{"gpu_a", reference::random_normal(f32, {33, 300}, 6)},
                                                 {"gpu_b", reference::random_normal(f32, {300, 17}, 7)}};
   CHECK(gpu_error(c, Schedule(), ab, {}) < 1e-5);
+
+  // In f16 the default is the tensor-core schedule.
+  Input ah("gpu_ah", f16, {M, K}), bh("gpu_bh", f16, {K, N});
+  Func ch("gpu_ch");
+  ch(i, j) = reduce(algebra::sum(f32), k, cast(f32, ah(i, k.x)) * cast(f32, bh(k.x, j)));
+  ch.set_shape({M, N});
+  const std::map<std::string, HostTensor> abh = {{"gpu_ah", reference::random_normal(f16, {300, 200}, 8)},
+                                                 {"gpu_bh", reference::random_normal(f16, {200, 260}, 9)}};
+  CHECK(gpu_error(ch, Schedule(), abh, {}) < 1e-5);
 }

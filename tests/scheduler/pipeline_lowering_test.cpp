@@ -334,6 +334,18 @@ TEST_CASE("programs with no schedule lower and run: softmax in three funcs, a co
   c.set_shape({M, N});
   const std::map<std::string, double> gemm = {{"nc_M", 3}, {"nc_N", 5}, {"nc_K", 70}};
   CHECK(lowered_error(c, Schedule(), random_inputs(c, gemm, 2), gemm) < 1e-6);
+
+  // In f16, the same contraction gets the tensor-core schedule.
+  Input ah("nh_a", f16, {M, K}), bh("nh_b", f16, {K, N});
+  Func ch("nh_c");
+  ch(i, j) = reduce(algebra::sum(f32), k, cast(f32, ah(i, k.x)) * cast(f32, bh(k.x, j)));
+  ch.set_shape({M, N});
+  const LoweredProgram p = lower(ch, Schedule(), Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);
+  CHECK(contains(to_string(p), "mma.m16n8k16"));
+  for (const auto &shape : {std::map<std::string, double>{{"nc_M", 130}, {"nc_N", 72}, {"nc_K", 96}},
+                            std::map<std::string, double>{{"nc_M", 3}, {"nc_N", 5}, {"nc_K", 70}}})
+    CHECK(lowered_error(ch, Schedule(), random_inputs(ch, shape, 3), shape) < 1e-5);
 }
 
 TEST_CASE("the kernels of pipelines compile for sm_80 and sm_90a") {
