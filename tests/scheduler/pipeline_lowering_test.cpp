@@ -490,3 +490,31 @@ TEST_CASE("trees and row kernels keep a domain's predicates") {
   const std::map<std::string, double> sizes = {{"pr_rows", 3}, {"pr_cols", 150}};
   CHECK(lowered_error(s, bound, random_inputs(s, sizes, 14), sizes) < 1e-5);
 }
+
+TEST_CASE("rows of several dimensions, and a whole func as one row") {
+  SizeParam b("rd_b"), h("rd_h"), n("rd_n");
+  Input x("rd_x", f32, {b, h, n});
+  Var i("i"), j("j"), k("k");
+  RDom r({{0, n}}, "rd_r");
+  Func peak("rd_peak"), y("rd_y");
+  peak(i, j) = reduce(algebra::max(f32), r, x(i, j, r.x));
+  y(i, j, k) = x(i, j, k) - peak(i, j);
+  y.set_shape({b, h, n});
+  const std::map<std::string, double> sizes = {{"rd_b", 2}, {"rd_h", 3}, {"rd_n", 41}};
+  // One block per (i, j): the rows are the two dimensions the reduction's point depends on.
+  CHECK(Halide::Internal::can_prove(lower(y, Schedule(), Target::sm90a()).kernels[0].grid[0] ==
+                                    Expr(b) * Expr(h)));
+  CHECK(lowered_error(y, Schedule(), random_inputs(y, sizes, 15), sizes) < 1e-6);
+
+  Input v("rd_v", f32, {n});
+  RDom q({{0, n}}, "rd_q");
+  Func total("rd_total"), unit("rd_unit");
+  total() = reduce(algebra::sum(f32), q, abs(v(q.x)));
+  unit(i) = v(i) / total();
+  unit.set_shape({n});
+  const LoweredProgram p = lower(unit, Schedule(), Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);
+  CHECK(Halide::Internal::is_const_one(p.kernels[0].grid[0]));  // one block: the whole func is the row
+  const std::map<std::string, double> one = {{"rd_n", 1000}};
+  CHECK(lowered_error(unit, Schedule(), random_inputs(unit, one, 16), one) < 1e-6);
+}
