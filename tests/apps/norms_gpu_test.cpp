@@ -36,7 +36,9 @@ double gpu_error(const Func &out, const Schedule &s, const std::map<std::string,
 
 }  // namespace
 
-TEST_CASE("GPU: softmax, LayerNorm, RMSNorm, add + RMSNorm and SwiGLU match the oracle in f16 and bf16") {
+TEST_CASE(
+    "GPU: the norms of apps/norms (softmax and LayerNorm and RMSNorm and add + RMSNorm and SwiGLU) match the "
+    "oracle in f16 and bf16") {
   TWIST_REQUIRE_GPU();
   for (const Type &t : {f16, bf16})
     for (const NormKind kind : all_norm_kinds())
@@ -55,7 +57,9 @@ TEST_CASE("GPU: softmax, LayerNorm, RMSNorm, add + RMSNorm and SwiGLU match the 
       }
 }
 
-TEST_CASE("GPU: programs with no schedule run: RMSNorm, a split tree and a contraction") {
+TEST_CASE(
+    "GPU: programs with no schedule run (RMSNorm and a tree split across blocks and contractions in f32 and "
+    "f16)") {
   TWIST_REQUIRE_GPU();
   {
     const Norm n =
