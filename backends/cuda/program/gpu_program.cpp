@@ -9,12 +9,13 @@
 
 namespace twist::cuda {
 
-CompiledKernel compile_kernel(const twist::Kernel &k, const std::string &arch, const CodegenOptions &options) {
+CompiledKernel compile_kernel(const twist::Kernel &k, const std::string &arch,
+                              const CodegenOptions &options) {
   CompiledKernel c{k, cuda_source(k, options), {}, {}};
   // TWIST_LINEINFO=1 asks for line tables, for compute-sanitizer and ncu to point at the generated source.
   const char *line_info = std::getenv("TWIST_LINEINFO");
-  CompileResult r = default_kernel_cache().compile(c.source, k.name + ".cu",
-                                                   {arch, line_info != nullptr && std::string(line_info) == "1"});
+  CompileResult r = default_kernel_cache().compile(
+      c.source, k.name + ".cu", {arch, line_info != nullptr && std::string(line_info) == "1"});
   c.cubin = std::move(r.cubin);
   if (!r.resources.empty()) c.resources = r.resources.front();
   return c;
@@ -60,8 +61,8 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
   for (const BufferArg &in : program_.inputs) {
     const reference::HostTensor &t = inputs.at(in.name);
     if (t.type() != in.type)
-      fail("input '{}' of program '{}' is {}, but a {} tensor was given", in.name, program_.name, type_name(in.type),
-           type_name(t.type()));
+      fail("input '{}' of program '{}' is {}, but a {} tensor was given", in.name, program_.name,
+           type_name(in.type), type_name(t.type()));
     DeviceBuffer b(device_, t.bytes().size());
     b.upload(t.bytes().data(), t.bytes().size());
     buffers.emplace(in.name, std::move(b));
@@ -90,8 +91,8 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
     Kernel kernel = loaded.module.kernel(cuda::c_name(ir.name));
     const Dim3 cluster{static_cast<unsigned>(ir.cluster[0]), static_cast<unsigned>(ir.cluster[1]),
                        static_cast<unsigned>(ir.cluster[2])};
-    kernel.launch_and_wait(grid, Dim3{static_cast<unsigned>(ir.threads), 1, 1}, static_cast<unsigned>(ir.shared_bytes),
-                           args.pointers(), cluster);
+    kernel.launch_and_wait(grid, Dim3{static_cast<unsigned>(ir.threads), 1, 1},
+                           static_cast<unsigned>(ir.shared_bytes), args.pointers(), cluster);
   }
   std::map<std::string, reference::HostTensor> outputs;
   for (const BufferArg &out : program_.outputs) {
