@@ -86,11 +86,9 @@ std::filesystem::path export_program(const LoweredProgram &program, const Export
                                      const std::filesystem::path &dir) {
   std::filesystem::create_directories(dir);
   std::string buffers;
-  auto add_buffer = [&](const std::string &name, const Type &t, const std::vector<Halide::Expr> &shape,
-                        const char *role) {
+  auto add_buffer = [&](const std::string &name, const Type &t, const std::vector<Halide::Expr> &shape, const char *role) {
     buffers += fmt::format("{}    {{\"name\": {}, \"dtype\": \"{}\", \"shape\": {}, \"role\": \"{}\"}}",
-                           buffers.empty() ? "" : ",\n", json_string(name), type_name(t),
-                           shape_json(shape, r.scalars), role);
+                           buffers.empty() ? "" : ",\n", json_string(name), type_name(t), shape_json(shape, r.scalars), role);
   };
   for (const BufferArg &b : program.inputs) add_buffer(b.name, b.type, b.shape, "input");
   for (const BufferArg &b : program.outputs) add_buffer(b.name, b.type, b.shape, "output");
@@ -106,8 +104,7 @@ std::filesystem::path export_program(const LoweredProgram &program, const Export
     const std::string header = header_of(k, c.source);
     write_file(dir / (stem + ".h"), header.data(), header.size());
     std::string args;
-    for (const BufferArg &b : k.buffers)
-      args += fmt::format("{}{{\"buffer\": {}}}", args.empty() ? "" : ", ", json_string(b.name));
+    for (const BufferArg &b : k.buffers) args += fmt::format("{}{{\"buffer\": {}}}", args.empty() ? "" : ", ", json_string(b.name));
     for (const ScalarArg &s : k.scalars)
       args += fmt::format("{}{{\"scalar\": {}, \"dtype\": \"{}\", \"value\": {}}}", args.empty() ? "" : ", ",
                           json_string(s.name), type_name(s.type), r.scalars.at(s.name));
@@ -124,11 +121,10 @@ std::filesystem::path export_program(const LoweredProgram &program, const Export
         tensor_maps_json(k, r.scalars));
   }
   std::string notes;
-  for (const auto &[key, value] : r.notes)
-    notes += fmt::format(", {}: {}", json_string(key), json_string(value));
-  const std::string manifest = fmt::format(
-      "{{\"label\": {}, \"arch\": \"{}\"{},\n  \"buffers\": [\n{}\n  ],\n  \"kernels\": [\n{}\n  ]\n}}\n",
-      json_string(r.label), r.arch, notes, buffers, kernels);
+  for (const auto &[key, value] : r.notes) notes += fmt::format(", {}: {}", json_string(key), json_string(value));
+  const std::string manifest =
+      fmt::format("{{\"label\": {}, \"arch\": \"{}\"{},\n  \"buffers\": [\n{}\n  ],\n  \"kernels\": [\n{}\n  ]\n}}\n",
+                  json_string(r.label), r.arch, notes, buffers, kernels);
   const std::filesystem::path path = dir / (r.label + ".json");
   write_file(path, manifest.data(), manifest.size());
   return path;

@@ -15,9 +15,8 @@ namespace twist::tool {
 struct ExportRequest {
   std::string label;  // the file stem, e.g. "gemm_f16_4096x4096x4096_mma_128x128x32"
   std::string arch = "sm_90a";
-  Scalars scalars;  // every scalar argument's value
-  std::map<std::string, std::string>
-      notes;  // recorded in the manifest as they are (schedule name, dtype, ...)
+  Scalars scalars;    // every scalar argument's value
+  std::map<std::string, std::string> notes;  // recorded in the manifest as they are (schedule name, dtype, ...)
 };
 
 // Writes <dir>/<label>.json, and per kernel <label>.<kernel>.cu, .cubin and .h; returns the manifest's path.

@@ -9,13 +9,12 @@
 
 namespace twist::cuda {
 
-CompiledKernel compile_kernel(const twist::Kernel &k, const std::string &arch,
-                              const CodegenOptions &options) {
+CompiledKernel compile_kernel(const twist::Kernel &k, const std::string &arch, const CodegenOptions &options) {
   CompiledKernel c{k, cuda_source(k, options), {}, {}};
   // TWIST_LINEINFO=1 asks for line tables, for compute-sanitizer and ncu to point at the generated source.
   const char *line_info = std::getenv("TWIST_LINEINFO");
-  CompileResult r = default_kernel_cache().compile(
-      c.source, k.name + ".cu", {arch, line_info != nullptr && std::string(line_info) == "1"});
+  CompileResult r = default_kernel_cache().compile(c.source, k.name + ".cu",
+                                                   {arch, line_info != nullptr && std::string(line_info) == "1"});
   c.cubin = std::move(r.cubin);
   if (!r.resources.empty()) c.resources = r.resources.front();
   return c;
@@ -61,8 +60,8 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
   for (const BufferArg &in : program_.inputs) {
     const reference::HostTensor &t = inputs.at(in.name);
     if (t.type() != in.type)
-      fail("input '{}' of program '{}' is {}, but a {} tensor was given", in.name, program_.name,
-           type_name(in.type), type_name(t.type()));
+      fail("input '{}' of program '{}' is {}, but a {} tensor was given", in.name, program_.name, type_name(in.type),
+           type_name(t.type()));
     DeviceBuffer b(device_, t.bytes().size());
     b.upload(t.bytes().data(), t.bytes().size());
     buffers.emplace(in.name, std::move(b));

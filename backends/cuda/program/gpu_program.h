@@ -24,8 +24,7 @@ struct CompiledKernel {
 };
 
 // A kernel as CUDA source and a cubin for `arch` ("sm_80", "sm_90a"), through the kernel cache.
-CompiledKernel compile_kernel(const twist::Kernel &kernel, const std::string &arch,
-                              const CodegenOptions &options = {});
+CompiledKernel compile_kernel(const twist::Kernel &kernel, const std::string &arch, const CodegenOptions &options = {});
 
 class GpuProgram {
  public:
