@@ -20,20 +20,28 @@ using Halide::Expr;
 
 namespace {
 
-constexpr int kRows = 100, kColumns = 72;       // rows of 288 bytes: a multiple of 16, as TMA needs
-constexpr int kBoxRows = 64, kBoxColumns = 32;  // 128-byte box rows, the widest the 128-byte swizzle takes
-constexpr int kBoxElements = kBoxRows * kBoxColumns;
+constexpr int kRows = 100, kColumns = 72;  // rows of 288 bytes: a multiple of 16, as TMA needs
+constexpr int kBoxRows = 64;
+
+// Box rows as wide as the swizzle span (32 f32 = 128 bytes without swizzle): the widest each mode takes.
+int box_columns(TensorMap::Swizzle swizzle) {
+  const int span = swizzle_bytes(swizzle);
+  return (span == 0 ? 128 : span) / 4;
+}
 
 float source_value(int row, int column) {
   return static_cast<float>(row * 1000 + column + 1);  // never 0, so a zero can only be the fill
 }
 
-// Where the element at byte `offset` of a row-major box lands in shared memory: with the 128-byte swizzle,
-// the 16-byte chunk index (bits 4..6) XOR the 128-byte row index within each 1024-byte block (bits 7..9).
+// Where the element at byte `offset` of a row-major box lands in shared memory: with a swizzle of S bytes,
+// the 16-byte chunk index within the span (the S / 16 chunks at bits 4 and up) XOR the 128-byte row index
+// modulo S / 16 (bits 7 and up): for 128 bytes, chunk XOR (row % 8) within each 1024-byte block; for 64
+// bytes, bits 4..5 XOR bits 7..8; for 32 bytes, bit 4 XOR bit 7 (the PTX ISA's swizzle modes).
 int shared_element(int row, int column, TensorMap::Swizzle swizzle) {
-  const int offset = (row * kBoxColumns + column) * 4;
-  if (swizzle == TensorMap::Swizzle::none) return offset / 4;
-  return (offset ^ (((offset >> 7) & 7) << 4)) / 4;
+  const int offset = (row * box_columns(swizzle) + column) * 4;
+  const int chunks = swizzle_bytes(swizzle) / 16;
+  if (chunks == 0) return offset / 4;
+  return (offset ^ (((offset >> 7) & (chunks - 1)) << 4)) / 4;
 }
 
 // Loads two boxes (one at rows row0.., one at row0 + 64..) and checks every element of each against the
@@ -46,38 +54,39 @@ void check_box_copy(TensorMap::Swizzle swizzle, std::array<int, 3> cluster, int 
   cuda::Kernel kernel = module.kernel("tma_box_copy");
 
   constexpr int kBlocks = 2;
+  const int columns = box_columns(swizzle), box_elements = kBoxRows * columns;
   twist::Kernel ir;
   ir.name = "tma_box_copy";
-  ir.buffers = {{"out", f32, {Expr(kBlocks * kBoxElements)}, BufferArg::Role::output},
+  ir.buffers = {{"out", f32, {Expr(kBlocks * box_elements)}, BufferArg::Role::output},
                 {"cluster_blocks", i32, {Expr(kBlocks)}, BufferArg::Role::output},
                 {"src", f32, {Expr(kRows), Expr(kColumns)}, BufferArg::Role::input}};
   ir.scalars = {{"row0", i32}, {"col0", i32}, {"box_rows", i32}, {"box_elements", i32}};
-  ir.tensor_maps = {{"map", "src", {Expr(kRows), Expr(kColumns)}, {kBoxRows, kBoxColumns}, swizzle}};
+  ir.tensor_maps = {{"map", "src", {Expr(kRows), Expr(kColumns)}, {kBoxRows, columns}, swizzle}};
 
   std::vector<float> source(kRows * kColumns);
   for (int r = 0; r < kRows; ++r)
     for (int c = 0; c < kColumns; ++c) source[r * kColumns + c] = source_value(r, c);
-  DeviceBuffer src(device, source.size() * 4), out(device, kBlocks * kBoxElements * 4),
+  DeviceBuffer src(device, source.size() * 4), out(device, kBlocks * box_elements * 4),
       blocks(device, kBlocks * 4);
   src.upload(source);
   out.fill(0xff);  // NaN: an element the copy misses cannot pass
   blocks.fill(0);
   KernelArguments args(
       ir, {{"out", out.address()}, {"cluster_blocks", blocks.address()}, {"src", src.address()}},
-      {{"row0", row0}, {"col0", col0}, {"box_rows", kBoxRows}, {"box_elements", kBoxElements}});
-  kernel.launch_and_wait({kBlocks}, {128}, kBoxElements * 4 + 1024 + 8, args.pointers(),
+      {{"row0", row0}, {"col0", col0}, {"box_rows", kBoxRows}, {"box_elements", box_elements}});
+  kernel.launch_and_wait({kBlocks}, {128}, box_elements * 4 + 1024 + 8, args.pointers(),
                          {static_cast<unsigned>(cluster[0]), 1, 1});
 
   const std::vector<float> copied = out.download<float>();
   int mismatches = 0, zeros = 0;
   for (int b = 0; b < kBlocks; ++b)
     for (int r = 0; r < kBoxRows; ++r)
-      for (int c = 0; c < kBoxColumns; ++c) {
+      for (int c = 0; c < columns; ++c) {
         const int row = row0 + b * kBoxRows + r, column = col0 + c;
         const bool inside = row >= 0 && row < kRows && column >= 0 && column < kColumns;
         const float expected = inside ? source_value(row, column) : 0.0f;
         zeros += !inside;
-        const float got = copied[b * kBoxElements + shared_element(r, c, swizzle)];
+        const float got = copied[b * box_elements + shared_element(r, c, swizzle)];
         if (got != expected && mismatches++ < 5)
           MESSAGE("block ", b, " box element (", r, ", ", c, "): expected ", expected, ", got ", got);
       }
@@ -97,4 +106,10 @@ TEST_CASE("a TMA box with the 128-byte swizzle lands at chunk XOR row, launched 
   TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA");
   check_box_copy(TensorMap::Swizzle::b128, {2, 1, 1}, 8, 48);
   check_box_copy(TensorMap::Swizzle::b128, {2, 1, 1}, -3, -16);  // negative coordinates read as zero fill too
+}
+
+TEST_CASE("TMA boxes with the 64- and 32-byte swizzles land at chunk XOR row within their spans") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA");
+  check_box_copy(TensorMap::Swizzle::b64, {1, 1, 1}, 8, 40);
+  check_box_copy(TensorMap::Swizzle::b32, {2, 1, 1}, 8, 68);
 }
