@@ -264,7 +264,8 @@ int export_gemm(const Options &o) {
   if (by_rule)
     for (const char *chosen : {"block", "warp", "stages", "split-k", "min-blocks", "transport"})
       if (o.values.count(chosen))
-        fail("--rule true chooses the tiling (apps/gemm/gemm_rule.h), so --{} cannot be given with it", chosen);
+        fail("--rule true chooses the tiling (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
+             chosen);
   const apps::GemmTiling tiling =
       by_rule ? apps::gemm_tiling_by_rule({shape[0], shape[1], shape[2], 1, dtype}) : parse_tiling(o);
   const Schedule s = apps::schedule_tensor_core(g, tiling);
