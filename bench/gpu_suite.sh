@@ -113,7 +113,7 @@ fi
 if wants torch_ops && [[ -d .gpu/manifests/torch_ops ]]; then
   section "GEMM and attention as PyTorch custom ops under torch.compile (bench/export_torch_ops.sh)"
   TWIST_TORCH_OPS_MANIFESTS=.gpu/manifests/torch_ops python3 -m pytest -q -s -rs -p no:cacheprovider \
-    python/tests/gpu python/tests/test_runtime.py 2>&1 | tee -a "$log" || status=1
+    python/tests/gpu python/tests/test_runtime.py python/tests/test_tensor_map.py 2>&1 | tee -a "$log" || status=1
 fi
 
 section "done, status $status"
