@@ -144,6 +144,7 @@ def test_a_missing_buffer_address_names_the_kernel_and_the_map(tmp_path):
     (None, {"box": [300, 64]}, "tensor map 'A_map' over buffer 'A'.*box dimension 0 is 300 elements"),
     ({"cluster": [2, 0, 1]}, None, r"cluster \[2, 0, 1\] must be three positive integers"),
     ({"grid": [3, 1, 1]}, None, r"grid \[3, 1, 1\] is not a whole number of clusters \[2, 1, 1\]"),
+    ({"grid": [4, 4, 1], "cluster": [4, 4, 1]}, None, r"clusters of \[4, 4, 1\] blocks exceed the portable limit of 8"),
 ])
 def test_a_manifest_with_unusable_tensor_maps_or_clusters_is_refused(tmp_path, kernel_changes, map_changes, message):
     with pytest.raises(ManifestError, match=message):

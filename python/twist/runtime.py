@@ -85,6 +85,9 @@ class TensorMapArg:
 
 
 NO_CLUSTER = (1, 1, 1)
+# The most blocks per cluster that every GPU with clusters launches without opting in (cuFuncSetAttribute's
+# CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED).
+PORTABLE_CLUSTER_BLOCKS = 8
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,10 @@ def _cluster(kernel: dict, grid: list, where: str) -> tuple[int, int, int]:
     if any(g % c for g, c in zip(grid, cluster)):
         raise ManifestError(f"{where}: grid {grid} is not a whole number of clusters {cluster} in every dimension, "
                             "which cuLaunchKernelEx requires; export the kernel again")
+    if math.prod(cluster) > PORTABLE_CLUSTER_BLOCKS:
+        raise ManifestError(f"{where}: clusters of {cluster} blocks exceed the portable limit of "
+                            f"{PORTABLE_CLUSTER_BLOCKS} blocks per cluster (as the C++ runtime does, the launcher "
+                            "does not opt into larger ones); export the kernel with a smaller cluster")
     return tuple(cluster)
 
 
