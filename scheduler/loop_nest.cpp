@@ -30,6 +30,20 @@ const char *role_name(BufferArg::Role r) {
   return "?";
 }
 
+const char *swizzle_name(TensorMap::Swizzle s) {
+  switch (s) {
+    case TensorMap::Swizzle::none:
+      return "none";
+    case TensorMap::Swizzle::b32:
+      return "32B";
+    case TensorMap::Swizzle::b64:
+      return "64B";
+    case TensorMap::Swizzle::b128:
+      return "128B";
+  }
+  return "?";
+}
+
 SharedArrays shared_arrays(const Stmt &body) {
   using namespace Halide::Internal;
   struct Collect : IRVisitor {
@@ -62,6 +76,15 @@ std::string to_string(const Kernel &k) {
     s += fmt::format("  {} {}: {}[{}]\n", role_name(b.role), b.name, type_name(b.type), shape);
   }
   for (const ScalarArg &a : k.scalars) s += fmt::format("  scalar {}: {}\n", a.name, type_name(a.type));
+  for (const TensorMap &m : k.tensor_maps) {
+    std::string extents, box;
+    for (const auto &e : m.extents) extents += (extents.empty() ? "" : ", ") + show(e);
+    for (int b : m.box) box += (box.empty() ? "" : ", ") + std::to_string(b);
+    s += fmt::format("  tensor_map {}: {}[{}] box=[{}] swizzle={}\n", m.name, m.buffer, extents, box,
+                     swizzle_name(m.swizzle));
+  }
+  if (k.cluster != std::array<int, 3>{1, 1, 1})
+    s += fmt::format("  cluster=({}, {}, {})\n", k.cluster[0], k.cluster[1], k.cluster[2]);
   if (!k.schedule_summary.empty()) s += k.schedule_summary;
   std::ostringstream body;
   body << k.body;

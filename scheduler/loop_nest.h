@@ -51,6 +51,25 @@ struct Requirement {
   std::string why;
 };
 
+// A TMA tensor map (CUtensorMap) over one of the kernel's global buffers: encoded on the host before launch
+// (cuTensorMapEncodeTiled) and passed by value as a `const __grid_constant__ CUtensorMap` parameter, after
+// the buffers and the scalars, in this order. The buffer is dense row-major with the shape of its BufferArg.
+// Out-of-bounds elements of a box read as zero (OOB fill none), interleave none, L2 promotion 128B, element
+// type from the buffer's type.
+struct TensorMap {
+  enum class Swizzle { none, b32, b64, b128 };
+  std::string name;    // the parameter's name; TMA intrinsics refer to it
+  std::string buffer;  // the kernel buffer it describes
+  std::vector<Halide::Expr>
+      extents;           // the tensor's extents seen by TMA, dimension 0 outermost (may regroup the
+                         // buffer's dims, e.g. a batch folded into rows; product == buffer size)
+  std::vector<int> box;  // elements per box dimension, dimension 0 outermost; each 1..256
+  Swizzle swizzle = Swizzle::none;  // the box's innermost row must be 32/64/128 bytes for the swizzle modes
+};
+
+// "none", "32B", "64B" or "128B", for messages, dumps and the AOT manifest.
+const char *swizzle_name(TensorMap::Swizzle s);
+
 struct Kernel {
   std::string name;
   std::vector<BufferArg> buffers;
@@ -61,6 +80,9 @@ struct Kernel {
   int shared_bytes = 0;              // dynamic shared memory, every GPUShared allocation of the body
   bool fast_math = false;            // exp and exp2 of f32 as the approximate hardware instructions
   std::vector<Requirement> requirements;
+  std::vector<TensorMap> tensor_maps;
+  std::array<int, 3> cluster = {1, 1,
+                                1};  // thread-block cluster shape; any > 1 launches with cuLaunchKernelEx
   // The kernel to launch instead when a requirement does not hold: the same schedule with copies narrow
   // enough for any shape (see select_variant in scheduler/arguments.h).
   std::shared_ptr<const Kernel> fallback;

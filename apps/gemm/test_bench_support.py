@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the scripts import e
 
 import accuracy_study  # noqa: E402
 import bench_gemm  # noqa: E402
-from twist.runtime import (BufferArg, CudaError, ManifestError, PackedArgs, ScalarArg,  # noqa: E402
-                           describe_cuda_failure, find_manifests, load_manifest, parse_manifest)
+from twist.runtime import (BufferArg, CudaError, ManifestError, ScalarArg, describe_cuda_failure,  # noqa: E402
+                           find_manifests, kernel_parameters, load_manifest, parse_manifest)
 
 
 def gemm_manifest(m, n, k, dtype="f16", output=None, schedule="mma_128x128x32_w64x64_s3_cpasync", accumulation="f32",
@@ -148,7 +148,7 @@ class ManifestTest(unittest.TestCase):
             find_manifests(self.dir.path / "missing", "gemm")
 
 
-class PackedArgsTest(unittest.TestCase):
+class KernelParametersTest(unittest.TestCase):
     def test_pointers_and_scalars_in_manifest_order(self):
         data = gemm_manifest(16, 32, 48)
         data["kernels"][0]["args"] += [{"scalar": "alpha", "dtype": "f32", "value": 0.5},
@@ -156,7 +156,7 @@ class PackedArgsTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             (Path(d) / data["kernels"][0]["cubin"]).write_bytes(b"")
             kernel = parse_manifest(data, Path(d) / "m.json").kernels[0]
-        packed = PackedArgs(kernel, {"A": 0x7F0000001000, "B": 0x7F0000002000, "out": 2**63 + 16})
+        packed = kernel_parameters(kernel, {"A": 0x7F0000001000, "B": 0x7F0000002000, "out": 2**63 + 16})
 
         def read(i, ctype):
             return ctypes.cast(packed.array[i], ctypes.POINTER(ctype)).contents.value

@@ -1,15 +1,24 @@
-"""twist.runtime and twist.torch_ops without a GPU: manifests, op names and schemas, argument packing, the
-message when the extension module is missing, and (where PyTorch is installed) the op's fake implementation."""
+"""twist.runtime and twist.torch_ops without a GPU: manifests, op names and schemas, argument packing (tensor maps
+encoded through a stand-in for the driver), launches in clusters through cuLaunchKernelEx (a stand-in again, and
+its configuration's layout against cuda.h), the message when the extension module is missing, and (where PyTorch is
+installed) the op's fake implementation."""
 import ctypes
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from twist.runtime import BufferArg, ManifestError, kernel_parameters, load_manifest
+from twist.runtime import (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, BufferArg, ClusterLaunch, CUclusterDim,
+                           CUlaunchAttribute, CUlaunchAttributeValue, CUlaunchConfig, LoadedKernels, ManifestError,
+                           PackedArgs, TensorMapArg, _Loaded, kernel_parameters, load_manifest)
+from twist.tensor_map import DATA_TYPES, SWIZZLES, CUtensorMap
 from twist.torch_ops import op_name, op_schema
+
+from stand_in_driver import ENCODED_MARK, StandInDriver
 
 SOURCES = Path(__file__).resolve().parents[1]
 
@@ -73,3 +82,166 @@ def test_the_fake_implementation_gives_the_manifests_outputs(tmp_path):
     assert c.shape == (64, 32) and c.dtype == torch.float32 and c.device.type == "meta"
     with pytest.raises(ValueError, match="input 'B'"):
         op(a, torch.empty((16, 33), dtype=torch.float16, device="meta"))
+
+
+def write_tma_manifest(directory: Path, kernel_changes=None, map_changes=None) -> Path:
+    """A kernel as export_program writes one with TMA: two tensor maps (after the buffers and the scalar) and a
+    cluster of two blocks along x."""
+    (directory / "tma.copy.cubin").write_bytes(b"\x7fELF not a real cubin")
+    a_map = {"name": "A_map", "buffer": "A", "dtype": "bf16", "extents": [200, 64], "strides": [64, 1],
+             "box": [64, 64], "swizzle": 128}
+    a_map.update(map_changes or {})
+    kernel = {"name": "copy", "cubin": "tma.copy.cubin", "grid": [2, 1, 1], "block": 128, "shared_bytes": 0,
+              "cluster": [2, 1, 1], "registers": 32, "spill_bytes": 0,
+              "args": [{"buffer": "C"}, {"buffer": "A"}, {"scalar": "M", "dtype": "i32", "value": 100},
+                       {"tensor_map": "A_map"}, {"tensor_map": "C_map"}],
+              "tensor_maps": [a_map, {"name": "C_map", "buffer": "C", "dtype": "f32", "extents": [100, 64],
+                                      "strides": [64, 1], "box": [32, 16], "swizzle": 0}]}
+    kernel.update(kernel_changes or {})
+    manifest = {"label": "tma", "arch": "sm_90a", "kernels": [kernel],
+                "buffers": [{"name": "A", "dtype": "bf16", "shape": [2, 100, 64], "role": "input"},
+                            {"name": "C", "dtype": "f32", "shape": [100, 64], "role": "output"}]}
+    path = directory / "tma.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def test_tensor_maps_are_encoded_over_their_buffers_and_passed_after_the_scalars(tmp_path):
+    kernel = load_manifest(write_tma_manifest(tmp_path)).kernels[0]
+    assert kernel.cluster == (2, 1, 1)
+    assert kernel.args[3:] == (TensorMapArg("A_map"), TensorMapArg("C_map"))
+    driver = StandInDriver()
+    packed = kernel_parameters(kernel, {"A": 0x7F0000001000, "C": 0x7F0000100000}, driver)
+    assert len(packed.array) == 5
+    assert [ctypes.cast(packed.array[i], ctypes.POINTER(ctypes.c_uint64)).contents.value for i in range(2)] == \
+        [0x7F0000100000, 0x7F0000001000]
+    assert ctypes.cast(packed.array[2], ctypes.POINTER(ctypes.c_int32)).contents.value == 100
+    # Each map is encoded over its own buffer, innermost dimension first, and passed by the address of the map the
+    # driver filled (128-byte aligned, as a CUtensorMap parameter must be).
+    a, c = driver.calls
+    assert (a["address"], a["dims"], a["box"], a["strides"]) == (0x7F0000001000, [64, 200], [64, 64], [128])
+    assert a["data_type"] == DATA_TYPES["bf16"] and a["swizzle"] == SWIZZLES[128]
+    assert (c["address"], c["dims"], c["box"], c["strides"]) == (0x7F0000100000, [64, 100], [16, 32], [256])
+    assert c["data_type"] == DATA_TYPES["f32"] and c["swizzle"] == SWIZZLES[0]
+    assert [packed.array[3], packed.array[4]] == [a["map_address"], c["map_address"]]
+    for i in (3, 4):
+        assert packed.array[i] % 128 == 0
+        assert CUtensorMap.from_address(packed.array[i]).opaque[0] == ENCODED_MARK
+
+
+def test_a_missing_buffer_address_names_the_kernel_and_the_map(tmp_path):
+    kernel = load_manifest(write_tma_manifest(tmp_path, kernel_changes={"args": [{"tensor_map": "A_map"}]})).kernels[0]
+    with pytest.raises(ValueError, match="kernel 'copy' maps buffer 'A' with tensor map 'A_map', but no device"):
+        kernel_parameters(kernel, {"C": 0x1000}, StandInDriver())
+
+
+@pytest.mark.parametrize("kernel_changes, map_changes, message", [
+    ({"args": [{"tensor_map": "B_map"}]}, None, "tensor map 'B_map' is not among the kernel's tensor_maps"),
+    (None, {"buffer": "B"}, "buffer 'B' is not among the manifest's buffers"),
+    (None, {"dtype": "f16"}, "the map reads f16 elements but buffer 'A' holds bf16"),
+    (None, {"extents": [100, 64], "strides": [64, 1]},
+     r"cover 6400 elements but buffer 'A' of shape \[2, 100, 64\] has 12800"),
+    (None, {"box": [300, 64]}, "tensor map 'A_map' over buffer 'A'.*box dimension 0 is 300 elements"),
+    ({"cluster": [2, 0, 1]}, None, r"cluster \[2, 0, 1\] must be three positive integers"),
+    ({"grid": [3, 1, 1]}, None, r"grid \[3, 1, 1\] is not a whole number of clusters \[2, 1, 1\]"),
+    ({"grid": [4, 4, 1], "cluster": [4, 4, 1]}, None, r"clusters of \[4, 4, 1\] blocks exceed the portable limit of 8"),
+])
+def test_a_manifest_with_unusable_tensor_maps_or_clusters_is_refused(tmp_path, kernel_changes, map_changes, message):
+    with pytest.raises(ManifestError, match=message):
+        load_manifest(write_tma_manifest(tmp_path, kernel_changes, map_changes))
+
+
+def test_a_manifest_without_clusters_or_tensor_maps_launches_in_no_clusters(tmp_path):
+    kernel = load_manifest(write_manifest(tmp_path)).kernels[0]
+    assert kernel.cluster == (1, 1, 1) and kernel.tensor_maps == {}
+
+
+class StandInLaunches:
+    """cuLaunchKernel and cuLaunchKernelEx as C callbacks with cuda.h's prototypes, recording what they received."""
+
+    def __init__(self):
+        self.calls = []
+        p = ctypes.c_void_p
+
+        def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+            self.calls.append(("cuLaunchKernel", function, (gx, gy, gz), (bx, by, bz), shared, stream, params[0]))
+            return 0
+
+        def launch_ex(config, function, params, extra):
+            c = config.contents
+            attributes = [(c.attrs[i].id, tuple(getattr(c.attrs[i].value.clusterDim, d) for d in "xyz"))
+                          for i in range(c.numAttrs)]
+            self.calls.append(("cuLaunchKernelEx", function, (c.gridDimX, c.gridDimY, c.gridDimZ),
+                               (c.blockDimX, c.blockDimY, c.blockDimZ), c.sharedMemBytes, c.hStream, params[0],
+                               attributes))
+            return 0
+
+        self.cuLaunchKernel = ctypes.CFUNCTYPE(ctypes.c_int, p, *[ctypes.c_uint] * 7, p, ctypes.POINTER(p),
+                                               ctypes.POINTER(p))(launch)
+        self.cuLaunchKernelEx = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(CUlaunchConfig), p, ctypes.POINTER(p),
+                                                 ctypes.POINTER(p))(launch_ex)
+
+
+def test_a_kernel_in_clusters_is_launched_with_cuLaunchKernelEx_and_the_others_with_cuLaunchKernel(tmp_path):
+    clustered = load_manifest(write_tma_manifest(tmp_path, {"grid": [4, 3, 1], "shared_bytes": 512})).kernels[0]
+    plain = load_manifest(write_manifest(tmp_path)).kernels[0]
+    driver = StandInLaunches()
+    # The loaded kernels as LoadedKernels holds them after loading, over the stand-in driver.
+    kernels = LoadedKernels.__new__(LoadedKernels)
+    kernels._driver = driver
+    kernels.kernels = [_Loaded(clustered, ctypes.c_void_p(), ctypes.c_void_p(0x51), "clustered",
+                               ClusterLaunch(clustered)),
+                       _Loaded(plain, ctypes.c_void_p(), ctypes.c_void_p(0x52), "plain", None)]
+    packed = [PackedArgs([ctypes.c_uint64(0xA)]), PackedArgs([ctypes.c_uint64(0xB)])]
+    kernels.launch(packed, stream=0x5000, wait=False)
+    assert driver.calls == [
+        ("cuLaunchKernelEx", 0x51, (4, 3, 1), (128, 1, 1), 512, 0x5000, packed[0].array[0],
+         [(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, (2, 1, 1))]),
+        ("cuLaunchKernel", 0x52, (2, 4, 1), (128, 1, 1), 1024, 0x5000, packed[1].array[0]),
+    ]
+
+
+LAYOUT_PROGRAM = r"""
+#include <cuda.h>
+#include <stddef.h>
+#include <stdio.h>
+#define FIELD(type, field) printf("\"%s.%s\": [%zu, %zu],\n", #type, #field, offsetof(type, field), \
+                                  sizeof(((type *)0)->field))
+int main(void) {
+  printf("{\n");
+  FIELD(CUlaunchConfig, gridDimX); FIELD(CUlaunchConfig, gridDimY); FIELD(CUlaunchConfig, gridDimZ);
+  FIELD(CUlaunchConfig, blockDimX); FIELD(CUlaunchConfig, blockDimY); FIELD(CUlaunchConfig, blockDimZ);
+  FIELD(CUlaunchConfig, sharedMemBytes); FIELD(CUlaunchConfig, hStream); FIELD(CUlaunchConfig, attrs);
+  FIELD(CUlaunchConfig, numAttrs);
+  FIELD(CUlaunchAttribute, id); FIELD(CUlaunchAttribute, value);
+  FIELD(CUlaunchAttributeValue, clusterDim.x); FIELD(CUlaunchAttributeValue, clusterDim.y);
+  FIELD(CUlaunchAttributeValue, clusterDim.z);
+  printf("\"sizeof CUlaunchConfig\": %zu, \"sizeof CUlaunchAttribute\": %zu, \"sizeof CUlaunchAttributeValue\": %zu,\n",
+         sizeof(CUlaunchConfig), sizeof(CUlaunchAttribute), sizeof(CUlaunchAttributeValue));
+  printf("\"CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION\": %d}\n", (int)CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  return 0;
+}
+"""
+
+
+def test_the_launch_configuration_has_cuda_hs_layout(tmp_path):
+    include = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if not (include / "cuda.h").is_file() or compiler is None:
+        pytest.skip(f"needs cuda.h (in {include}; set CUDA_HOME) and a C compiler (cc, or $CC) to compare layouts")
+    (tmp_path / "layout.c").write_text(LAYOUT_PROGRAM)
+    subprocess.run([compiler, f"-I{include}", "-o", str(tmp_path / "layout"), str(tmp_path / "layout.c")],
+                   check=True)
+    c = json.loads(subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True, check=True).stdout)
+    for struct in (CUlaunchConfig, CUlaunchAttribute):
+        for name, _ in struct._fields_:
+            if name != "pad":
+                field = f"{struct.__name__}.{name}"
+                assert [getattr(struct, name).offset, getattr(struct, name).size] == c[field], field
+        assert ctypes.sizeof(struct) == c[f"sizeof {struct.__name__}"], struct.__name__
+    assert ctypes.sizeof(CUlaunchAttributeValue) == c["sizeof CUlaunchAttributeValue"]
+    cluster = CUlaunchAttributeValue.clusterDim.offset
+    for d in "xyz":
+        assert [cluster + getattr(CUclusterDim, d).offset, getattr(CUclusterDim, d).size] == \
+            c[f"CUlaunchAttributeValue.clusterDim.{d}"], d
+    assert CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION == c["CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION"]

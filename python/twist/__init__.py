@@ -1,6 +1,7 @@
 """twist from Python: the DSL, the associativity checker, schedules, lowering, the CPU oracle and interpreter
 over NumPy arrays, and compiling and exporting kernels, all from the C++ library (the extension module
-twist._twist); and twist.runtime / twist.torch_ops, pure Python, which run exported kernels as PyTorch ops.
+twist._twist); and twist.runtime / twist.tensor_map / twist.torch_ops, pure Python, which run exported kernels
+(with their TMA tensor maps) as PyTorch ops.
 
     import twist
     from twist import algebra, f32
@@ -32,8 +33,8 @@ def __getattr__(name: str):
     if _MISSING is not None:
         raise ImportError(f"twist.{name} needs twist's C++ extension module (twist._twist), which is not "
                           f"importable here ({_MISSING}). Install the package from the repository with "
-                          "scripts/install-python-package.sh (README, 'The two commands'); twist.runtime and "
-                          "twist.torch_ops work without it.")
+                          "scripts/install-python-package.sh (README, 'The two commands'); twist.runtime, "
+                          "twist.tensor_map and twist.torch_ops work without it.")
     raise AttributeError(f"module 'twist' has no attribute '{name}'")
 
 

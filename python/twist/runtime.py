@@ -7,16 +7,22 @@ them next to PyTorch's own kernels) or as a torch.library custom op (twist.torch
 call.
 
 A manifest names the buffers (name, dtype, shape, role) and the kernels to launch in order (cubin, grid, block,
-dynamic shared memory, arguments in the kernel's parameter order: buffers as device pointers, scalars by value).
-Reading and checking manifests and packing arguments need neither a GPU nor PyTorch, and are tested without
-either (python/tests, apps/gemm/test_bench_support.py); torch is imported only where tensors are made.
+thread-block cluster, dynamic shared memory, arguments in the kernel's parameter order: buffers as device
+pointers, scalars by value, TMA tensor maps as CUtensorMaps encoded over their buffers at launch; see
+twist.tensor_map). A kernel in clusters other than 1x1x1 is launched with cuLaunchKernelEx, the others with
+cuLaunchKernel. Reading and checking manifests and packing arguments need neither a GPU nor PyTorch, and are
+tested without either (python/tests, apps/gemm/test_bench_support.py); torch is imported only where tensors are
+made.
 """
 from __future__ import annotations
 
 import ctypes
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from .tensor_map import TensorMap, TensorMapError, encode_tensor_map, encoding_arguments
 
 # The manifest's element type names (lang/types.cpp) and the torch dtypes that hold them.
 TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i32": "int32"}
@@ -74,6 +80,17 @@ class ScalarArg:
 
 
 @dataclass(frozen=True)
+class TensorMapArg:
+    name: str  # a key of the kernel's tensor_maps
+
+
+NO_CLUSTER = (1, 1, 1)
+# The most blocks per cluster that every GPU with clusters launches without opting in (cuFuncSetAttribute's
+# CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED).
+PORTABLE_CLUSTER_BLOCKS = 8
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     name: str
     cubin: Path
@@ -82,7 +99,10 @@ class KernelSpec:
     shared_bytes: int
     registers: int
     spill_bytes: int
-    args: tuple[BufferArg | ScalarArg, ...]
+    args: tuple[BufferArg | ScalarArg | TensorMapArg, ...]
+    cluster: tuple[int, int, int] = NO_CLUSTER
+    # The manifest's "tensor_maps" entries by name, as twist.tensor_map.encode_tensor_map takes them.
+    tensor_maps: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -137,6 +157,49 @@ def _scalar(arg: dict, where: str) -> ScalarArg:
     return ScalarArg(name, dtype, int(value) if dtype == "i32" else float(value))
 
 
+def _cluster(kernel: dict, grid: list, where: str) -> tuple[int, int, int]:
+    cluster = kernel.get("cluster", list(NO_CLUSTER))
+    if (not isinstance(cluster, list) or len(cluster) != 3
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in cluster)):
+        raise ManifestError(f"{where}: cluster {cluster!r} must be three positive integers")
+    if any(g % c for g, c in zip(grid, cluster)):
+        raise ManifestError(f"{where}: grid {grid} is not a whole number of clusters {cluster} in every dimension, "
+                            "which cuLaunchKernelEx requires; export the kernel again")
+    if math.prod(cluster) > PORTABLE_CLUSTER_BLOCKS:
+        raise ManifestError(f"{where}: clusters of {cluster} blocks exceed the portable limit of "
+                            f"{PORTABLE_CLUSTER_BLOCKS} blocks per cluster (as the C++ runtime does, the launcher "
+                            "does not opt into larger ones); export the kernel with a smaller cluster")
+    return tuple(cluster)
+
+
+def _tensor_maps(kernel: dict, buffers: dict[str, BufferSpec], where: str) -> dict[str, dict]:
+    """The kernel's tensor maps by name, each checked as the driver will check it (at address 0: the buffer's own
+    address is checked when it is encoded) and against the buffer it maps."""
+    maps = {}
+    for i, entry in enumerate(_field(kernel, "tensor_maps", list, where) if "tensor_maps" in kernel else []):
+        at = f"{where}: tensor_maps[{i}]"
+        name = _field(entry, "name", str, at)
+        buffer = buffers.get(_field(entry, "buffer", str, at))
+        if buffer is None:
+            raise ManifestError(f"{at} ('{name}'): buffer '{entry['buffer']}' is not among the manifest's buffers")
+        if name in maps:
+            raise ManifestError(f"{at}: tensor map '{name}' is declared twice")
+        try:
+            encoding_arguments(entry, 0)
+        except TensorMapError as e:
+            raise ManifestError(f"{at}: {e}") from e
+        if entry["dtype"] != buffer.dtype:
+            raise ManifestError(f"{at} ('{name}'): the map reads {entry['dtype']} elements but buffer "
+                                f"'{buffer.name}' holds {buffer.dtype}")
+        elements = math.prod(entry["extents"])
+        if elements != math.prod(buffer.shape):
+            raise ManifestError(f"{at} ('{name}'): extents {entry['extents']} cover {elements} elements but buffer "
+                                f"'{buffer.name}' of shape {list(buffer.shape)} has {math.prod(buffer.shape)}; a "
+                                "map may only regroup the buffer's dimensions")
+        maps[name] = entry
+    return maps
+
+
 def parse_manifest(data: dict, path: Path) -> Manifest:
     """Checks a manifest's JSON object field by field; cubin paths are resolved against the manifest's folder."""
     where = str(path)
@@ -157,7 +220,7 @@ def parse_manifest(data: dict, path: Path) -> Manifest:
         if any(other.name == name for other in buffers):
             raise ManifestError(f"{at}: buffer '{name}' is declared twice")
         buffers.append(BufferSpec(name, dtype, tuple(shape), role))
-    names = {b.name for b in buffers}
+    by_name = {b.name: b for b in buffers}
     kernels = []
     for i, k in enumerate(_field(data, "kernels", list, where)):
         at = f"{where}: kernels[{i}]"
@@ -169,20 +232,28 @@ def parse_manifest(data: dict, path: Path) -> Manifest:
         grid = _field(k, "grid", list, at)
         if len(grid) != 3 or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in grid):
             raise ManifestError(f"{at}: grid {grid} must be three non-negative integers")
+        tensor_maps = _tensor_maps(k, by_name, at)
         args = []
         for j, a in enumerate(_field(k, "args", list, at)):
             arg_at = f"{at}: args[{j}]"
             if isinstance(a, dict) and "buffer" in a:
                 buffer = _field(a, "buffer", str, arg_at)
-                if buffer not in names:
+                if buffer not in by_name:
                     raise ManifestError(f"{arg_at}: buffer '{buffer}' is not among the manifest's buffers")
                 args.append(BufferArg(buffer))
             elif isinstance(a, dict) and "scalar" in a:
                 args.append(_scalar(a, arg_at))
+            elif isinstance(a, dict) and "tensor_map" in a:
+                map_name = _field(a, "tensor_map", str, arg_at)
+                if map_name not in tensor_maps:
+                    raise ManifestError(f"{arg_at}: tensor map '{map_name}' is not among the kernel's tensor_maps "
+                                        f"({', '.join(tensor_maps) or 'it has none'})")
+                args.append(TensorMapArg(map_name))
             else:
-                raise ManifestError(f"{arg_at}: {a!r} is neither a buffer nor a scalar argument")
+                raise ManifestError(f"{arg_at}: {a!r} is neither a buffer, a scalar nor a tensor map argument")
         kernels.append(KernelSpec(name, cubin, tuple(grid), _count(k, "block", at, 1), _count(k, "shared_bytes", at),
-                                  _count(k, "registers", at), _count(k, "spill_bytes", at), tuple(args)))
+                                  _count(k, "registers", at), _count(k, "spill_bytes", at), tuple(args),
+                                  _cluster(k, grid, at), tensor_maps))
     if not kernels:
         raise ManifestError(f"{where}: no kernels to launch")
     return Manifest(path, label, arch, notes, tuple(buffers), tuple(kernels))
@@ -212,18 +283,49 @@ def find_manifests(directory: str | Path, op: str) -> list[Manifest]:
 
 
 class PackedArgs:
-    """A kernel's parameters as cuLaunchKernel takes them: an array of pointers, each to one parameter's value.
-    The values are kept here, so the array stays valid as long as this object lives."""
+    """A kernel's parameters as cuLaunchKernel takes them: an array of pointers, each to one parameter's value
+    (a ctypes scalar, or an encoded TensorMap). The values are kept here, so the array stays valid as long as
+    this object lives."""
 
-    def __init__(self, kernel: KernelSpec, addresses: dict[str, int]):
-        self.values = []
-        for a in kernel.args:
-            if isinstance(a, BufferArg):
-                self.values.append(ctypes.c_uint64(addresses[a.name]))
-            else:
-                self.values.append(SCALAR_CTYPES[a.dtype](a.value))
-        self.array = (ctypes.c_void_p * max(len(self.values), 1))(
-            *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in self.values])
+    def __init__(self, values: list[ctypes._SimpleCData | TensorMap]):
+        self.values = values
+        self.array = (ctypes.c_void_p * max(len(values), 1))(
+            *[v.pointer.value if isinstance(v, TensorMap) else ctypes.addressof(v) for v in values])
+
+
+# cuLaunchKernelEx's launch configuration (cuda.h's CUlaunchConfig, CUlaunchAttribute and the union of attribute
+# values, of which only clusterDim is set here); python/tests/test_runtime.py checks the layouts against cuda.h.
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+class CUclusterDim(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class CUlaunchAttributeValue(ctypes.Union):
+    _fields_ = [("pad", ctypes.c_char * 64), ("clusterDim", CUclusterDim)]
+
+
+class CUlaunchAttribute(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", CUlaunchAttributeValue)]
+
+
+class CUlaunchConfig(ctypes.Structure):
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(CUlaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+class ClusterLaunch:
+    """The cuLaunchKernelEx configuration of a kernel launched in thread-block clusters, made once per loaded
+    kernel; each launch copies it and sets the stream."""
+
+    def __init__(self, kernel: KernelSpec):
+        self.attribute = CUlaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+        self.attribute.value.clusterDim = CUclusterDim(*kernel.cluster)
+        self.config = CUlaunchConfig(*kernel.grid, kernel.block, 1, 1, kernel.shared_bytes, None,
+                                     ctypes.pointer(self.attribute), 1)
 
 
 def describe_cuda_failure(call: str, code: int, name: str, text: str, what: str) -> str:
@@ -252,14 +354,18 @@ class _Driver:
             "cuModuleGetFunction": [ptr(p), p, ctypes.c_char_p],
             "cuFuncSetAttribute": [p, i, i],
             "cuLaunchKernel": [p, u, u, u, u, u, u, u, p, ptr(p), ptr(p)],
+            "cuLaunchKernelEx": [ptr(CUlaunchConfig), p, ptr(p), ptr(p)],
             "cuStreamSynchronize": [p],
             "cuGetErrorName": [i, ptr(ctypes.c_char_p)],
             "cuGetErrorString": [i, ptr(ctypes.c_char_p)],
         }
         for name, argtypes in signatures.items():
-            f = getattr(lib, name)
+            f = getattr(lib, name, None)
+            if f is None:
+                raise CudaError(f"libcuda.so.1 has no {name}; the launcher needs a driver for CUDA 12.0 or newer", -1)
             f.argtypes, f.restype = argtypes, ctypes.c_int
             setattr(self, name, f)
+        self.lib = lib  # for twist.tensor_map's encoder
         self.contexts: dict[int, int] = {}
         self.check(self.cuInit(0), "cuInit", "initializing the driver")
 
@@ -312,15 +418,31 @@ class _Loaded:
     module: ctypes.c_void_p
     function: ctypes.c_void_p
     description: str  # for error messages, made once so that timed launches do not format it
+    cluster_launch: ClusterLaunch | None  # None: launched with cuLaunchKernel, in no clusters
 
 
-def kernel_parameters(kernel: KernelSpec, addresses: dict[str, int]) -> PackedArgs:
-    """The parameters one launch of `kernel` passes, given each buffer's device address.
+def kernel_parameters(kernel: KernelSpec, addresses: dict[str, int], libcuda=None) -> PackedArgs:
+    """The parameters one launch of `kernel` passes, in the manifest's order, given each buffer's device address:
+    buffers' addresses, scalars' values, and each tensor map encoded over its buffer's address by libcuda's
+    cuTensorMapEncodeTiled (libcuda.so.1 when None; the driver needs a current context)."""
 
-    This is where a kernel's TMA tensor maps join its parameters once manifests describe them (the manifest's
-    "tensor_maps" entries, encoded by the tensor-map encoder over cuTensorMapEncodeTiled): encode each map for
-    these addresses and append it after the buffers and scalars, in the kernel's parameter order."""
-    return PackedArgs(kernel, addresses)
+    def address(buffer: str, use: str) -> int:
+        if buffer not in addresses:
+            raise ValueError(f"kernel '{kernel.name}' {use}, but no device address was given for buffer "
+                                f"'{buffer}' (given: {', '.join(addresses) or 'none'})")
+        return addresses[buffer]
+
+    values = []
+    for a in kernel.args:
+        if isinstance(a, BufferArg):
+            values.append(ctypes.c_uint64(address(a.name, f"reads buffer '{a.name}'")))
+        elif isinstance(a, ScalarArg):
+            values.append(SCALAR_CTYPES[a.dtype](a.value))
+        else:
+            entry = kernel.tensor_maps[a.name]
+            buffer = address(entry["buffer"], f"maps buffer '{entry['buffer']}' with tensor map '{a.name}'")
+            values.append(encode_tensor_map(entry, buffer, libcuda))
+    return PackedArgs(values)
 
 
 class LoadedKernels:
@@ -350,9 +472,11 @@ class LoadedKernels:
                 "cuModuleLoadData",
                 f"loading {spec.cubin} (kernel '{spec.name}' of {label}, compiled for {self.manifest.arch}) on "
                 f"{self._device_name}")
-        description = (f"kernel '{spec.name}' of {label} (grid {spec.grid[0]}x{spec.grid[1]}x{spec.grid[2]}, block "
-                       f"{spec.block}, {spec.shared_bytes} bytes of dynamic shared memory)")
-        loaded = _Loaded(spec, module, ctypes.c_void_p(), description)
+        in_clusters = spec.cluster != NO_CLUSTER
+        cluster = f", clusters {spec.cluster[0]}x{spec.cluster[1]}x{spec.cluster[2]}" if in_clusters else ""
+        description = (f"kernel '{spec.name}' of {label} (grid {spec.grid[0]}x{spec.grid[1]}x{spec.grid[2]}{cluster}, "
+                       f"block {spec.block}, {spec.shared_bytes} bytes of dynamic shared memory)")
+        loaded = _Loaded(spec, module, ctypes.c_void_p(), description, ClusterLaunch(spec) if in_clusters else None)
         try:
             d.check(d.cuModuleGetFunction(ctypes.byref(loaded.function), module, spec.name.encode()),
                     "cuModuleGetFunction", f"looking up kernel '{spec.name}' in {spec.cubin}")
@@ -367,7 +491,7 @@ class LoadedKernels:
         return loaded
 
     def pack(self, addresses: dict[str, int]) -> list[PackedArgs]:
-        return [kernel_parameters(k.spec, addresses) for k in self.kernels]
+        return [kernel_parameters(k.spec, addresses, self._driver.lib) for k in self.kernels]
 
     def launch(self, packed: list[PackedArgs], stream: int, wait: bool) -> None:
         """Queues every kernel on `stream` (a CUstream handle; 0 is the legacy default stream); with wait,
@@ -378,10 +502,18 @@ class LoadedKernels:
             s = k.spec
             if 0 in s.grid:
                 continue  # an empty output: nothing to compute (the C++ runner skips these too)
-            result = d.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block, 1, 1, s.shared_bytes,
-                                      handle, args.array, None)
+            if k.cluster_launch is None:
+                call = "cuLaunchKernel"
+                result = d.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block, 1, 1, s.shared_bytes,
+                                          handle, args.array, None)
+            else:
+                call = "cuLaunchKernelEx"
+                # A copy per launch, so that launches on other streams from other threads do not race on it.
+                config = CUlaunchConfig.from_buffer_copy(k.cluster_launch.config)
+                config.hStream = handle
+                result = d.cuLaunchKernelEx(ctypes.byref(config), k.function, args.array, None)
             if result:
-                d.check(result, "cuLaunchKernel", "launching " + k.description)
+                d.check(result, call, "launching " + k.description)
             if wait:
                 d.check(d.cuStreamSynchronize(handle), "cuStreamSynchronize", "running " + k.description)
 

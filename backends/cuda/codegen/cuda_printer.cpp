@@ -459,6 +459,8 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   }
   for (const ScalarArg &s : k.scalars)
     params << (params.tellp() ? ", " : "") << c_type(s.type) << " " << c_name(s.name);
+  for (const TensorMap &m : k.tensor_maps)
+    params << (params.tellp() ? ", " : "") << "const __grid_constant__ CUtensorMap " << c_name(m.name);
 
   printer.stmt(k.body, 1);
   // The shared arrays, and the 32-bit addresses of those that ldmatrix or cp.async address.
@@ -480,6 +482,10 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   std::istringstream summary(k.schedule_summary);
   for (std::string line; std::getline(summary, line);) unit << "//" << line << "\n";
   unit << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\n";
+  // The driver's opaque TMA descriptor as cuda.h declares it (NVRTC does not ship cuda.h): passed by value
+  // and read by cp.async.bulk.tensor through its parameter-space address.
+  if (!k.tensor_maps.empty())
+    unit << "struct alignas(128) CUtensorMap {\n  unsigned long long opaque[16];\n};\n\n";
   for (const std::string &h : printer.helpers()) unit << helper_definitions().at(h) << "\n";
   unit << "extern \"C\" __global__ void __launch_bounds__(" << k.threads << ", " << k.min_blocks_per_sm
        << ") " << c_name(k.name) << "(" << params.str() << ") {\n"

@@ -1,7 +1,8 @@
 #pragma once
 // Ahead-of-time output of any lowered program for given shapes: each kernel's CUDA source (.cu), its cubin,
 // a C++ header declaring the kernel, and a JSON manifest that says how to launch them (grid, block, dynamic
-// shared memory, arguments in order). NVRTC compiles the cubins, so no GPU is needed. The Python runtime
+// shared memory, thread-block cluster, arguments in order, and the TMA tensor maps to encode over the
+// buffers). NVRTC compiles the cubins, so no GPU is needed. The Python runtime
 // (python/twist/runtime.py) launches from the manifest, and so do the benchmark drivers; `twist export` is
 // this function applied to the library's GEMM and attention.
 //
