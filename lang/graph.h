@@ -23,7 +23,9 @@ struct FuncGraph {
   bool has_func(const std::string &name) const;
 };
 
-// Walks everything `outputs` depend on. Throws if a func is undefined or a called name is unknown.
+// Walks everything `outputs` depend on, resolving each call by the identity it carries (lang/registry.h).
+// Throws if a func is undefined, a call's func or input is gone, or two different funcs or inputs of the
+// program have one name.
 FuncGraph walk(const std::vector<Func> &outputs);
 
 // Calls made directly by a definition (to funcs and to inputs), in order of first appearance.

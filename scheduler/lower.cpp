@@ -1,6 +1,7 @@
 #include "scheduler/lower.h"
 
 #include "lang/graph.h"
+#include "scheduler/default_schedule.h"
 #include "scheduler/realization.h"
 #include "scheduler/stage_lowering.h"
 
@@ -8,12 +9,13 @@ namespace twist {
 
 LoweredProgram lower(const Func &output, const Schedule &schedule, const Target &target) {
   const FuncGraph graph = walk({output});
-  const Realization realization = plan_realization(graph, schedule);
+  const Schedule completed = with_default_schedules(graph, schedule);
+  const Realization realization = plan_realization(graph, completed);
   LoweredProgram program;
   program.name = output.name();
   for (const Input &in : graph.inputs)
     program.inputs.push_back({in.name(), in.type(), to_halide(in.shape()), BufferArg::Role::input});
-  StageContext context{&graph, &realization, &schedule, target, {}};
+  StageContext context{&graph, &realization, &completed, target, {}};
   // Stages in dependency order: each one's buffer is an intermediate of the stages after it.
   for (const FuncRealization &stage : realization.funcs) {
     const Func &f = stage.func;

@@ -11,11 +11,11 @@
 //     a tree (long reductions get a cooperative tree per output point);
 //   - a reduction read from several funcs, or by another reduction, is a stage of its own (compute_root).
 // A reduction stage with no schedule is folded by a cooperative tree per output point
-// (scheduler/row_kernel.h); that includes contractions, which are not given the tensor-core schedule by
-// default. A pure stage is one block per row when reductions are computed at it, and elementwise (a thread
-// per point) otherwise. The output is always a stage. A stage's extents are the output's shape
-// (Func::set_shape) or, for the other stages, the bounds of what their consumers read (bounds inference over
-// the consumers' footprints).
+// (scheduler/row_kernel.h), except an output that is an f16 or bf16 contraction, which
+// scheduler/default_schedule.h gives the tensor-core schedule first. A pure stage is one block per row when
+// reductions are computed at it, and elementwise otherwise. The output is always a stage. A stage's extents
+// are the output's shape (Func::set_shape) or, for the other stages, the bounds of what their consumers read
+// (bounds inference over the consumers' footprints).
 #include <string>
 #include <vector>
 

@@ -7,7 +7,6 @@
 #include "scheduler/cooperative_tree.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
-#include "scheduler/kernel_assembly.h"
 #include "scheduler/pointwise_kernel.h"
 #include "scheduler/reduction_kernel.h"
 #include "scheduler/stmt_building.h"
@@ -101,6 +100,7 @@ Kernel pointwise_stage(const StageKernelRequest &r) {
 struct RowReduction {
   const FuncRealization *realization = nullptr;
   std::vector<Halide::Expr> point;  // its coordinates, over the stage's variables
+  bool located = false;             // whether `point` was found (a func of no dimensions has an empty one)
   CooperativeTree tree;
 };
 
@@ -150,8 +150,9 @@ class RowKernelBuilder {
                 "once per row of '{}'; compute it with compute_root()",
                 caller, r.realization->func.name(), join(point), r.realization->func.name(),
                 req_.stage.name());
-        if (r.point.empty()) {
+        if (!r.located) {
           r.point = point;
+          r.located = true;
           continue;
         }
         for (size_t k = 0; k < point.size(); ++k)
@@ -195,7 +196,7 @@ class RowKernelBuilder {
     for (const Halide::Expr &v : inlined(def_.values)) note_calls(req_.stage.name(), v, {}, {});
     for (auto it = reductions_.rbegin(); it != reductions_.rend(); ++it) {
       const Func &f = it->realization->func;
-      TWIST_CHECK(!it->point.empty(), "reduction '{}' computed at '{}' is not read there", f.name(),
+      TWIST_CHECK(it->located, "reduction '{}' computed at '{}' is not read there", f.name(),
                   req_.stage.name());
       for (const Halide::Expr &e : inlined(expressions(f.definition())))
         note_calls(f.name(), e, pure_binding(*it), rvars_of(f));

@@ -6,8 +6,6 @@
 #include "scheduler/cooperative_tree.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
-#include "scheduler/intrinsics.h"
-#include "scheduler/kernel_assembly.h"
 #include "scheduler/loops.h"
 #include "scheduler/pointwise_kernel.h"
 #include "scheduler/reduction_kernel.h"

@@ -6,8 +6,8 @@ bandwidth measured in the same process.
 
 For each manifest that `twist export norms` wrote (bench/export_norms_suite.sh): fresh inputs ~ N(0, 1) in the
 manifest's dtype (weights and biases too); twist's outputs (poisoned with NaN first) are checked against the op
-computed by PyTorch in fp32 from the same inputs, by relative L2 error; then twist, eager and torch.compile
-are timed the same way (triton.testing.do_bench medians). GB/s counts each input read once and each output
+computed by PyTorch in fp32 from the same inputs, by relative L2 error; then twist, and the op as a PyTorch user
+writes it (pytorch_op) eager and under torch.compile, are timed the same way (triton.testing.do_bench medians). GB/s counts each input read once and each output
 written once (the manifest's "bytes" note, which apps/norms/norms.cpp computes); the copy bandwidth is that of
 torch's copy_ of a buffer of the same size (read + write). Prints a table and writes the records as JSON;
 exits 1 if any check failed.
@@ -62,10 +62,11 @@ def gbps(nbytes: int, ms: float) -> float:
     return nbytes / ms / 1e6
 
 
-def reference(op: str, inputs: dict, hidden: int):
+def reference(op: str, inputs: dict):
     """The op in PyTorch: eager when called plainly, and what torch.compile compiles. Arithmetic in fp32."""
     import torch
     x = inputs["x"].float()
+    hidden = x.shape[-1] // 2 if op == "swiglu" else x.shape[-1]
     dtype = inputs["x"].dtype
     if op == "softmax":
         return {"softmax": torch.softmax(x, dim=-1).to(dtype)}
@@ -83,6 +84,36 @@ def reference(op: str, inputs: dict, hidden: int):
     if op == "swiglu":
         gate, up = x[:, :hidden], x[:, hidden:]
         return {"swiglu": (torch.nn.functional.silu(gate) * up).to(dtype)}
+    raise ValueError(f"unknown op {op}")
+
+
+def rms_norm(x, w):
+    """torch.nn.functional.rms_norm (PyTorch 2.4 on), or the composite LLM code wrote before it."""
+    import torch
+    if hasattr(torch.nn.functional, "rms_norm"):
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, EPS)
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)).to(x.dtype) * w
+
+
+def pytorch_op(op: str, inputs: dict):
+    """The op as a PyTorch user writes it, timed eager and under torch.compile: the library's fused kernels where
+    there are (softmax, layer_norm and rms_norm compute in fp32 inside), the usual composite otherwise."""
+    import torch
+    f = torch.nn.functional
+    x = inputs["x"]
+    hidden = x.shape[-1] // 2 if op == "swiglu" else x.shape[-1]
+    if op == "softmax":
+        return {"softmax": torch.softmax(x, dim=-1)}
+    if op == "layernorm":
+        return {"layernorm": f.layer_norm(x, (hidden,), inputs["w"], inputs["b"], EPS)}
+    if op == "rmsnorm":
+        return {"rmsnorm": rms_norm(x, inputs["w"])}
+    if op == "add_rmsnorm":
+        h = x + inputs["residual"]
+        return {"add_rmsnorm.0": h, "add_rmsnorm.1": rms_norm(h, inputs["w"])}
+    if op == "swiglu":
+        return {"swiglu": f.silu(x[:, :hidden]) * x[:, hidden:]}
     raise ValueError(f"unknown op {op}")
 
 
@@ -115,14 +146,14 @@ def format_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def measure(manifest: Manifest, generator, gpu: str, date: str, copy_cache: dict, compiled: dict) -> dict:
+def measure(manifest: Manifest, generator, gpu: str, date: str, copy_cache: dict) -> dict:
     import torch
     p = problem(manifest)
     r = new_record(p, manifest, gpu, date)
     dt = torch_dtype(p["dtype"])
     inputs = {b.name: torch.randn(b.shape, generator=generator, device="cuda", dtype=dt)
               for b in manifest.with_role("input")}
-    want = reference(p["op"], inputs, p["hidden"])
+    want = reference(p["op"], inputs)
     try:
         with Program(manifest) as program:
             for name, t in inputs.items():
@@ -138,10 +169,15 @@ def measure(manifest: Manifest, generator, gpu: str, date: str, copy_cache: dict
         if isinstance(e, CudaError) and e.sticky:
             raise
         return r
-    eager_ms = bench_gemm.do_bench(lambda: reference(p["op"], inputs, p["hidden"]))
-    fn = compiled.setdefault(p["op"], torch.compile(lambda xs, op=p["op"], h=p["hidden"]: reference(op, xs, h)))
-    fn(inputs)  # compiles outside the timing
-    compiled_ms = bench_gemm.do_bench(lambda: fn(inputs))
+    r["pytorch_rel_l2_error"] = max(bench_gemm.relative_l2_error(g, want[name])
+                                    for name, g in pytorch_op(p["op"], inputs).items())
+    eager_ms = bench_gemm.do_bench(lambda: pytorch_op(p["op"], inputs))
+    # A fresh compilation per case: recompiling one function for every shape would hit dynamo's recompile limit
+    # and fall back to eager without saying so.
+    torch._dynamo.reset()
+    fn = torch.compile(pytorch_op)
+    fn(p["op"], inputs)  # compiles outside the timing
+    compiled_ms = bench_gemm.do_bench(lambda: fn(p["op"], inputs))
     half = p["bytes"] // 2
     if half not in copy_cache:
         src = torch.empty(half, dtype=torch.uint8, device="cuda")
@@ -173,10 +209,10 @@ def main(argv: list[str]) -> int:
     gpu = torch.cuda.get_device_name()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     generator = torch.Generator(device="cuda").manual_seed(args.seed)
-    records, copy_cache, compiled = [], {}, {}
+    records, copy_cache = [], {}
     try:
         for m in manifests:
-            records.append(measure(m, generator, gpu, date, copy_cache, compiled))
+            records.append(measure(m, generator, gpu, date, copy_cache))
             r = records[-1]
             print(f"  {m.label}: " + (f"{r['ours_gbps']:.0f} GB/s ({r['fraction_of_copy']:.0%} of copy), "
                                       f"{r['vs_compiled']:.2f}x torch.compile" if r["status"] == "PASS"

@@ -32,6 +32,7 @@
 #include "backends/reference/evaluate_funcs.h"
 #include "backends/reference/interpreter/interpreter.h"
 #include "lang/twist.h"
+#include "scheduler/default_schedule.h"
 #include "scheduler/lower.h"
 #include "scheduler/realization.h"
 
@@ -136,9 +137,12 @@ apps::GemmTiling parse_tiling(const Options &o) {
 
 void dump(const Options &o, const Func &out, const Schedule &s, const LoweredProgram &p) {
   if (o.dumps.count("funcs")) std::cout << "== funcs\n" << to_string(walk({out}));
-  if (o.dumps.count("schedule")) std::cout << "== schedule\n" << s.to_string();
+  // The schedule as lower() completes it (scheduler/default_schedule.h), and where it places each func.
+  const FuncGraph graph = walk({out});
+  const Schedule completed = with_default_schedules(graph, s);
+  if (o.dumps.count("schedule")) std::cout << "== schedule\n" << completed.to_string();
   if (o.dumps.count("realization"))
-    std::cout << "== realization\n" << plan_realization(walk({out}), s).to_string();
+    std::cout << "== realization\n" << plan_realization(graph, completed).to_string();
   if (o.dumps.count("loopnest")) std::cout << "== loop nest\n" << to_string(p);
   if (o.dumps.count("cuda"))
     for (const Kernel &k : p.kernels) std::cout << "== cuda " << k.name << "\n" << cuda::cuda_source(k);

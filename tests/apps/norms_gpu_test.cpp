@@ -36,7 +36,9 @@ double gpu_error(const Func &out, const Schedule &s, const std::map<std::string,
 
 }  // namespace
 
-TEST_CASE("GPU: softmax, LayerNorm, RMSNorm, add + RMSNorm and SwiGLU match the oracle in f16 and bf16") {
+TEST_CASE(
+    "GPU: the norms of apps/norms (softmax and LayerNorm and RMSNorm and add + RMSNorm and SwiGLU) match the "
+    "oracle in f16 and bf16") {
   TWIST_REQUIRE_GPU();
   for (const Type &t : {f16, bf16})
     for (const NormKind kind : all_norm_kinds())
@@ -55,7 +57,9 @@ TEST_CASE("GPU: softmax, LayerNorm, RMSNorm, add + RMSNorm and SwiGLU match the 
       }
 }
 
-TEST_CASE("GPU: programs with no schedule run: RMSNorm, a split tree and a contraction") {
+TEST_CASE(
+    "GPU: programs with no schedule run (RMSNorm and a tree split across blocks and contractions in f32 and "
+    "f16)") {
   TWIST_REQUIRE_GPU();
   {
     const Norm n =
@@ -87,4 +91,13 @@ TEST_CASE("GPU: programs with no schedule run: RMSNorm, a split tree and a contr
   const std::map<std::string, HostTensor> ab = {{"gpu_a", reference::random_normal(f32, {33, 300}, 6)},
                                                 {"gpu_b", reference::random_normal(f32, {300, 17}, 7)}};
   CHECK(gpu_error(c, Schedule(), ab, {}) < 1e-5);
+
+  // In f16 the default is the tensor-core schedule.
+  Input ah("gpu_ah", f16, {M, K}), bh("gpu_bh", f16, {K, N});
+  Func ch("gpu_ch");
+  ch(i, j) = reduce(algebra::sum(f32), k, cast(f32, ah(i, k.x)) * cast(f32, bh(k.x, j)));
+  ch.set_shape({M, N});
+  const std::map<std::string, HostTensor> abh = {{"gpu_ah", reference::random_normal(f16, {300, 200}, 8)},
+                                                 {"gpu_bh", reference::random_normal(f16, {200, 260}, 9)}};
+  CHECK(gpu_error(ch, Schedule(), abh, {}) < 1e-5);
 }

@@ -334,6 +334,18 @@ TEST_CASE("programs with no schedule lower and run: softmax in three funcs, a co
   c.set_shape({M, N});
   const std::map<std::string, double> gemm = {{"nc_M", 3}, {"nc_N", 5}, {"nc_K", 70}};
   CHECK(lowered_error(c, Schedule(), random_inputs(c, gemm, 2), gemm) < 1e-6);
+
+  // In f16, the same contraction gets the tensor-core schedule.
+  Input ah("nh_a", f16, {M, K}), bh("nh_b", f16, {K, N});
+  Func ch("nh_c");
+  ch(i, j) = reduce(algebra::sum(f32), k, cast(f32, ah(i, k.x)) * cast(f32, bh(k.x, j)));
+  ch.set_shape({M, N});
+  const LoweredProgram p = lower(ch, Schedule(), Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);
+  CHECK(contains(to_string(p), "mma.m16n8k16"));
+  for (const auto &shape : {std::map<std::string, double>{{"nc_M", 130}, {"nc_N", 72}, {"nc_K", 96}},
+                            std::map<std::string, double>{{"nc_M", 3}, {"nc_N", 5}, {"nc_K", 70}}})
+    CHECK(lowered_error(ch, Schedule(), random_inputs(ch, shape, 3), shape) < 1e-5);
 }
 
 TEST_CASE("the kernels of pipelines compile for sm_80 and sm_90a") {
@@ -438,4 +450,71 @@ TEST_CASE("two instances of one op, and two programs, may use the same func and 
   out.set_shape({Expr(4)});
   const std::string msg = error_of([&] { lower(out, Schedule(), Target::sm90a()); });
   CHECK(contains(msg, "two different funcs or inputs named 'dup'"));
+}
+
+TEST_CASE("a reduction read by another reduction is a stage of its own, its extent inferred from the reads") {
+  SizeParam rows("st_rows"), cols("st_cols");
+  Input x("st_x", f32, {rows, cols});
+  Var i("i"), o("o");
+  RDom r({{0, cols}}, "st_r"), q({{1, rows - 1}}, "st_q");
+  Func row_max("st_row_max"), total("st_total");
+  row_max(i) = reduce(algebra::max(f32), r, x(i, r.x));
+  total(o) = reduce(algebra::sum(f32), q, row_max(q.x) * cast(f32, o + 1));  // rows 1.. only
+  total.set_shape({Expr(2)});
+  const LoweredProgram p = lower(total, Schedule(), Target::sm90a());
+  REQUIRE(p.kernels.size() == 2);
+  REQUIRE(p.workspaces.size() == 1);
+  CHECK(p.workspaces[0].name == "st_row_max");
+  CHECK(Halide::Internal::can_prove(p.workspaces[0].shape[0] == rows));  // the bounds of q.x: [1, rows - 1]
+  const std::map<std::string, double> sizes = {{"st_rows", 5}, {"st_cols", 70}};
+  CHECK(lowered_error(total, Schedule(), random_inputs(total, sizes, 12), sizes) < 1e-6);
+}
+
+TEST_CASE("trees and row kernels keep a domain's predicates") {
+  SizeParam rows("pr_rows"), cols("pr_cols");
+  Input x("pr_x", f32, {rows, cols});
+  Var i("i"), j("j");
+  RDom all({{0, cols}}, "pr_r");
+  const RDom r = all.where(all.x % 3 != 0 && all.x <= i + 40);
+  Func s("pr_s"), y("pr_y");
+  s(i) = reduce(algebra::welford(f32), r, x(i, r.x));
+  y(i, j) = x(i, j) - s(i)[0];
+  y.set_shape({rows, cols});
+  for (const int c : {1, 50, 200}) {
+    const std::map<std::string, double> sizes = {{"pr_rows", 3}, {"pr_cols", c}};
+    CHECK(lowered_error(y, Schedule(), random_inputs(y, sizes, 13), sizes) < 1e-5);
+  }
+  s.set_shape({rows});
+  Schedule bound;
+  bound[s].split("pr_r.x", "ro", "rt", 64).bind("rt", Binding::thread);
+  const std::map<std::string, double> sizes = {{"pr_rows", 3}, {"pr_cols", 150}};
+  CHECK(lowered_error(s, bound, random_inputs(s, sizes, 14), sizes) < 1e-5);
+}
+
+TEST_CASE("rows of several dimensions, and a whole func as one row") {
+  SizeParam b("rd_b"), h("rd_h"), n("rd_n");
+  Input x("rd_x", f32, {b, h, n});
+  Var i("i"), j("j"), k("k");
+  RDom r({{0, n}}, "rd_r");
+  Func peak("rd_peak"), y("rd_y");
+  peak(i, j) = reduce(algebra::max(f32), r, x(i, j, r.x));
+  y(i, j, k) = x(i, j, k) - peak(i, j);
+  y.set_shape({b, h, n});
+  const std::map<std::string, double> sizes = {{"rd_b", 2}, {"rd_h", 3}, {"rd_n", 41}};
+  // One block per (i, j): the rows are the two dimensions the reduction's point depends on.
+  CHECK(Halide::Internal::can_prove(lower(y, Schedule(), Target::sm90a()).kernels[0].grid[0] ==
+                                    Expr(b) * Expr(h)));
+  CHECK(lowered_error(y, Schedule(), random_inputs(y, sizes, 15), sizes) < 1e-6);
+
+  Input v("rd_v", f32, {n});
+  RDom q({{0, n}}, "rd_q");
+  Func total("rd_total"), unit("rd_unit");
+  total() = reduce(algebra::sum(f32), q, abs(v(q.x)));
+  unit(i) = v(i) / total();
+  unit.set_shape({n});
+  const LoweredProgram p = lower(unit, Schedule(), Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);
+  CHECK(Halide::Internal::is_const_one(p.kernels[0].grid[0]));  // one block: the whole func is the row
+  const std::map<std::string, double> one = {{"rd_n", 1000}};
+  CHECK(lowered_error(unit, Schedule(), random_inputs(unit, one, 16), one) < 1e-6);
 }
