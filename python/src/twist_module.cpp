@@ -29,6 +29,7 @@
 #include "backends/reference/interpreter/interpreter.h"
 #include "lang/registry.h"
 #include "lang/twist.h"
+#include "scheduler/default_schedule.h"
 #include "scheduler/lower.h"
 #include "scheduler/realization.h"
 
@@ -578,7 +579,8 @@ void bind_programs(nb::module_ &m) {
   m.def(
       "realization",
       [](const Func &output, const Schedule &schedule) {
-        return plan_realization(walk({output}), schedule).to_string();
+        const FuncGraph graph = walk({output});
+        return plan_realization(graph, with_default_schedules(graph, schedule)).to_string();
       },
       "output"_a, "schedule"_a,
       "Where each func of the program is computed under the schedule (inlined, at a loop of its consumer, or "
