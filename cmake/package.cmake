@@ -1,7 +1,8 @@
 # The installed package: find_package(twist) gives twist::twist (every layer) and one target per layer
 # (twist::lang, twist::algebra, twist::scheduler, twist::reference, twist::interpreter, twist::cuda_codegen,
-# twist::cuda_runtime, twist::cuda_program, twist::apps_gemm, twist::apps_attention, twist::apps_norms). Headers install under
-# include/twist with the repository's layout, so that `#include "lang/twist.h"` works as it does in the tree.
+# twist::cuda_runtime, twist::cuda_program, twist::apps_gemm, twist::apps_attention, twist::apps_norms). Headers
+# install under include/twist with the repository's layout, so that `#include "lang/twist.h"` works as it does
+# in the tree.
 include(CMakePackageConfigHelpers)
 
 get_property(twist_components GLOBAL PROPERTY TWIST_COMPONENTS)

@@ -19,9 +19,10 @@ if [ ! -e /usr/local/cuda/include/nvrtc.h ]; then
   echo "twist setup: the CUDA toolkit is expected at /usr/local/cuda (nvrtc.h, cuda.h, libnvrtc)" >&2
   exit 1
 fi
-# The Python package (pyproject.toml): nanobind and scikit-build-core build it, numpy and pytest test it. They
-# go to the `python3` on PATH (scripts/pip-flags.sh says where).
-python_packages=(numpy pytest nanobind scikit-build-core)
+# The Python package (pyproject.toml): nanobind and scikit-build-core build it, numpy and pytest test it; the
+# tutorial notebooks run under nbclient (a Jupyter kernel from ipykernel), plot with matplotlib and render to
+# HTML with nbconvert. They go to the `python3` on PATH (scripts/pip-flags.sh says where).
+python_packages=(numpy pytest nanobind scikit-build-core nbclient nbformat ipykernel matplotlib nbconvert)
 python_missing=()
 for p in "${python_packages[@]}"; do
   python3 -c "import ${p//-/_}" 2>/dev/null || python_missing+=("$p")

@@ -23,11 +23,11 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gemm"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gemm"))  # the GEMM benchmark's helpers
 
 import bench_gemm  # noqa: E402
-from cubin_launcher import (CudaError, Manifest, ManifestError, OutputNotWritten, Program, load_manifest,  # noqa: E402
-                            torch_dtype)
+from twist.runtime import (CudaError, Manifest, ManifestError, OutputNotWritten, Program,  # noqa: E402
+                           load_manifest, torch_dtype)  # (on the path bench_gemm set)
 
 REPO = Path(__file__).resolve().parents[2]
 OPS = ("softmax", "layernorm", "rmsnorm", "add_rmsnorm", "swiglu")

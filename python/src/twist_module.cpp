@@ -16,9 +16,12 @@
 
 #include "algebra/builtins.h"
 #include "algebra/check.h"
+#include "algebra/derive.h"
 #include "algebra/online.h"
 #include "algebra/twist.h"
+#include "apps/attention/attention.h"
 #include "apps/gemm/gemm.h"
+#include "apps/norms/norms.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/program/export_program.h"
 #include "backends/cuda/program/gpu_program.h"
@@ -26,7 +29,9 @@
 #include "backends/reference/interpreter/interpreter.h"
 #include "lang/registry.h"
 #include "lang/twist.h"
+#include "scheduler/default_schedule.h"
 #include "scheduler/lower.h"
+#include "scheduler/realization.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -377,6 +382,7 @@ void bind_monoids(nb::module_ &m) {
   algebra.def("twisted_softmax", &algebra::twisted_softmax, "type"_a);
   algebra.def("twisted_log_sum_exp", &algebra::twisted_log_sum_exp, "type"_a);
   algebra.def("twisted_welford", &algebra::twisted_welford, "type"_a);
+  algebra.def("twisted_attention", &algebra::twisted_attention, "type"_a, "width"_a);
 
   nb::class_<algebra::Verdict>(m, "Verdict")
       .def_ro("accepted", &algebra::Verdict::accepted)
@@ -399,6 +405,29 @@ void bind_monoids(nb::module_ &m) {
         return algebra::check_associativity(mo, {.seed = seed, .trials = trials});
       },
       "monoid"_a, "seed"_a = algebra::CheckOptions{}.seed, "trials"_a = algebra::CheckOptions{}.trials);
+
+  nb::class_<algebra::Derivation>(m, "Derivation")
+      .def_ro("monoid", &algebra::Derivation::monoid)
+      .def_ro("verdict", &algebra::Derivation::verdict);
+  m.def(
+      "derive_monoid",
+      [](const std::string &name, const Named &state, const Named &elements, nb::list initial,
+         nb::callable step, std::optional<nb::callable> weak_right_inverse, uint64_t seed, int trials) {
+        algebra::LeftFold fold{name, components(state), components(elements), {}, {}, {}};
+        fold.initial = component_values(initial, fold.state, "the initial state");
+        fold.step = component_values(step(fold.current(), fold.element()), fold.state, "step");
+        if (weak_right_inverse)
+          for (nb::handle element : (*weak_right_inverse)(fold.current()))
+            fold.weak_right_inverse.push_back(
+                component_values(element, fold.elements, "each element of weak_right_inverse"));
+        return algebra::derive_monoid(fold, {.seed = seed, .trials = trials});
+      },
+      "name"_a, "state"_a, "elements"_a, "initial"_a, "step"_a, "weak_right_inverse"_a = nb::none(),
+      "seed"_a = algebra::CheckOptions{}.seed, "trials"_a = algebra::CheckOptions{}.trials,
+      "Level 4 of the checker (algebra/derive.h): a monoid derived from the leftward fold state = step(s, x) "
+      "from `initial`, by Bird's third homomorphism theorem. A step affine in the state needs nothing more; "
+      "otherwise `weak_right_inverse(s)` returns a short list of elements whose fold from `initial` gives s "
+      "back. The derived combine is then checked like any other; the Derivation's verdict says what held.");
 }
 
 // Defines self[key] = value. A call in a definition names its func or input, which must stay alive while the
@@ -502,6 +531,9 @@ void bind_schedules(nb::module_ &m) {
       .def("assume_associative", &FuncSchedule::assume_associative, "reason"_a, ref)
       .def("min_blocks_per_sm", &FuncSchedule::min_blocks_per_sm, "blocks"_a, ref)
       .def("approximate_math", &FuncSchedule::approximate_math, "on"_a = true, ref)
+      .def("compute_at", nb::overload_cast<const Func &, const LoopVar &>(&FuncSchedule::compute_at),
+           "consumer"_a, "at"_a, ref)
+      .def("compute_root", &FuncSchedule::compute_root, ref)
       .def("__str__", &FuncSchedule::to_string);
   nb::class_<Schedule>(m, "Schedule")
       .def(nb::init<>())
@@ -544,6 +576,16 @@ void bind_programs(nb::module_ &m) {
            })
       .def("__str__", [](const LoweredProgram &p) { return to_string(p); });
   m.def("lower", &lower, "output"_a, "schedule"_a, "target"_a);
+  m.def(
+      "realization",
+      [](const Func &output, const Schedule &schedule) {
+        const FuncGraph graph = walk({output});
+        return plan_realization(graph, with_default_schedules(graph, schedule)).to_string();
+      },
+      "output"_a, "schedule"_a,
+      "Where each func of the program is computed under the schedule (inlined, at a loop of its consumer, or "
+      "as "
+      "a stage of its own), one line per func: the stage `twist demo --dump=realization` prints.");
 
   m.def("_evaluate", [](const Func &output, const std::map<std::string, Array> &inputs,
                         const std::map<std::string, double> &scalars, const std::string &arithmetic) {
@@ -597,7 +639,8 @@ void bind_programs(nb::module_ &m) {
 // The library's GEMM and its schedules (apps/gemm/gemm.h), whose schedules Schedule.set_like moves onto a
 // contraction of one's own.
 void bind_apps(nb::module_ &m) {
-  nb::module_ apps = m.def_submodule("apps", "The library's programs and their schedules (apps/gemm/gemm.h)");
+  nb::module_ apps = m.def_submodule(
+      "apps", "The library's programs and their schedules (apps/gemm, apps/attention, apps/norms)");
   nb::enum_<apps::Epilogue>(apps, "Epilogue")
       .value("none", apps::Epilogue::none)
       .value("bias_relu", apps::Epilogue::bias_relu)
@@ -639,6 +682,60 @@ void bind_apps(nb::module_ &m) {
   apps.def("schedule_tensor_core", &apps::schedule_tensor_core, "gemm"_a, "tiling"_a);
   apps.def("schedule_simt", &apps::schedule_simt, "gemm"_a, "block"_a = 64, "thread_tile"_a = 4,
            "block_k"_a = 16);
+
+  nb::class_<apps::Attention>(apps, "Attention")
+      .def_ro("Q", &apps::Attention::Q)
+      .def_ro("K", &apps::Attention::K)
+      .def_ro("V", &apps::Attention::V)
+      .def_ro("S", &apps::Attention::S)
+      .def_ro("O", &apps::Attention::O)
+      .def_ro("out", &apps::Attention::out)
+      .def_prop_ro("qk_scale", [](const apps::Attention &a) { return a.qk_scale.name(); });
+  apps.def(
+      "make_attention",
+      [](const Type &dtype, int head_dim, int group, bool causal, bool decode, const std::string &prefix) {
+        return apps::make_attention({.dtype = dtype,
+                                     .head_dim = head_dim,
+                                     .group = group,
+                                     .causal = causal,
+                                     .decode = decode,
+                                     .prefix = prefix});
+      },
+      "dtype"_a = f16, "head_dim"_a = 128, "group"_a = 1, "causal"_a = false, "decode"_a = false,
+      "prefix"_a = "",
+      "Attention (apps/attention/attention.h): Q (B, H, S, D), K and V (B, H / group, L, D), the scores S in "
+      "base-2 units scaled by the scalar qk_scale = log2(e) / sqrt(D), and O reduced over the keys with the "
+      "attention monoid.");
+  apps.def("attention_base2", &apps::attention_base2, "type"_a);
+  nb::class_<apps::AttentionTiling>(apps, "AttentionTiling")
+      .def(nb::init<>())
+      .def_rw("block_rows", &apps::AttentionTiling::block_rows)
+      .def_rw("warp_rows", &apps::AttentionTiling::warp_rows)
+      .def_rw("key_tile", &apps::AttentionTiling::key_tile)
+      .def_rw("stages", &apps::AttentionTiling::stages)
+      .def_rw("split_kv", &apps::AttentionTiling::split_kv)
+      .def_rw("min_blocks_per_sm", &apps::AttentionTiling::min_blocks_per_sm)
+      .def("name", &apps::AttentionTiling::name);
+  apps.def("schedule_attention", &apps::schedule_attention, "attention"_a, "tiling"_a);
+  apps.def("schedule_decode", &apps::schedule_decode, "attention"_a, "tiling"_a);
+
+  nb::class_<apps::Norm>(apps, "Norm")
+      .def_prop_ro("kind", [](const apps::Norm &n) { return std::string(apps::to_string(n.kind)); })
+      .def_ro("inputs", &apps::Norm::inputs)
+      .def_ro("reductions", &apps::Norm::reductions)
+      .def_ro("out", &apps::Norm::out);
+  apps.def(
+      "make_norm",
+      [](const std::string &kind, const Type &dtype, int hidden, float eps, const std::string &prefix) {
+        const std::optional<apps::NormKind> k = apps::parse_norm_kind(kind);
+        if (!k) fail("make_norm: kind '{}': use softmax, layernorm, rmsnorm, add_rmsnorm or swiglu", kind);
+        return apps::make_norm(*k, {.dtype = dtype, .hidden = hidden, .eps = eps, .prefix = prefix});
+      },
+      "kind"_a, "dtype"_a = f16, "hidden"_a = 4096, "eps"_a = 1e-6f, "prefix"_a = "",
+      "A row-wise op of apps/norms/norms.h over rows of `hidden` elements (the number of rows is the size "
+      "parameter `rows`).");
+  apps.def("schedule_norm", &apps::schedule_norm, "norm"_a);
+  apps.def("norm_bytes", &apps::norm_bytes, "norm"_a, "rows"_a);
 }
 
 }  // namespace
