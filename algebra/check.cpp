@@ -7,6 +7,7 @@
 #include "algebra/halide_proof.h"
 #include "algebra/laws.h"
 #include "algebra/provenance.h"
+#include "algebra/smt_proof.h"
 #include "algebra/structural_key.h"
 #include "algebra/twist.h"
 #include "lang/error.h"
@@ -16,18 +17,17 @@ namespace twist::algebra {
 namespace {
 
 bool proved(const Verdict& v) {
-  return v.accepted && v.level <= Level::halide;
+  return v.accepted && v.level <= Level::smt;
 }
 
 Verdict accept(const Monoid& m, Level level, std::string reason, std::vector<std::string> notes) {
   return Verdict{true, level, m.name, std::move(reason), std::move(notes), std::nullopt};
 }
 
-// Refused by testing: with a counterexample, or undecided without one.
+// Refused with a counterexample (by `level`), or undecided without one.
 Verdict refuse(const Monoid& m, std::string reason, std::vector<std::string> notes,
-               std::optional<Counterexample> counterexample) {
-  return Verdict{
-      false, Level::tested, m.name, std::move(reason), std::move(notes), std::move(counterexample)};
+               std::optional<Counterexample> counterexample, Level level = Level::tested) {
+  return Verdict{false, level, m.name, std::move(reason), std::move(notes), std::move(counterexample)};
 }
 
 // The first failed law of a set, if any; every law's summary is noted.
@@ -141,19 +141,76 @@ std::optional<Verdict> by_halide(const Monoid& m, const CheckOptions& options,
       notes);
 }
 
-// Level 3.
-Verdict by_testing(const Monoid& m, const CheckOptions& options, std::vector<std::string> notes) {
+// Z3's answers do not depend on the seed or the trials, so one per structure serves every option set.
+SmtProof cached_smt_proof(const Monoid& m, unsigned timeout_ms) {
+  static std::mutex mutex;
+  static std::map<std::string, SmtProof> proofs;
+  const std::string key = fmt::format("{}|{}", timeout_ms, structural_key(m));
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = proofs.find(key); it != proofs.end()) return it->second;
+  }
+  SmtProof proof = prove_with_smt(m, timeout_ms);
+  std::lock_guard lock(mutex);
+  return proofs.emplace(key, std::move(proof)).first->second;
+}
+
+// Level 3: the laws proved over every state, or a candidate counterexample on lifts that the evaluator
+// confirms. Returns the proof for level 4 to report once testing has found nothing (see decide()).
+std::optional<SmtProof> by_smt(const Monoid& m, const CheckOptions& options, std::vector<std::string>& notes,
+                               std::optional<Verdict>& refuted) {
+  const SmtProof proof = cached_smt_proof(m, options.smt_timeout_ms);
+  LawTester tester(m, options);
+  for (const SmtLawResult& law : proof.laws) {
+    notes.push_back(fmt::format("Z3, {}: {}", law_statement(law.law), law.finding));
+    if (!law.candidate || refuted) continue;
+    LawResult confirmed = tester.check(law.law, *law.candidate);
+    if (confirmed.counterexample) {
+      refuted = refuse(m, fmt::format("{} fails (found by Z3 on lifts of elements, confirmed by evaluation)",
+                                      law_statement(law.law)),
+                       notes, std::move(confirmed.counterexample), Level::smt);
+    } else {
+      notes.push_back("  the evaluator does not confirm Z3's model (rounded to the element types, or "
+                      "dividing by zero), so it decides nothing");
+    }
+  }
+  if (refuted || !proof.proved()) return std::nullopt;
+  return proof;
+}
+
+std::string inconclusive_explanation() {
+  return "an instance is inconclusive where a side is NaN, both sides are the same infinity (an "
+         "overflow says nothing about the combine), a side could not be evaluated (a NaN or an "
+         "out-of-range value cast to an integer), or the two sides differ in only one of the extended and "
+         "double arithmetics (rounding decides it)";
+}
+
+// Level 4. A proof of level 3 is reported only if testing, which also draws infinities and extreme values
+// that the real-number encoding does not have, finds no counterexample.
+Verdict by_testing(const Monoid& m, const CheckOptions& options, std::vector<std::string> notes,
+                   const std::optional<SmtProof>& smt_proof) {
   LawTester tester(m, options);
   const std::vector<LawResult> laws = tester.monoid_laws();
   const LawResult* failed = first_failure(laws, options.trials, notes);
-  if (!failed)
+  if (!failed) {
+    if (smt_proof)
+      return accept(m, Level::smt,
+                    smt_proof->has_floating_point
+                        ? "Z3 proved associativity and the identity for every state over the real numbers, "
+                          "i.e. for the exact operation that the floating-point combine rounds; testing "
+                          "with infinities and extreme values found no counterexample"
+                        : "Z3 proved associativity and the identity for every state, bit-exactly",
+                    notes);
     return accept(m, Level::tested,
                   fmt::format("every law held on {} random instance(s) each", options.trials), notes);
+  }
   if (failed->counterexample)
     return refuse(m, fmt::format("{} fails", law_statement(failed->law)), notes, failed->counterexample);
+  notes.push_back(inconclusive_explanation());
   return refuse(m,
-                fmt::format("undecided: too few instances of {} could be compared (NaN or rounding-decided)",
-                            law_statement(failed->law)),
+                fmt::format("undecided: only {} instance(s) of {} were conclusive, {} needed, {} inconclusive",
+                            failed->conclusive, law_statement(failed->law), std::max(1, options.trials / 4),
+                            failed->inconclusive),
                 notes, std::nullopt);
 }
 
@@ -168,7 +225,13 @@ Verdict decide(const Monoid& m, const CheckOptions& options) {
       if (auto v = by_halide(m, options, notes, refuted)) return *v;
       if (refuted) return *refuted;
     }
-    return by_testing(m, options, notes);
+    std::optional<SmtProof> smt_proof;
+    if (options.first_level <= Level::smt) {
+      std::optional<Verdict> refuted;
+      smt_proof = by_smt(m, options, notes, refuted);
+      if (refuted) return *refuted;
+    }
+    return by_testing(m, options, notes, smt_proof);
   } catch (const Error& e) {
     notes.push_back(e.what());
     return refuse(m, "undecided: its expressions cannot be evaluated", notes, std::nullopt);
@@ -186,7 +249,8 @@ VerdictCache& verdict_cache() {
 }
 
 std::string cache_key(const Monoid& m, const CheckOptions& options) {
-  return fmt::format("{}|{}|{}|{}|{}", options.seed, options.trials, options.max_list_length,
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}", options.seed, options.trials, options.max_list_length,
+                     fmt::join(options.fold_lengths, ","), options.smt_timeout_ms,
                      static_cast<int>(options.first_level), structural_key(m));
 }
 

@@ -1,5 +1,6 @@
 #include "algebra/laws.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "algebra/provenance.h"
@@ -46,24 +47,63 @@ LawTester::LawTester(const Monoid& m, const CheckOptions& options)
       options_(options),
       extended_(m, Arithmetic::extended),
       exact_(m, Arithmetic::exact),
-      sampler_(m.elements),
+      sampler_(m.elements, m.element_domains),
       rng_(options.seed) {
-  // The identity and single elements are reachable too, and the edge cases live there.
+  // The identity and lifts of single elements are states too (a tree's leaves), and the edge cases live
+  // there: the identity laws must hold on lifts of arbitrary elements, not only on folds from the identity.
   states_.push_back(exact_.identity());
+  magnitudes_[kModerate].push_back(0);
+  moderate_states_.push_back(0);
   for (int attempt = 0; static_cast<int>(states_.size()) < options.trials && attempt < 4 * options.trials;
        ++attempt) {
-    const int length = attempt < options.trials / 8 ? 1 : uniform(rng_, 1, options.max_list_length);
-    Values s = exact_.fold(sampler_.list(rng_, length, sampler_.any_regime(rng_)));
-    if (!has_nan(s)) states_.push_back(std::move(s));
+    const Regime regime = sampler_.any_regime(rng_);
+    const int length = list_length(rng_, options.max_list_length);
+    const int scale = sampler_.extreme_scale(rng_);
+    Values s = attempt < options.trials / 8 ? exact_.lift(sampler_.element(rng_, regime, scale))
+                                            : exact_.fold(sampler_.list(rng_, length, regime, scale));
+    if (has_nan(s)) continue;
+    const int magnitude = regime == Regime::extremes ? scale : kModerate;
+    magnitudes_[magnitude].push_back(static_cast<int>(states_.size()));
+    if (magnitude == kModerate && length <= options.max_list_length)
+      moderate_states_.push_back(static_cast<int>(states_.size()));
+    states_.push_back(std::move(s));
   }
+}
+
+int LawTester::list_length(Rng& rng, int max_short_length) const {
+  // One list in 32 is as long as the schedule folds (a tile, a tree, a split part) or long at random
+  // (log-uniformly into the thousands), which is where counts and sums pass what short lists reach.
+  if (uniform(rng, 0, 31) == 0) {
+    const int choices = static_cast<int>(options_.fold_lengths.size());
+    const int k = uniform(rng, 0, choices);
+    if (k < choices) return std::max(1, options_.fold_lengths[k]);
+    const int bits = uniform(rng, 4, std::max(4, static_cast<int>(std::log2(options_.max_long_list_length))));
+    return uniform(rng, 1 << (bits - 1), 1 << bits);
+  }
+  return uniform(rng, 0, max_short_length);
+}
+
+Values LawTester::moderate_state(Rng& rng) const {
+  return states_[moderate_states_[uniform(rng, 0, static_cast<int>(moderate_states_.size()) - 1)]];
 }
 
 Values LawTester::random_state(Rng& rng) const {
   return states_[uniform(rng, 0, static_cast<int>(states_.size()) - 1)];
 }
 
-std::vector<Values> LawTester::random_list(Rng& rng, int max_length) const {
-  return sampler_.list(rng, uniform(rng, 0, max_length), sampler_.any_regime(rng));
+std::vector<Values> LawTester::random_states(Rng& rng, int count) const {
+  const int pick = uniform(rng, 0, static_cast<int>(states_.size()) - 1);
+  const std::vector<int>* same_magnitude = nullptr;
+  for (const auto& [magnitude, indices] : magnitudes_)
+    if (std::find(indices.begin(), indices.end(), pick) != indices.end()) same_magnitude = &indices;
+  std::vector<Values> out{states_[pick]};
+  while (static_cast<int>(out.size()) < count)
+    out.push_back(states_[(*same_magnitude)[uniform(rng, 0, static_cast<int>(same_magnitude->size()) - 1)]]);
+  return out;
+}
+
+std::vector<Values> LawTester::random_list(Rng& rng) const {
+  return sampler_.list(rng, list_length(rng, 2 * options_.max_list_length), sampler_.any_regime(rng));
 }
 
 namespace {
@@ -87,6 +127,19 @@ Instance LawTester::nearby_instance(const Instance& instance, uint64_t& seed) co
   }
   if (out.reference) *out.reference = algebra::nearby({*out.reference}, {true}, seed)[0];
   return out;
+}
+
+Real LawTester::input_magnitude(const Instance& instance) const {
+  Real largest = 0;
+  auto include = [&](const Values& values) {
+    for (Real v : values)
+      if (std::isfinite(v)) largest = std::fmax(largest, std::fabs(v));
+  };
+  include(exact_.identity());
+  for (const auto* group : {&instance.states, &instance.elements, &instance.base_states})
+    for (const Values& v : *group) include(v);
+  if (instance.reference) include({*instance.reference});
+  return largest;
 }
 
 LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
@@ -115,7 +168,7 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
       ++result.inconclusive;
       continue;
     }
-    const Comparison c = compare(side_types, l, r, infinities_are_evidence);
+    const Comparison c = compare(side_types, l, r, infinities_are_evidence, input_magnitude(instance));
     if (c.agreement == Agreement::agree) ++result.conclusive;
     if (c.agreement == Agreement::inconclusive) ++result.inconclusive;
     if (c.agreement != Agreement::disagree) continue;
@@ -133,39 +186,55 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
   return result;
 }
 
+std::pair<Side, Side> LawTester::state_law_sides(Law law) {
+  if (law == Law::associativity)
+    return {[](const MonoidEvaluator& m, const Instance& in) {
+              const auto& s = in.states;
+              return m.combine(m.combine(s[0], s[1]), s[2]);
+            },
+            [](const MonoidEvaluator& m, const Instance& in) {
+              const auto& s = in.states;
+              return m.combine(s[0], m.combine(s[1], s[2]));
+            }};
+  TWIST_CHECK(law == Law::left_identity || law == Law::right_identity, "{} is not a law on states",
+              law_statement(law));
+  return {[law](const MonoidEvaluator& m, const Instance& in) {
+            const Values& a = in.states[0];
+            return law == Law::left_identity ? m.combine(m.identity(), a) : m.combine(a, m.identity());
+          },
+          [](const MonoidEvaluator&, const Instance& in) { return in.states[0]; }};
+}
+
 LawResult LawTester::identity_law(Law which) {
-  const auto names = component_names(monoid_.state);
-  const auto types = component_types(monoid_.state);
-  return run(which, names, types, [&](Rng& rng) {
-    Side combined = [which](const MonoidEvaluator& m, const Instance& in) {
-      const Values& a = in.states[0];
-      return which == Law::left_identity ? m.combine(m.identity(), a) : m.combine(a, m.identity());
-    };
-    Side itself = [](const MonoidEvaluator&, const Instance& in) { return in.states[0]; };
+  const auto [combined, itself] = state_law_sides(which);
+  return run(which, component_names(monoid_.state), component_types(monoid_.state), [&](Rng& rng) {
     return std::tuple{Instance{.states = {random_state(rng)}}, combined, itself};
   });
+}
+
+LawResult LawTester::check(Law law, const Instance& instance) {
+  const auto [lhs, rhs] = state_law_sides(law);
+  CheckOptions once = options_;
+  once.trials = 1;
+  std::swap(options_, once);
+  LawResult result = run(law, component_names(monoid_.state), component_types(monoid_.state),
+                         [&](Rng&) { return std::tuple{instance, lhs, rhs}; });
+  std::swap(options_, once);
+  return result;
 }
 
 std::vector<LawResult> LawTester::monoid_laws() {
   const auto names = component_names(monoid_.state);
   const auto types = component_types(monoid_.state);
   std::vector<LawResult> results;
+  const auto [left, right] = state_law_sides(Law::associativity);
   results.push_back(run(Law::associativity, names, types, [&](Rng& rng) {
-    Side left = [](const MonoidEvaluator& m, const Instance& in) {
-      const auto& s = in.states;
-      return m.combine(m.combine(s[0], s[1]), s[2]);
-    };
-    Side right = [](const MonoidEvaluator& m, const Instance& in) {
-      const auto& s = in.states;
-      return m.combine(s[0], m.combine(s[1], s[2]));
-    };
-    return std::tuple{Instance{.states = {random_state(rng), random_state(rng), random_state(rng)}}, left,
-                      right};
+    return std::tuple{Instance{.states = random_states(rng, 3)}, left, right};
   }));
   results.push_back(identity_law(Law::left_identity));
   results.push_back(identity_law(Law::right_identity));
   results.push_back(run(Law::homomorphism, names, types, [&](Rng& rng) {
-    std::vector<Values> x = random_list(rng, 2 * options_.max_list_length);
+    std::vector<Values> x = random_list(rng);
     const int k = uniform(rng, 0, static_cast<int>(x.size()));
     Side whole = [](const MonoidEvaluator& m, const Instance& in) { return m.fold(in.elements); };
     Side halves = [](const MonoidEvaluator& m, const Instance& in) {
@@ -181,7 +250,7 @@ std::vector<LawResult> LawTester::monoid_laws() {
       for (auto it = in.elements.rbegin(); it != in.elements.rend(); ++it) s = m.combine(m.lift(*it), s);
       return s;
     };
-    return std::tuple{Instance{.elements = random_list(rng, 2 * options_.max_list_length)}, leftward,
+    return std::tuple{Instance{.elements = random_list(rng)}, leftward,
                       rightward};
   }));
   return results;
@@ -232,9 +301,9 @@ std::vector<LawResult> LawTester::twist_premises() {
       if (kind == 1)
         r = (*rule)(joined(a, b))[0];
       else if (kind == 2)
-        r = (*rule)(joined(random_state(rng), random_state(rng)))[0];
+        r = (*rule)(joined(moderate_state(rng), moderate_state(rng)))[0];
       else {
-        const Values s = random_state(rng);
+        const Values s = moderate_state(rng);
         std::vector<int> candidates;
         for (size_t k = 0; k < s.size(); ++k)
           if (monoid_.state[k].type == *ref_type) candidates.push_back(static_cast<int>(k));
@@ -254,7 +323,7 @@ std::vector<LawResult> LawTester::twist_premises() {
   std::vector<LawResult> results;
 
   results.push_back(run(Law::transport, names, types, [&](Rng& rng) {
-    Values a = random_state(rng), b = random_state(rng);
+    Values a = moderate_state(rng), b = moderate_state(rng);
     const auto r = draw_reference(rng, a, b);
     if (!r) return std::tuple{Instance{}, nothing, nothing};
     Side combined = [](const MonoidEvaluator& m, const Instance& in) {
@@ -266,8 +335,8 @@ std::vector<LawResult> LawTester::twist_premises() {
     return std::tuple{Instance{.states = {a, b}, .reference = r}, combined, transported};
   }));
   results.push_back(run(Law::state_round_trip, names, types, [&](Rng& rng) {
-    Values s = random_state(rng);
-    const auto r = draw_reference(rng, s, random_state(rng));
+    Values s = moderate_state(rng);
+    const auto r = draw_reference(rng, s, moderate_state(rng));
     if (!r) return std::tuple{Instance{}, nothing, nothing};
     Side round_trip = [&maps](const MonoidEvaluator& m, const Instance& in) {
       const TwistMaps& t = maps(m);
@@ -277,7 +346,7 @@ std::vector<LawResult> LawTester::twist_premises() {
     return std::tuple{Instance{.states = {s}, .reference = r}, round_trip, itself};
   }));
   results.push_back(run(Law::base_round_trip, base_names, base_types, [&](Rng& rng) {
-    Values a = random_state(rng), b = random_state(rng);
+    Values a = moderate_state(rng), b = moderate_state(rng);
     const auto r = draw_reference(rng, a, b);
     if (!r) return std::tuple{Instance{}, nothing, nothing};
     // B is a base state the combine passes through: psi(a; r) (+) psi(b; r), computed once in double.
@@ -292,7 +361,7 @@ std::vector<LawResult> LawTester::twist_premises() {
   results.push_back(run(
       Law::base_identity, base_names, base_types,
       [&](Rng& rng) {
-        const auto r = draw_reference(rng, random_state(rng), random_state(rng));
+        const auto r = draw_reference(rng, moderate_state(rng), moderate_state(rng));
         if (!r) return std::tuple{Instance{}, nothing, nothing};
         Side mapped = [&maps](const MonoidEvaluator& m, const Instance& in) {
           return maps(m).psi(joined(m.identity(), {*in.reference}));

@@ -71,6 +71,8 @@ std::string structural_key(const Monoid& m) {
   std::string key = spell_types("state", m.state) + spell_types("elements", m.elements);
   key += spell(canon, "identity", m.identity) + spell(canon, "combine", m.combine) +
          spell(canon, "lift", m.lift);
+  for (size_t k = 0; k < m.element_domains.size(); ++k)
+    key += "domain " + m.element_domains[k].to_string(fmt::format("x{}", k)) + "\n";
   key += fmt::format("origin {}\n", static_cast<int>(m.origin));
   for (const auto& factor : m.factors) key += "factor {\n" + structural_key(*factor) + "}\n";
   if (m.twist) key += "twist {\n" + twist_key(*m.twist, m.state) + "}\n";

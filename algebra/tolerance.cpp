@@ -30,6 +30,13 @@ namespace twist::algebra {
 // where |L_d - R_d| is also a measure of the double errors when L = R. A floor of 2^-56 of the values
 // compared (at least 2^7 extended ulps) covers evaluations that are exact in both arithmetics. A side that
 // overflows in double but not in extended is inconclusive.
+// One more case rounds alike in both arithmetics whatever the nearby inputs: an input more than 2^64
+// times smaller than another it is added to, lost in extended as in double (-1 + 1e-300 + 1 == 0, so
+// the identity -1 of x + y + 1 seems to fail on 1e-300; tiny + (-1.5 + 1.5) != (tiny + -1.5) + 1.5). No
+// difference below the rounding of the largest input can be told from that, so a difference of at most
+// 2^-48 of the largest input magnitude (2^5 double roundings of it) is not a disagreement. For sums this
+// is the size of rounding; for products of large and small inputs it is looser, which costs only
+// counterexamples whose difference hides below the inputs' rounding.
 //
 // A real counterexample, L != R with D = |L - R|, shows in both arithmetics: |L_e - R_e| and |L_d - R_d|
 // are D up to rounding (and about D at the nearby inputs too), while the tolerance is about 2^-6 of
@@ -78,7 +85,7 @@ bool is_nan(Real x) {
 }  // namespace
 
 Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs,
-                   bool infinities_are_evidence) {
+                   bool infinities_are_evidence, Real input_magnitude) {
   TWIST_CHECK(lhs.extended.size() == types.size() && rhs.extended.size() == types.size() &&
                   lhs.exact.size() == types.size() && rhs.exact.size() == types.size(),
               "comparing sides of {} component(s) with {} types", lhs.extended.size(), types.size());
@@ -109,7 +116,7 @@ Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const E
       inconclusive = true;
       continue;
     } else {
-      tolerance = agreement_tolerance(lhs, rhs, k);
+      tolerance = std::fmax(agreement_tolerance(lhs, rhs, k), std::ldexp(input_magnitude, -48));
       difference = std::fabs(le - re);
       if (difference <= tolerance) continue;
       confirmed = std::fabs(ld - rd) > tolerance;

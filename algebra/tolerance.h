@@ -44,7 +44,9 @@ Real agreement_tolerance(const Evaluated& lhs, const Evaluated& rhs, size_t k);
 // compare exactly). Equal infinities make the comparison inconclusive unless `infinities_are_evidence`
 // (they are where the values compared are constants such as an identity, rather than results that may
 // have overflowed).
+// `input_magnitude` is the largest finite magnitude among the inputs (states, elements, the identity):
+// a difference below 2^-48 of it is never a disagreement (see tolerance.cpp).
 Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs,
-                   bool infinities_are_evidence = false);
+                   bool infinities_are_evidence = false, Real input_magnitude = 0);
 
 }  // namespace twist::algebra

@@ -10,10 +10,12 @@ std::string level_name(Level level) {
       return "level 1, proved by construction";
     case Level::halide:
       return "level 2, proved by Halide's prove_associativity";
+    case Level::smt:
+      return "level 3, proved or refuted by the SMT solver Z3";
     case Level::tested:
-      return "level 3, tested on random reachable states";
+      return "level 4, tested on random reachable states";
     case Level::derived:
-      return "level 4, derived from a fold";
+      return "level 5, derived from a fold";
     case Level::user_override:
       return "not checked: associativity asserted by the user";
   }

@@ -2,7 +2,7 @@
 # Installs, idempotently, the Debian packages twist builds with. Safe to run again: packages that are
 # already present are skipped, and `apt-get update` runs only when something is missing.
 set -euo pipefail
-packages=(cmake ninja-build g++ libhalide14-0-dev llvm-14-dev llvm-14-tools doctest-dev libfmt-dev clang-format)
+packages=(cmake ninja-build g++ libhalide14-0-dev llvm-14-dev llvm-14-tools doctest-dev libfmt-dev libz3-dev clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
