@@ -164,7 +164,8 @@ std::optional<SmtProof> by_smt(const Monoid& m, const CheckOptions& options, std
   for (const SmtLawResult& law : proof.laws) {
     notes.push_back(fmt::format("Z3, {}: {}", law_statement(law.law), law.finding));
     if (!law.candidate || refuted) continue;
-    LawResult confirmed = tester.check(law.law, *law.candidate);
+    LawResult confirmed =
+        tester.check(law.law == Law::user_step ? Law::user_homomorphism : law.law, *law.candidate);
     if (confirmed.counterexample) {
       refuted = refuse(m, fmt::format("{} fails (found by Z3 on lifts of elements, confirmed by evaluation)",
                                       law_statement(law.law)),
@@ -193,14 +194,18 @@ Verdict by_testing(const Monoid& m, const CheckOptions& options, std::vector<std
   const std::vector<LawResult> laws = tester.monoid_laws();
   const LawResult* failed = first_failure(laws, options.trials, notes);
   if (!failed) {
-    if (smt_proof)
+    if (smt_proof) {
+      const std::string laws = m.step.empty() ? "associativity and the identity"
+                                              : "associativity, the identity and the given step";
       return accept(m, Level::smt,
                     smt_proof->has_floating_point
-                        ? "Z3 proved associativity and the identity for every state over the real numbers, "
-                          "i.e. for the exact operation that the floating-point combine rounds; testing "
-                          "with infinities and extreme values found no counterexample"
-                        : "Z3 proved associativity and the identity for every state, bit-exactly",
+                        ? fmt::format("Z3 proved {} for every state over the real numbers, i.e. for the exact "
+                                      "operation that the floating-point combine rounds; testing with "
+                                      "infinities and extreme values found no counterexample",
+                                      laws)
+                        : fmt::format("Z3 proved {} for every state, bit-exactly", laws),
                     notes);
+    }
     return accept(m, Level::tested,
                   fmt::format("every law held on {} random instance(s) each", options.trials), notes);
   }
@@ -217,6 +222,10 @@ Verdict by_testing(const Monoid& m, const CheckOptions& options, std::vector<std
 Verdict decide(const Monoid& m, const CheckOptions& options) {
   m.validate();
   std::vector<std::string> notes;
+  for (size_t k = 0; k < m.element_domains.size(); ++k)
+    if (m.element_domains[k].restricts())
+      notes.push_back(fmt::format("checked for elements with {} only, as declared",
+                                  m.element_domains[k].to_string(m.elements[k].name)));
   try {
     if (options.first_level <= Level::construction)
       if (auto v = by_construction(m, options, notes)) return *v;

@@ -212,8 +212,25 @@ LawResult LawTester::identity_law(Law which) {
   });
 }
 
+std::pair<Side, Side> LawTester::sequence_law_sides(Law law) {
+  TWIST_CHECK(law == Law::user_homomorphism || law == Law::user_fold_directions,
+              "{} is not a law on the user's fold", law_statement(law));
+  Side user_fold = [](const MonoidEvaluator& m, const Instance& in) { return m.step_fold(in.elements); };
+  if (law == Law::user_homomorphism)
+    return {user_fold, [](const MonoidEvaluator& m, const Instance& in) {
+              std::span<const Values> all(in.elements);
+              return m.combine(m.step_fold(all.first(in.split)), m.step_fold(all.subspan(in.split)));
+            }};
+  return {user_fold, [](const MonoidEvaluator& m, const Instance& in) {
+            Values s = m.identity();
+            for (auto it = in.elements.rbegin(); it != in.elements.rend(); ++it)
+              s = m.combine(m.step(m.identity(), *it), s);
+            return s;
+          }};
+}
+
 LawResult LawTester::check(Law law, const Instance& instance) {
-  const auto [lhs, rhs] = state_law_sides(law);
+  const auto [lhs, rhs] = law == Law::user_homomorphism ? sequence_law_sides(law) : state_law_sides(law);
   CheckOptions once = options_;
   once.trials = 1;
   std::swap(options_, once);
@@ -253,6 +270,18 @@ std::vector<LawResult> LawTester::monoid_laws() {
     return std::tuple{Instance{.elements = random_list(rng)}, leftward,
                       rightward};
   }));
+  if (!monoid_.step.empty()) {
+    results.push_back(run(Law::user_homomorphism, names, types, [&](Rng& rng) {
+      std::vector<Values> x = random_list(rng);
+      const int k = uniform(rng, 0, static_cast<int>(x.size()));
+      const auto [whole, halves] = sequence_law_sides(Law::user_homomorphism);
+      return std::tuple{Instance{.elements = std::move(x), .split = k}, whole, halves};
+    }));
+    results.push_back(run(Law::user_fold_directions, names, types, [&](Rng& rng) {
+      const auto [leftward, rightward] = sequence_law_sides(Law::user_fold_directions);
+      return std::tuple{Instance{.elements = random_list(rng)}, leftward, rightward};
+    }));
+  }
   return results;
 }
 

@@ -42,10 +42,12 @@ class LawTester {
   // into the thousands) of elements from every regime of algebra/random_elements.h, in their domains. Throws twist::Error if the monoid's expressions cannot be evaluated.
   LawTester(const Monoid& m, const CheckOptions& options);
 
-  // Level 3: associativity, left and right identity, the homomorphism law, leftward == rightward fold.
+  // Level 4: associativity, left and right identity, the homomorphism law, leftward == rightward fold;
+  // with the user's step (Monoid::step), its fold's homomorphism law and its equality with the rightward
+  // fold by the combine.
   std::vector<LawResult> monoid_laws();
   LawResult identity_law(Law which);
-  // One instance of associativity or an identity law, given rather than drawn (a candidate counterexample
+  // One instance of associativity, an identity law or the user fold's homomorphism, given rather than drawn (a candidate counterexample
   // of the SMT level): its counterexample is set only if the evaluator confirms the disagreement.
   LawResult check(Law law, const Instance& instance);
   // Level 1, for a twist: the combine is the transport at random references (r-independence), psi is a
@@ -63,6 +65,8 @@ class LawTester {
  private:
   // The two sides of associativity (on states a, b, c) or of an identity law (on a state a).
   static std::pair<Side, Side> state_law_sides(Law law);
+  // The two sides of a law of the user's fold (on a list of elements, split for the homomorphism).
+  static std::pair<Side, Side> sequence_law_sides(Law law);
   Values random_state(Rng& rng) const;
   // States of one magnitude: folds of moderate values, or of extreme values at one scale. States of
   // wildly different magnitudes would cancel exactly in one grouping and not in the other (tiny +

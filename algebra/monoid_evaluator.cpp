@@ -48,6 +48,20 @@ MonoidEvaluator::MonoidEvaluator(const Monoid& monoid, Arithmetic arithmetic)
   combine_ = VectorFunction(arithmetic, joined(variable_names(monoid.lhs()), variable_names(monoid.rhs())),
                             monoid.combine);
   finalize_ = VectorFunction(arithmetic, variable_names(monoid.one()), monoid.finalize);
+  if (!monoid.step.empty())
+    step_ = VectorFunction(arithmetic, joined(variable_names(monoid.one()), variable_names(monoid.element())),
+                           monoid.step);
+}
+
+Values MonoidEvaluator::step(const Values& state, const Values& element) const {
+  TWIST_CHECK(has_step(), "monoid '{}' has no step", monoid_.name);
+  return step_(joined(state, element));
+}
+
+Values MonoidEvaluator::step_fold(std::span<const Values> elements) const {
+  Values state = identity_;
+  for (const Values& x : elements) state = step(state, x);
+  return state;
 }
 
 Values MonoidEvaluator::combine(const Values& a, const Values& b) const {

@@ -60,12 +60,16 @@ class MonoidEvaluator {
   Values finalize(const Values& state) const { return finalize_(state); }
   // The leftward fold of the lifted elements from the identity: (((e . x1) . x2) ...).
   Values fold(std::span<const Values> elements) const;
+  // The user's sequential fold (Monoid::step) from the identity; throws twist::Error without a step.
+  bool has_step() const { return !monoid_.step.empty(); }
+  Values step(const Values& state, const Values& element) const;
+  Values step_fold(std::span<const Values> elements) const;
 
  private:
   Monoid monoid_;
   Arithmetic arithmetic_;
   Values identity_;
-  VectorFunction lift_, combine_, finalize_;
+  VectorFunction lift_, combine_, finalize_, step_;
 };
 
 }  // namespace twist::algebra

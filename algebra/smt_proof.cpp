@@ -1,5 +1,8 @@
 #include "algebra/smt_proof.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "algebra/smt_encoding.h"
 #include "algebra/substitution.h"
 #include "lang/float_formats.h"
@@ -30,7 +33,7 @@ class LawQueries {
                                                       : "undecided for every state in the time limit";
       const z3::check_result lifted = violated(law, /*over_lifts=*/true);
       if (lifted == z3::sat) {
-        result.candidate = candidate();
+        result.candidate = candidate(law);
         result.finding = first + "; violated by lifts of elements in the model";
       } else {
         result.finding = first + (lifted == z3::unsat ? "; holds on lifts of single elements"
@@ -48,22 +51,71 @@ class LawQueries {
   // Unknown states a, b, c; over lifts, each is the lift of unknown elements x0, x1, x2 instead.
   std::vector<z3::expr> state_terms(int index, bool over_lifts) {
     if (!over_lifts) {
-      std::vector<z3::expr> out;
-      for (const Component& c : monoid_.state)
-        out.push_back(encoder_.unknown(fmt::format("s{}.{}", index, c.name), c.type));
-      return out;
+      return unknown_state(fmt::format("s{}.", index));
     }
-    const State x = monoid_.element();
-    std::vector<z3::expr> element;
-    for (size_t k = 0; k < monoid_.elements.size(); ++k) {
-      element.push_back(encoder_.unknown(fmt::format("x{}.{}", index, monoid_.elements[k].name),
-                                         monoid_.elements[k].type));
-      encoder_.bind(variable_name(x, k), element.back());
-    }
-    elements_.push_back(element);
+    bind_element(new_element(index));
     std::vector<z3::expr> lifted;
     for (const Expr& e : monoid_.lift) lifted.push_back(encoder_.encode(e));
     return lifted;
+  }
+
+  // Unknown element values, inside the elements' domains; recorded for candidate().
+  std::vector<z3::expr> new_element(int index) {
+    std::vector<z3::expr> element;
+    for (size_t k = 0; k < monoid_.elements.size(); ++k) {
+      const Component& c = monoid_.elements[k];
+      element.push_back(encoder_.unknown(fmt::format("x{}.{}", index, c.name), c.type));
+      if (k < monoid_.element_domains.size()) constrain(element.back(), c.type, monoid_.element_domains[k]);
+    }
+    elements_.push_back(element);
+    return element;
+  }
+
+  void constrain(const z3::expr& x, const Type& t, const Domain& d) {
+    if (t.is_float()) {
+      if (d.lo) constraints_.push_back(x >= encoder_.constant(t, *d.lo));
+      if (d.hi) constraints_.push_back(x <= encoder_.constant(t, *d.hi));
+      if (d.integral) constraints_.push_back(z3::is_int(x));
+      return;
+    }
+    if (t.is_bool()) return;
+    auto in_type = [&](double bound) {
+      const double lo = t.is_int() ? -std::ldexp(1.0, t.bits() - 1) : 0.0;
+      const double hi = std::ldexp(1.0, t.is_int() ? t.bits() - 1 : t.bits()) - 1;
+      return std::clamp(bound, lo, hi);
+    };
+    if (d.lo) {
+      const z3::expr lo = encoder_.constant(t, in_type(*d.lo));
+      constraints_.push_back(t.is_int() ? x >= lo : z3::uge(x, lo));
+    }
+    if (d.hi) {
+      const z3::expr hi = encoder_.constant(t, in_type(*d.hi));
+      constraints_.push_back(t.is_int() ? x <= hi : z3::ule(x, hi));
+    }
+  }
+
+  void bind_element(const std::vector<z3::expr>& element) {
+    const State x = monoid_.element();
+    for (size_t k = 0; k < element.size(); ++k) encoder_.bind(variable_name(x, k), element[k]);
+  }
+
+  std::vector<z3::expr> unknown_state(const std::string& prefix) {
+    std::vector<z3::expr> out;
+    for (const Component& c : monoid_.state) out.push_back(encoder_.unknown(prefix + c.name, c.type));
+    return out;
+  }
+
+  // The user's step from `state`, or from the identity (simplified first, as in with_identity()).
+  std::vector<z3::expr> step(const std::optional<std::vector<z3::expr>>& state) {
+    const State s = monoid_.one();
+    Substitution put_identity;
+    if (!state)
+      put_identity.bind(s, monoid_.identity);
+    else
+      for (size_t k = 0; k < state->size(); ++k) encoder_.bind(variable_name(s, k), (*state)[k]);
+    std::vector<z3::expr> out;
+    for (const Expr& e : monoid_.step) out.push_back(encoder_.encode(state ? Halide::Expr(e) : simplified(put_identity(e))));
+    return out;
   }
 
   static std::string variable_name(const State& s, size_t k) {
@@ -95,6 +147,23 @@ class LawQueries {
 
   Sides sides(Law law, bool over_lifts) {
     elements_.clear();
+    constraints_.clear();
+    if (law == Law::user_step) {
+      // step(s, x) == s . step(e, x); over lifts, s is the user's fold of one element.
+      std::optional<std::vector<z3::expr>> s;
+      if (over_lifts) {
+        bind_element(new_element(0));
+        s = step(std::nullopt);
+      } else {
+        s = unknown_state("s.");
+      }
+      const std::vector<z3::expr> x = new_element(1);
+      bind_element(x);
+      const std::vector<z3::expr> stepped = step(s);
+      bind_element(x);
+      const std::vector<z3::expr> step_of_x = step(std::nullopt);
+      return {stepped, combine(*s, step_of_x)};
+    }
     if (law == Law::associativity) {
       const auto a = state_terms(0, over_lifts), b = state_terms(1, over_lifts), c = state_terms(2, over_lifts);
       return {combine(combine(a, b), c), combine(a, combine(b, c))};
@@ -112,11 +181,14 @@ class LawQueries {
     p.set("timeout", timeout_ms_);
     solver_->set(p);
     solver_->add(differs);
+    for (const z3::expr& c : constraints_) solver_->add(c);
     return solver_->check();
   }
 
-  // The elements of the last satisfiable query over lifts, rounded to their types, lifted in double.
-  Instance candidate() {
+  // The elements of the last satisfiable query over lifts, rounded to their types: lifted in double for a
+  // law on states; for the user's step, a list of two elements split after the first, an instance of the
+  // homomorphism of the user's fold.
+  Instance candidate(Law law) {
     const z3::model model = solver_->get_model();
     const MonoidEvaluator exact(monoid_, Arithmetic::exact);
     Instance instance;
@@ -127,8 +199,12 @@ class LawQueries {
         const long double v = SmtEncoder::value_of(model, element[k], t);
         x.push_back(t.is_float() ? round_to_type(t, static_cast<double>(v)) : v);
       }
-      instance.states.push_back(exact.lift(x));
+      if (law == Law::user_step)
+        instance.elements.push_back(x);
+      else
+        instance.states.push_back(exact.lift(x));
     }
+    if (law == Law::user_step) instance.split = 1;
     return instance;
   }
 
@@ -138,6 +214,7 @@ class LawQueries {
   unsigned timeout_ms_;
   std::optional<z3::solver> solver_;
   std::vector<std::vector<z3::expr>> elements_;
+  std::vector<z3::expr> constraints_;
 };
 
 }  // namespace
@@ -154,6 +231,7 @@ SmtProof prove_with_smt(const Monoid& m, unsigned timeout_ms) {
   for (const Component& c : m.state) proof.has_floating_point |= c.type.is_float();
   LawQueries queries(m, timeout_ms);
   for (Law law : {Law::associativity, Law::left_identity, Law::right_identity}) proof.laws.push_back(queries.ask(law));
+  if (!m.step.empty()) proof.laws.push_back(queries.ask(Law::user_step));
   return proof;
 }
 

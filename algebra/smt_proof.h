@@ -6,7 +6,10 @@
 // number of a floating-point one): no violation means the law is proved, for the reachable states among
 // them. A violation there may be a state no fold reaches (a count of -3), so it proves nothing; the law is
 // then asked over lifts of single elements, which every schedule reaches, and a violation there is a
-// candidate counterexample: its elements are rounded to their types and it is reported only once the
+// candidate counterexample (for the user's step, Monoid::step, the law asked is step(s, x) == s . step(e,
+// x), which with associativity and the identity makes the user's fold a homomorphism; its candidate is a
+// list of two elements where that homomorphism fails): its elements, inside their declared domains, are
+// rounded to their types and it is reported only once the
 // evaluator confirms it in extended and double arithmetic (LawTester::check), since a real-number model
 // may divide by zero or disagree by less than rounding. Each query is limited in time; "unknown" decides
 // nothing.
@@ -26,7 +29,7 @@ struct SmtLawResult {
 };
 
 struct SmtProof {
-  std::vector<SmtLawResult> laws;  // associativity, left identity, right identity
+  std::vector<SmtLawResult> laws;  // associativity, left identity, right identity, the user's step if given
   bool has_floating_point = false;  // proved over the reals, i.e. for the exact operation
 
   bool proved() const;

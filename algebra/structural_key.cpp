@@ -71,6 +71,12 @@ std::string structural_key(const Monoid& m) {
   std::string key = spell_types("state", m.state) + spell_types("elements", m.elements);
   key += spell(canon, "identity", m.identity) + spell(canon, "combine", m.combine) +
          spell(canon, "lift", m.lift);
+  if (!m.step.empty()) {
+    Canonicalize step_canon;
+    step_canon.rename("s.", m.state, "s.");
+    step_canon.rename("x.", m.elements, "x.");
+    key += spell(step_canon, "step", m.step);
+  }
   for (size_t k = 0; k < m.element_domains.size(); ++k)
     key += "domain " + m.element_domains[k].to_string(fmt::format("x{}", k)) + "\n";
   key += fmt::format("origin {}\n", static_cast<int>(m.origin));

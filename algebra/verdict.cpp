@@ -48,6 +48,12 @@ std::string law_statement(Law law) {
       return "weak right inverse: h(g(s)) == s";
     case Law::affine_step:
       return "affine step: step(s, x) == A(x) s + c(x)";
+    case Law::user_homomorphism:
+      return "homomorphism of the given step's fold: fold(x[0:k] ++ x[k:]) == fold(x[0:k]) . fold(x[k:])";
+    case Law::user_fold_directions:
+      return "the given step's fold == the rightward fold: x0 . (x1 . (... . e)), each x as step(e, x)";
+    case Law::user_step:
+      return "the given step is the combine: step(s, x) == s . step(e, x)";
   }
   return "?";
 }

@@ -144,6 +144,7 @@ void Monoid::validate() const {
   check_part(*this, "combine", combine, state, {lhs(), rhs()});
   check_part(*this, "lift", lift, state, {element()});
   check_part(*this, "finalize", finalize, outputs, {one()});
+  if (!step.empty()) check_part(*this, "step", step, state, {one(), element()});
 }
 
 MonoidBuilder::MonoidBuilder(std::string name) { m_.name = std::move(name); }
@@ -186,6 +187,11 @@ MonoidBuilder &MonoidBuilder::finalize(std::vector<Component> outputs, const Fn1
   return *this;
 }
 
+MonoidBuilder &MonoidBuilder::step(const Fn2 &fn) {
+  step_ = fn;
+  return *this;
+}
+
 MonoidBuilder &MonoidBuilder::origin(Monoid::Origin origin) {
   m_.origin = origin;
   return *this;
@@ -200,6 +206,7 @@ Monoid MonoidBuilder::build() const {
   m.combine = adapt(combine_(m.lhs(), m.rhs()), m.state);
   m.lift = lift_ ? adapt(lift_(m.element()), m.state) : m.element().vars();
   m.finalize = finalize_ ? adapt(finalize_(m.one()), m.outputs) : m.one().vars();
+  if (step_) m.step = adapt(step_(m.one(), m.element()), m.state);
   if (!domains_.empty()) {
     m.element_domains.assign(m.elements.size(), Domain{});
     for (const auto &[component, domain] : domains_) {

@@ -71,6 +71,10 @@ class Monoid {
   std::vector<Expr> combine;        // one per state component
   std::vector<Expr> lift;           // one per state component
   std::vector<Expr> finalize;       // one per output
+  // The user's own sequential step, if given: the next state from a state and an element, over "s.<name>"
+  // and "x.<name>". The checker holds the combine to it: the user's fold must be a homomorphism,
+  // fold(x ++ y) == combine(fold(x), fold(y)), and equal the rightward fold by the combine.
+  std::vector<Expr> step;
   Origin origin = Origin::user;
   std::vector<std::shared_ptr<const Monoid>> factors;  // for a product
   std::optional<Twist> twist;
@@ -109,12 +113,14 @@ class MonoidBuilder {
   MonoidBuilder &combine(const Fn2 &fn);
   MonoidBuilder &lift(const Fn1 &fn);
   MonoidBuilder &finalize(std::vector<Component> outputs, const Fn1 &fn);
+  // The sequential step the combine must reproduce: (state, element) -> state (see Monoid::step).
+  MonoidBuilder &step(const Fn2 &fn);
   MonoidBuilder &origin(Monoid::Origin origin);
   Monoid build() const;
 
  private:
   Monoid m_;
-  Fn2 combine_;
+  Fn2 combine_, step_;
   Fn1 lift_, finalize_;
   std::vector<std::pair<std::string, Domain>> domains_;
   bool has_elements_ = false, has_outputs_ = false;
