@@ -219,6 +219,21 @@ Verdict by_testing(const Monoid& m, const CheckOptions& options, std::vector<std
                 notes, std::nullopt);
 }
 
+// The user's step (Monoid::step) must agree with the combine whatever level proves the combine: its fold's
+// homomorphism law and leftward == rightward fold, tested. A refusal if one fails with a counterexample.
+std::optional<Verdict> refute_user_step(const Monoid& m, const CheckOptions& options, const Verdict& proved,
+                                        std::vector<std::string> notes) {
+  if (m.step.empty()) return std::nullopt;
+  LawTester tester(m, options);
+  const std::vector<LawResult> laws = tester.user_step_laws();
+  if (const LawResult* failed = first_failure(laws, options.trials, notes); failed && failed->counterexample)
+    return refuse(m,
+                  fmt::format("the combine is {}, but it does not reproduce the given step: {} fails",
+                              level_name(proved.level), law_statement(failed->law)),
+                  notes, failed->counterexample);
+  return std::nullopt;
+}
+
 Verdict decide(const Monoid& m, const CheckOptions& options) {
   m.validate();
   std::vector<std::string> notes;
@@ -228,10 +243,10 @@ Verdict decide(const Monoid& m, const CheckOptions& options) {
                                   m.element_domains[k].to_string(m.elements[k].name)));
   try {
     if (options.first_level <= Level::construction)
-      if (auto v = by_construction(m, options, notes)) return *v;
+      if (auto v = by_construction(m, options, notes)) return refute_user_step(m, options, *v, notes).value_or(*v);
     if (options.first_level <= Level::halide) {
       std::optional<Verdict> refuted;
-      if (auto v = by_halide(m, options, notes, refuted)) return *v;
+      if (auto v = by_halide(m, options, notes, refuted)) return refute_user_step(m, options, *v, notes).value_or(*v);
       if (refuted) return *refuted;
     }
     std::optional<SmtProof> smt_proof;

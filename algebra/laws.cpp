@@ -142,6 +142,17 @@ Real LawTester::input_magnitude(const Instance& instance) const {
   return largest;
 }
 
+bool LawTester::nan_is_evidence(const Instance& instance) const {
+  const Values& e = exact_.identity();
+  for (const Values& s : instance.states)
+    for (size_t k = 0; k < s.size() && k < e.size(); ++k)
+      if (!std::isfinite(s[k]) && !(s[k] == e[k])) return false;
+  for (const Values& x : instance.elements)
+    for (Real v : x)
+      if (!std::isfinite(v)) return false;
+  return instance.base_states.empty() && !instance.reference;
+}
+
 LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
                          const std::vector<Type>& side_types,
                          const std::function<std::tuple<Instance, Side, Side>(Rng&)>& draw,
@@ -168,7 +179,8 @@ LawResult LawTester::run(Law law, const std::vector<std::string>& side_names,
       ++result.inconclusive;
       continue;
     }
-    const Comparison c = compare(side_types, l, r, infinities_are_evidence, input_magnitude(instance));
+    const Comparison c =
+        compare(side_types, l, r, infinities_are_evidence, input_magnitude(instance), nan_is_evidence(instance));
     if (c.agreement == Agreement::agree) ++result.conclusive;
     if (c.agreement == Agreement::inconclusive) ++result.inconclusive;
     if (c.agreement != Agreement::disagree) continue;
@@ -210,6 +222,23 @@ LawResult LawTester::identity_law(Law which) {
   return run(which, component_names(monoid_.state), component_types(monoid_.state), [&](Rng& rng) {
     return std::tuple{Instance{.states = {random_state(rng)}}, combined, itself};
   });
+}
+
+std::vector<LawResult> LawTester::user_step_laws() {
+  const auto names = component_names(monoid_.state);
+  const auto types = component_types(monoid_.state);
+  std::vector<LawResult> results;
+    results.push_back(run(Law::user_homomorphism, names, types, [&](Rng& rng) {
+      std::vector<Values> x = random_list(rng);
+      const int k = uniform(rng, 0, static_cast<int>(x.size()));
+      const auto [whole, halves] = sequence_law_sides(Law::user_homomorphism);
+      return std::tuple{Instance{.elements = std::move(x), .split = k}, whole, halves};
+    }));
+    results.push_back(run(Law::user_fold_directions, names, types, [&](Rng& rng) {
+      const auto [leftward, rightward] = sequence_law_sides(Law::user_fold_directions);
+      return std::tuple{Instance{.elements = random_list(rng)}, leftward, rightward};
+    }));
+  return results;
 }
 
 std::pair<Side, Side> LawTester::sequence_law_sides(Law law) {
@@ -271,16 +300,8 @@ std::vector<LawResult> LawTester::monoid_laws() {
                       rightward};
   }));
   if (!monoid_.step.empty()) {
-    results.push_back(run(Law::user_homomorphism, names, types, [&](Rng& rng) {
-      std::vector<Values> x = random_list(rng);
-      const int k = uniform(rng, 0, static_cast<int>(x.size()));
-      const auto [whole, halves] = sequence_law_sides(Law::user_homomorphism);
-      return std::tuple{Instance{.elements = std::move(x), .split = k}, whole, halves};
-    }));
-    results.push_back(run(Law::user_fold_directions, names, types, [&](Rng& rng) {
-      const auto [leftward, rightward] = sequence_law_sides(Law::user_fold_directions);
-      return std::tuple{Instance{.elements = random_list(rng)}, leftward, rightward};
-    }));
+    const std::vector<LawResult> step_laws = user_step_laws();
+    results.insert(results.end(), step_laws.begin(), step_laws.end());
   }
   return results;
 }

@@ -47,6 +47,8 @@ class LawTester {
   // fold by the combine.
   std::vector<LawResult> monoid_laws();
   LawResult identity_law(Law which);
+  // The laws of the user's step (Monoid::step): its fold's homomorphism law and leftward == rightward.
+  std::vector<LawResult> user_step_laws();
   // One instance of associativity, an identity law or the user fold's homomorphism, given rather than drawn (a candidate counterexample
   // of the SMT level): its counterexample is set only if the evaluator confirms the disagreement.
   LawResult check(Law law, const Instance& instance);
@@ -76,7 +78,9 @@ class LawTester {
   // A state folded from a short list without extreme values. A twist's premises are identities of exact
   // maps tested in floating point; at a reference of 1e200 they would measure only cancellation.
   Values moderate_state(Rng& rng) const;
-  Real input_magnitude(const Instance& instance) const;  // see compare() in algebra/tolerance.h
+  // What compare() in algebra/tolerance.h needs to know of an instance's inputs.
+  Real input_magnitude(const Instance& instance) const;
+  bool nan_is_evidence(const Instance& instance) const;
   Instance nearby_instance(const Instance& instance, uint64_t& seed) const;
   // Mostly short (up to max_list_length, twice that for a list that is split), sometimes as long as a
   // schedule folds.

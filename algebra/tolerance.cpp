@@ -85,7 +85,7 @@ bool is_nan(Real x) {
 }  // namespace
 
 Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs,
-                   bool infinities_are_evidence, Real input_magnitude) {
+                   bool infinities_are_evidence, Real input_magnitude, bool nan_is_evidence) {
   TWIST_CHECK(lhs.extended.size() == types.size() && rhs.extended.size() == types.size() &&
                   lhs.exact.size() == types.size() && rhs.exact.size() == types.size(),
               "comparing sides of {} component(s) with {} types", lhs.extended.size(), types.size());
@@ -95,7 +95,16 @@ Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const E
   for (size_t k = 0; k < types.size(); ++k) {
     const Real le = lhs.extended[k], re = rhs.extended[k], ld = lhs.exact[k], rd = rhs.exact[k];
     if (is_nan(le) || is_nan(re) || is_nan(ld) || is_nan(rd)) {
-      inconclusive = true;
+      // NaN on one side only, in both arithmetics, from inputs that are finite or the identity's own
+      // infinities, is a disagreement: a missing guard (exp(-inf - -inf)) that one grouping reaches and
+      // the other does not. Anything else with a NaN decides nothing.
+      if (nan_is_evidence && is_nan(le) == is_nan(ld) && is_nan(re) == is_nan(rd) && is_nan(le) != is_nan(re) &&
+          result.agreement != Agreement::disagree) {
+        result = Comparison{Agreement::disagree, static_cast<int>(k), std::numeric_limits<Real>::infinity(), 0};
+        worst_ratio = std::numeric_limits<Real>::infinity();
+      } else {
+        inconclusive = true;
+      }
       continue;
     }
     Real difference, tolerance;

@@ -25,8 +25,9 @@ Values nearby(const Values& inputs, const std::vector<bool>& movable, uint64_t& 
 
 enum class Agreement {
   agree,
-  disagree,      // a component differs by more than its tolerance, in both arithmetics
-  inconclusive,  // NaN, equal infinities, or a difference that only one arithmetic shows (decided by
+  disagree,      // a component differs by more than its tolerance, in both arithmetics, or is NaN on one
+                 // side only, in both (see compare())
+  inconclusive,  // NaN on both sides or in one arithmetic only, equal infinities, or a difference that only one arithmetic shows (decided by
                  // rounding)
 };
 
@@ -45,8 +46,11 @@ Real agreement_tolerance(const Evaluated& lhs, const Evaluated& rhs, size_t k);
 // (they are where the values compared are constants such as an identity, rather than results that may
 // have overflowed).
 // `input_magnitude` is the largest finite magnitude among the inputs (states, elements, the identity):
-// a difference below 2^-48 of it is never a disagreement (see tolerance.cpp).
+// a difference below 2^-48 of it is never a disagreement (see tolerance.cpp). `nan_is_evidence`: the
+// inputs are finite, or infinite only where the identity is (a masked softmax state), so that a NaN on
+// one side only, in both arithmetics, is a disagreement (with infinite data, as in a variance of inf,
+// NaN is an answer, not a fault of the combine).
 Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs,
-                   bool infinities_are_evidence = false, Real input_magnitude = 0);
+                   bool infinities_are_evidence = false, Real input_magnitude = 0, bool nan_is_evidence = false);
 
 }  // namespace twist::algebra
