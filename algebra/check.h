@@ -35,10 +35,10 @@ struct CheckOptions {
   Level first_level = Level::construction;  // start at a later level to test what a proof would accept
 };
 
-Verdict check_associativity(const Monoid& m, const CheckOptions& options = {});
+Verdict check_associativity(const Monoid &m, const CheckOptions &options = {});
 
 // Whether a verdict for m (or for a monoid of the same structure) under these options is cached, so that
 // check_associativity returns it without checking again.
-bool has_cached_verdict(const Monoid& m, const CheckOptions& options = {});
+bool has_cached_verdict(const Monoid &m, const CheckOptions &options = {});
 
 }  // namespace twist::algebra

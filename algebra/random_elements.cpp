@@ -10,7 +10,7 @@ namespace twist::algebra {
 
 namespace {
 
-Real draw_float(Rng& rng, const Type& t, Regime regime) {
+Real draw_float(Rng &rng, const Type &t, Regime regime) {
   if (regime == Regime::ties) {
     static const double values[] = {-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0};
     return values[std::uniform_int_distribution<int>(0, 7)(rng)];
@@ -19,12 +19,12 @@ Real draw_float(Rng& rng, const Type& t, Regime regime) {
   return round_to_type(t, std::normal_distribution<double>(0.0, 1.0)(rng) * binade);
 }
 
-bool coin(Rng& rng) {
+bool coin(Rng &rng) {
   return std::uniform_int_distribution<int>(0, 1)(rng) == 1;
 }
 
 // The range of binades of a floating-point type, subnormals included.
-std::pair<int, int> binades(const Type& t) {
+std::pair<int, int> binades(const Type &t) {
   if (t.bits() == 64) return {-1074, 1023};
   if (t.bits() == 32) return {-149, 127};
   if (t.is_bfloat()) return {-133, 127};
@@ -35,7 +35,7 @@ std::pair<int, int> binades(const Type& t) {
 // or a signed zero. One list draws its finite values at one scale: values of wildly different magnitudes
 // in one list would cancel exactly in one order and not in another (1e38 + 1 - 1e38), in double and in
 // extended alike, which is rounding, not a property of the combine.
-Real draw_extreme_float(Rng& rng, const Type& t, int scale) {
+Real draw_extreme_float(Rng &rng, const Type &t, int scale) {
   const bool negative = coin(rng);
   const int k = std::uniform_int_distribution<int>(0, 15)(rng);
   double magnitude;
@@ -44,12 +44,13 @@ Real draw_extreme_float(Rng& rng, const Type& t, int scale) {
   else if (k == 1)
     magnitude = 0.0;
   else
-    magnitude = std::ldexp(std::uniform_real_distribution<double>(1.0, 2.0)(rng),
-                           std::min(scale + std::uniform_int_distribution<int>(0, 2)(rng), binades(t).second));
+    magnitude =
+        std::ldexp(std::uniform_real_distribution<double>(1.0, 2.0)(rng),
+                   std::min(scale + std::uniform_int_distribution<int>(0, 2)(rng), binades(t).second));
   return round_to_type(t, negative ? -magnitude : magnitude);
 }
 
-Real draw_integer(Rng& rng, const Type& t, Regime regime) {
+Real draw_integer(Rng &rng, const Type &t, Regime regime) {
   if (t.is_bool()) return std::uniform_int_distribution<int>(0, 1)(rng);
   if (regime == Regime::extremes && coin(rng)) {
     const Real lo = t.is_int() ? -std::ldexp(Real(1), t.bits() - 1) : Real(0);
@@ -65,36 +66,38 @@ Real draw_integer(Rng& rng, const Type& t, Regime regime) {
 
 }  // namespace
 
-Values ElementSampler::element(Rng& rng, Regime regime) const {
+Values ElementSampler::element(Rng &rng, Regime regime) const {
   return element(rng, regime, extreme_scale(rng));
 }
 
-Values ElementSampler::element(Rng& rng, Regime regime, int scale) const {
+Values ElementSampler::element(Rng &rng, Regime regime, int scale) const {
   return draw(rng, regime, false, scale);
 }
 
-int ElementSampler::extreme_scale(Rng& rng) const {
+int ElementSampler::extreme_scale(Rng &rng) const {
   // Of the widest floating-point component; narrower ones clamp it to their own range.
   std::pair<int, int> range{0, 0};
-  for (const Component& c : components_)
+  for (const Component &c : components_)
     if (c.type.is_float() && binades(c.type).second > range.second) range = binades(c.type);
   return coin(rng) ? range.first : range.second - 2;
 }
 
-Values ElementSampler::draw(Rng& rng, Regime regime, bool mask_always, int scale) const {
+Values ElementSampler::draw(Rng &rng, Regime regime, bool mask_always, int scale) const {
   Values x;
   bool first_float = true;
   for (size_t k = 0; k < components_.size(); ++k) {
-    const Type& t = components_[k].type;
+    const Type &t = components_[k].type;
     if (!t.is_float()) {
       x.push_back(in_domain(rng, k, draw_integer(rng, t, regime)));
       continue;
     }
     const bool mask = regime == Regime::masked && first_float &&
                       (mask_always || std::uniform_int_distribution<int>(0, 2)(rng) == 0);
-    const Real value = mask                                          ? -std::numeric_limits<Real>::infinity()
-                       : regime == Regime::extremes ? draw_extreme_float(rng, t, std::clamp(scale, binades(t).first, binades(t).second - 2))
-                                                    : draw_float(rng, t, regime);
+    const Real value =
+        mask ? -std::numeric_limits<Real>::infinity()
+        : regime == Regime::extremes
+            ? draw_extreme_float(rng, t, std::clamp(scale, binades(t).first, binades(t).second - 2))
+            : draw_float(rng, t, regime);
     x.push_back(in_domain(rng, k, value));
     first_float = false;
   }
@@ -103,11 +106,11 @@ Values ElementSampler::draw(Rng& rng, Regime regime, bool mask_always, int scale
 
 // The value itself where the domain holds it; otherwise one of the domain's bounds, or a value drawn
 // between them or beyond the one bound, so that the bounds themselves are drawn often.
-Real ElementSampler::in_domain(Rng& rng, size_t k, Real value) const {
+Real ElementSampler::in_domain(Rng &rng, size_t k, Real value) const {
   if (domains_.empty() || !domains_[k].restricts()) return value;
-  const Domain& d = domains_[k];
+  const Domain &d = domains_[k];
   if (d.contains(static_cast<double>(value))) return value;
-  const Type& t = components_[k].type;
+  const Type &t = components_[k].type;
   const double scale = std::ldexp(1.0, std::uniform_int_distribution<int>(-2, 2)(rng));
   double v;
   const int choice = std::uniform_int_distribution<int>(0, 2)(rng);
@@ -130,20 +133,20 @@ Real ElementSampler::in_domain(Rng& rng, size_t k, Real value) const {
   return v;
 }
 
-std::vector<Values> ElementSampler::list(Rng& rng, int length, Regime regime) const {
+std::vector<Values> ElementSampler::list(Rng &rng, int length, Regime regime) const {
   return list(rng, length, regime, extreme_scale(rng));
 }
 
-std::vector<Values> ElementSampler::list(Rng& rng, int length, Regime regime, int scale) const {
+std::vector<Values> ElementSampler::list(Rng &rng, int length, Regime regime, int scale) const {
   const bool mask_always = regime == Regime::masked && std::uniform_int_distribution<int>(0, 3)(rng) == 0;
   std::vector<Values> out;
   for (int i = 0; i < length; ++i) out.push_back(draw(rng, regime, mask_always, scale));
   return out;
 }
 
-Regime ElementSampler::any_regime(Rng& rng) const {
+Regime ElementSampler::any_regime(Rng &rng) const {
   bool has_float = false;
-  for (const Component& c : components_) has_float |= c.type.is_float();
+  for (const Component &c : components_) has_float |= c.type.is_float();
   const int k = std::uniform_int_distribution<int>(0, 7)(rng);
   if (k == 7 && has_float) return Regime::masked;
   if (k >= 5) return Regime::extremes;

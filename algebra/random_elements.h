@@ -16,10 +16,10 @@ namespace twist::algebra {
 using Rng = std::mt19937_64;
 
 enum class Regime {
-  spread,  // normal values over a few binades; integers in [-50, 50]
-  ties,    // values from a small set, signed zeros included; integers in [0, 4]
-  masked,  // like spread, but the first floating-point component (the score, by convention) is -inf
-           // with probability 1/3, and in one list in four always
+  spread,    // normal values over a few binades; integers in [-50, 50]
+  ties,      // values from a small set, signed zeros included; integers in [0, 4]
+  masked,    // like spread, but the first floating-point component (the score, by convention) is -inf
+             // with probability 1/3, and in one list in four always
   extremes,  // floating point at one magnitude per list, the type's smallest subnormals or its largest
              // finite values, with infinities and signed zeros; half of the integers anywhere in their
              // type, its limits and 0 and +-1 on purpose
@@ -31,21 +31,21 @@ class ElementSampler {
   explicit ElementSampler(std::vector<Component> components, std::vector<Domain> domains = {})
       : components_(std::move(components)), domains_(std::move(domains)) {}
 
-  Values element(Rng& rng, Regime regime) const;
-  std::vector<Values> list(Rng& rng, int length, Regime regime) const;
+  Values element(Rng &rng, Regime regime) const;
+  std::vector<Values> list(Rng &rng, int length, Regime regime) const;
   // The same, with the extreme floating-point values at magnitude 2^scale (see Regime::extremes).
-  Values element(Rng& rng, Regime regime, int scale) const;
-  std::vector<Values> list(Rng& rng, int length, Regime regime, int scale) const;
+  Values element(Rng &rng, Regime regime, int scale) const;
+  std::vector<Values> list(Rng &rng, int length, Regime regime, int scale) const;
   // The binade of a list's extreme values: the type's smallest subnormals or its largest values, half
   // of the time each.
-  int extreme_scale(Rng& rng) const;
+  int extreme_scale(Rng &rng) const;
   // A regime drawn at random: spread 3 times in 8, ties and extremes a quarter each, and (where a
   // component is floating point) masked 1 time in 8 instead of one of the spread ones.
-  Regime any_regime(Rng& rng) const;
+  Regime any_regime(Rng &rng) const;
 
  private:
-  Values draw(Rng& rng, Regime regime, bool mask_always, int scale) const;
-  Real in_domain(Rng& rng, size_t k, Real value) const;
+  Values draw(Rng &rng, Regime regime, bool mask_always, int scale) const;
+  Real in_domain(Rng &rng, size_t k, Real value) const;
   std::vector<Component> components_;
   std::vector<Domain> domains_;
 };

@@ -9,7 +9,7 @@ namespace {
 
 using namespace Halide::Internal;
 
-std::string shown(const Halide::Expr& e) {
+std::string shown(const Halide::Expr &e) {
   return fmt::format("{}", e);
 }
 
@@ -44,38 +44,37 @@ std::string exact_rational(double value) {
   return sign + std::to_string(mantissa) + "/" + decimal_times_power_of_two(1, -exponent);
 }
 
-bool is_integer(const Type& t) {
+bool is_integer(const Type &t) {
   return (t.is_int() || t.is_uint()) && !t.is_bool();
 }
 
 }  // namespace
 
-z3::expr SmtEncoder::unknown(const std::string& name, const Type& t) {
+z3::expr SmtEncoder::unknown(const std::string &name, const Type &t) {
   if (t.is_bool()) return context_.bool_const(name.c_str());
   if (t.is_float()) return context_.real_const(name.c_str());
   if (is_integer(t)) return context_.bv_const(name.c_str(), t.bits());
-  throw NotEncodable(fmt::format("'{}' has type {}, which the SMT encoding does not have", name, type_name(t)));
+  throw NotEncodable(
+      fmt::format("'{}' has type {}, which the SMT encoding does not have", name, type_name(t)));
 }
 
-z3::expr SmtEncoder::constant(const Type& t, double value) {
+z3::expr SmtEncoder::constant(const Type &t, double value) {
   if (t.is_bool()) return context_.bool_val(value != 0);
   if (t.is_float()) {
-    if (!std::isfinite(value))
-      throw NotEncodable(fmt::format("the constant {} is not a real number", value));
+    if (!std::isfinite(value)) throw NotEncodable(fmt::format("the constant {} is not a real number", value));
     return context_.real_val(exact_rational(value).c_str());
   }
-  if (is_integer(t))
-    return context_.bv_val(static_cast<uint64_t>(static_cast<int64_t>(value)), t.bits());
+  if (is_integer(t)) return context_.bv_val(static_cast<uint64_t>(static_cast<int64_t>(value)), t.bits());
   throw NotEncodable(fmt::format("a constant of type {}", type_name(t)));
 }
 
-z3::expr SmtEncoder::to_real(const z3::expr& term, const Type& from) {
+z3::expr SmtEncoder::to_real(const z3::expr &term, const Type &from) {
   if (from.is_bool()) return z3::ite(term, context_.real_val(1), context_.real_val(0));
   if (from.is_float()) return term;
   return z3::to_real(z3::bv2int(term, from.is_int()));
 }
 
-z3::expr SmtEncoder::cast(const Type& to, const Halide::Expr& value) {
+z3::expr SmtEncoder::cast(const Type &to, const Halide::Expr &value) {
   const Type from = value.type();
   const z3::expr x = encode(value);
   if (to.is_bool()) {
@@ -99,11 +98,12 @@ z3::expr SmtEncoder::cast(const Type& to, const Halide::Expr& value) {
 
 // Halide's division and remainder (lang/evaluate.h): x / 0 == 0 and x % 0 == 0; signed division rounds
 // so that the remainder is never negative.
-z3::expr SmtEncoder::divide(const Halide::Expr& ea, const Halide::Expr& eb, bool remainder) {
+z3::expr SmtEncoder::divide(const Halide::Expr &ea, const Halide::Expr &eb, bool remainder) {
   const Type t = ea.type();
   const z3::expr a = encode(ea), b = encode(eb);
   if (t.is_float()) {
-    if (remainder) throw NotEncodable(fmt::format("a floating-point remainder in `{} % {}`", shown(ea), shown(eb)));
+    if (remainder)
+      throw NotEncodable(fmt::format("a floating-point remainder in `{} % {}`", shown(ea), shown(eb)));
     return a / b;
   }
   const z3::expr zero = context_.bv_val(0, t.bits()), one = context_.bv_val(1, t.bits());
@@ -117,7 +117,7 @@ z3::expr SmtEncoder::divide(const Halide::Expr& ea, const Halide::Expr& eb, bool
   return z3::ite(b == zero, zero, remainder ? adjusted_r : adjusted_q);
 }
 
-z3::expr SmtEncoder::call(const Call* op, const Halide::Expr& e) {
+z3::expr SmtEncoder::call(const Call *op, const Halide::Expr &e) {
   if (op->is_intrinsic({Call::likely, Call::likely_if_innermost})) return encode(op->args[0]);
   const Type t = e.type();
   if (op->is_intrinsic(Call::abs)) {
@@ -152,19 +152,20 @@ z3::expr SmtEncoder::call(const Call* op, const Halide::Expr& e) {
                   : z3::ite(negative, shifted_left, shifted_right);
     }
   }
-  throw NotEncodable(fmt::format("`{}` has no exact encoding (only +, -, *, /, %, min, max, abs, select, "
-                                 "comparisons, bitwise operators and shifts do)",
-                                 shown(e)));
+  throw NotEncodable(
+      fmt::format("`{}` has no exact encoding (only +, -, *, /, %, min, max, abs, select, "
+                  "comparisons, bitwise operators and shifts do)",
+                  shown(e)));
 }
 
-z3::expr SmtEncoder::encode(const Halide::Expr& e) {
+z3::expr SmtEncoder::encode(const Halide::Expr &e) {
   const Type t = e.type();
-  auto both = [&](const auto* op) { return std::pair{encode(op->a), encode(op->b)}; };
+  auto both = [&](const auto *op) { return std::pair{encode(op->a), encode(op->b)}; };
   // Comparisons of integers depend on the operands' signedness, which z3's bit-vectors do not carry.
-  auto less = [&](const z3::expr& a, const z3::expr& b, const Type& operands) {
+  auto less = [&](const z3::expr &a, const z3::expr &b, const Type &operands) {
     return operands.is_uint() && !operands.is_bool() ? z3::ult(a, b) : a < b;
   };
-  auto less_equal = [&](const z3::expr& a, const z3::expr& b, const Type& operands) {
+  auto less_equal = [&](const z3::expr &a, const z3::expr &b, const Type &operands) {
     return operands.is_uint() && !operands.is_bool() ? z3::ule(a, b) : a <= b;
   };
   switch (e->node_type) {
@@ -178,7 +179,7 @@ z3::expr SmtEncoder::encode(const Halide::Expr& e) {
     case IRNodeType::Cast:
       return cast(t, e.as<Cast>()->value);
     case IRNodeType::Variable: {
-      const std::string& name = e.as<Variable>()->name;
+      const std::string &name = e.as<Variable>()->name;
       auto it = bound_.find(name);
       if (it == bound_.end()) throw NotEncodable(fmt::format("the variable '{}' has no value", name));
       return it->second;
@@ -242,11 +243,11 @@ z3::expr SmtEncoder::encode(const Halide::Expr& e) {
     case IRNodeType::Not:
       return !encode(e.as<Not>()->a);
     case IRNodeType::Select: {
-      const Select* op = e.as<Select>();
+      const Select *op = e.as<Select>();
       return z3::ite(encode(op->condition), encode(op->true_value), encode(op->false_value));
     }
     case IRNodeType::Let: {
-      const Let* op = e.as<Let>();
+      const Let *op = e.as<Let>();
       const z3::expr value = encode(op->value);
       auto previous = bound_.find(op->name);
       const std::optional<z3::expr> shadowed =
@@ -266,13 +267,14 @@ z3::expr SmtEncoder::encode(const Halide::Expr& e) {
   }
 }
 
-long double SmtEncoder::value_of(const z3::model& model, const z3::expr& term, const Type& t) {
+long double SmtEncoder::value_of(const z3::model &model, const z3::expr &term, const Type &t) {
   const z3::expr v = model.eval(term, true);
   if (t.is_bool()) return v.is_true() ? 1 : 0;
   if (t.is_float()) return std::strtold(v.get_decimal_string(40).c_str(), nullptr);
   const uint64_t bits = v.get_numeral_uint64();
-  if (t.is_uint() || t.bits() == 64) return t.is_uint() ? static_cast<long double>(bits)
-                                                         : static_cast<long double>(static_cast<int64_t>(bits));
+  if (t.is_uint() || t.bits() == 64)
+    return t.is_uint() ? static_cast<long double>(bits)
+                       : static_cast<long double>(static_cast<int64_t>(bits));
   const uint64_t sign = uint64_t{1} << (t.bits() - 1);
   return bits & sign ? static_cast<long double>(static_cast<int64_t>(bits) - static_cast<int64_t>(sign << 1))
                      : static_cast<long double>(bits);

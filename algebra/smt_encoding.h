@@ -27,29 +27,29 @@ struct NotEncodable : std::runtime_error {
 
 class SmtEncoder {
  public:
-  explicit SmtEncoder(z3::context& context) : context_(context) {}
+  explicit SmtEncoder(z3::context &context) : context_(context) {}
 
   // A fresh unknown of type t: a bit-vector, a real or a boolean.
-  z3::expr unknown(const std::string& name, const Type& t);
+  z3::expr unknown(const std::string &name, const Type &t);
   // The constant `value` of type t (NotEncodable for NaN and infinities of a floating-point type).
-  z3::expr constant(const Type& t, double value);
+  z3::expr constant(const Type &t, double value);
   // While bound, the variable `name` of the expressions stands for `term`.
-  void bind(const std::string& name, const z3::expr& term) { bound_.insert_or_assign(name, term); }
+  void bind(const std::string &name, const z3::expr &term) { bound_.insert_or_assign(name, term); }
 
   // The term for e, over the bound variables; throws NotEncodable.
-  z3::expr encode(const Halide::Expr& e);
+  z3::expr encode(const Halide::Expr &e);
 
   // The value a model gives a term of type t, as the evaluator carries it (an integer's value in its
   // type's range, a real rounded to the nearest long double).
-  static long double value_of(const z3::model& model, const z3::expr& term, const Type& t);
+  static long double value_of(const z3::model &model, const z3::expr &term, const Type &t);
 
  private:
-  z3::expr cast(const Type& to, const Halide::Expr& from);
-  z3::expr divide(const Halide::Expr& a, const Halide::Expr& b, bool remainder);
-  z3::expr call(const Halide::Internal::Call* op, const Halide::Expr& e);
-  z3::expr to_real(const z3::expr& bits, const Type& from);
+  z3::expr cast(const Type &to, const Halide::Expr &from);
+  z3::expr divide(const Halide::Expr &a, const Halide::Expr &b, bool remainder);
+  z3::expr call(const Halide::Internal::Call *op, const Halide::Expr &e);
+  z3::expr to_real(const z3::expr &bits, const Type &from);
 
-  z3::context& context_;
+  z3::context &context_;
   std::map<std::string, z3::expr> bound_;
 };
 

@@ -18,7 +18,8 @@ struct Sides {
 
 class LawQueries {
  public:
-  LawQueries(const Monoid& m, unsigned timeout_ms) : monoid_(m), encoder_(context_), timeout_ms_(timeout_ms) {}
+  LawQueries(const Monoid &m, unsigned timeout_ms)
+      : monoid_(m), encoder_(context_), timeout_ms_(timeout_ms) {}
 
   SmtLawResult ask(Law law) {
     SmtLawResult result{.law = law};
@@ -39,9 +40,9 @@ class LawQueries {
         result.finding = first + (lifted == z3::unsat ? "; holds on lifts of single elements"
                                                       : "; undecided on lifts in the time limit");
       }
-    } catch (const NotEncodable& e) {
+    } catch (const NotEncodable &e) {
       result.finding = fmt::format("not encoded: {}", e.what());
-    } catch (const z3::exception& e) {
+    } catch (const z3::exception &e) {
       result.finding = fmt::format("not decided: Z3 said {}", e.msg());
     }
     return result;
@@ -55,7 +56,7 @@ class LawQueries {
     }
     bind_element(new_element(index));
     std::vector<z3::expr> lifted;
-    for (const Expr& e : monoid_.lift) lifted.push_back(encoder_.encode(e));
+    for (const Expr &e : monoid_.lift) lifted.push_back(encoder_.encode(e));
     return lifted;
   }
 
@@ -63,7 +64,7 @@ class LawQueries {
   std::vector<z3::expr> new_element(int index) {
     std::vector<z3::expr> element;
     for (size_t k = 0; k < monoid_.elements.size(); ++k) {
-      const Component& c = monoid_.elements[k];
+      const Component &c = monoid_.elements[k];
       element.push_back(encoder_.unknown(fmt::format("x{}.{}", index, c.name), c.type));
       if (k < monoid_.element_domains.size()) constrain(element.back(), c.type, monoid_.element_domains[k]);
     }
@@ -71,7 +72,7 @@ class LawQueries {
     return element;
   }
 
-  void constrain(const z3::expr& x, const Type& t, const Domain& d) {
+  void constrain(const z3::expr &x, const Type &t, const Domain &d) {
     if (t.is_float()) {
       if (d.lo) constraints_.push_back(x >= encoder_.constant(t, *d.lo));
       if (d.hi) constraints_.push_back(x <= encoder_.constant(t, *d.hi));
@@ -94,19 +95,19 @@ class LawQueries {
     }
   }
 
-  void bind_element(const std::vector<z3::expr>& element) {
+  void bind_element(const std::vector<z3::expr> &element) {
     const State x = monoid_.element();
     for (size_t k = 0; k < element.size(); ++k) encoder_.bind(variable_name(x, k), element[k]);
   }
 
-  std::vector<z3::expr> unknown_state(const std::string& prefix) {
+  std::vector<z3::expr> unknown_state(const std::string &prefix) {
     std::vector<z3::expr> out;
-    for (const Component& c : monoid_.state) out.push_back(encoder_.unknown(prefix + c.name, c.type));
+    for (const Component &c : monoid_.state) out.push_back(encoder_.unknown(prefix + c.name, c.type));
     return out;
   }
 
   // The user's step from `state`, or from the identity (simplified first, as in with_identity()).
-  std::vector<z3::expr> step(const std::optional<std::vector<z3::expr>>& state) {
+  std::vector<z3::expr> step(const std::optional<std::vector<z3::expr>> &state) {
     const State s = monoid_.one();
     Substitution put_identity;
     if (!state)
@@ -114,34 +115,35 @@ class LawQueries {
     else
       for (size_t k = 0; k < state->size(); ++k) encoder_.bind(variable_name(s, k), (*state)[k]);
     std::vector<z3::expr> out;
-    for (const Expr& e : monoid_.step) out.push_back(encoder_.encode(state ? Halide::Expr(e) : simplified(put_identity(e))));
+    for (const Expr &e : monoid_.step)
+      out.push_back(encoder_.encode(state ? Halide::Expr(e) : simplified(put_identity(e))));
     return out;
   }
 
-  static std::string variable_name(const State& s, size_t k) {
+  static std::string variable_name(const State &s, size_t k) {
     return s.vars()[k].as<Halide::Internal::Variable>()->name;
   }
 
-  std::vector<z3::expr> combine(const std::vector<z3::expr>& a, const std::vector<z3::expr>& b) {
+  std::vector<z3::expr> combine(const std::vector<z3::expr> &a, const std::vector<z3::expr> &b) {
     const State lhs = monoid_.lhs(), rhs = monoid_.rhs();
     for (size_t k = 0; k < a.size(); ++k) {
       encoder_.bind(variable_name(lhs, k), a[k]);
       encoder_.bind(variable_name(rhs, k), b[k]);
     }
     std::vector<z3::expr> out;
-    for (const Expr& e : monoid_.combine) out.push_back(encoder_.encode(e));
+    for (const Expr &e : monoid_.combine) out.push_back(encoder_.encode(e));
     return out;
   }
 
   // combine with the identity on one side, simplified first, so that an infinite identity (of max, say)
   // that the simplifier removes (max(-inf, x) = x) does not stop the encoding.
-  std::vector<z3::expr> with_identity(const std::vector<z3::expr>& a, bool identity_left) {
+  std::vector<z3::expr> with_identity(const std::vector<z3::expr> &a, bool identity_left) {
     Substitution put_identity;
     put_identity.bind(identity_left ? monoid_.lhs() : monoid_.rhs(), monoid_.identity);
     const State other = identity_left ? monoid_.rhs() : monoid_.lhs();
     for (size_t k = 0; k < a.size(); ++k) encoder_.bind(variable_name(other, k), a[k]);
     std::vector<z3::expr> out;
-    for (const Expr& e : monoid_.combine) out.push_back(encoder_.encode(simplified(put_identity(e))));
+    for (const Expr &e : monoid_.combine) out.push_back(encoder_.encode(simplified(put_identity(e))));
     return out;
   }
 
@@ -165,7 +167,8 @@ class LawQueries {
       return {stepped, combine(*s, step_of_x)};
     }
     if (law == Law::associativity) {
-      const auto a = state_terms(0, over_lifts), b = state_terms(1, over_lifts), c = state_terms(2, over_lifts);
+      const auto a = state_terms(0, over_lifts), b = state_terms(1, over_lifts),
+                 c = state_terms(2, over_lifts);
       return {combine(combine(a, b), c), combine(a, combine(b, c))};
     }
     const auto a = state_terms(0, over_lifts);
@@ -181,7 +184,7 @@ class LawQueries {
     p.set("timeout", timeout_ms_);
     solver_->set(p);
     solver_->add(differs);
-    for (const z3::expr& c : constraints_) solver_->add(c);
+    for (const z3::expr &c : constraints_) solver_->add(c);
     return solver_->check();
   }
 
@@ -192,10 +195,10 @@ class LawQueries {
     const z3::model model = solver_->get_model();
     const MonoidEvaluator exact(monoid_, Arithmetic::exact);
     Instance instance;
-    for (const auto& element : elements_) {
+    for (const auto &element : elements_) {
       Values x;
       for (size_t k = 0; k < element.size(); ++k) {
-        const Type& t = monoid_.elements[k].type;
+        const Type &t = monoid_.elements[k].type;
         const long double v = SmtEncoder::value_of(model, element[k], t);
         x.push_back(t.is_float() ? round_to_type(t, static_cast<double>(v)) : v);
       }
@@ -208,7 +211,7 @@ class LawQueries {
     return instance;
   }
 
-  const Monoid& monoid_;
+  const Monoid &monoid_;
   z3::context context_;
   SmtEncoder encoder_;
   unsigned timeout_ms_;
@@ -221,16 +224,17 @@ class LawQueries {
 
 bool SmtProof::proved() const {
   if (laws.empty()) return false;
-  for (const SmtLawResult& r : laws)
+  for (const SmtLawResult &r : laws)
     if (!r.proved) return false;
   return true;
 }
 
-SmtProof prove_with_smt(const Monoid& m, unsigned timeout_ms) {
+SmtProof prove_with_smt(const Monoid &m, unsigned timeout_ms) {
   SmtProof proof;
-  for (const Component& c : m.state) proof.has_floating_point |= c.type.is_float();
+  for (const Component &c : m.state) proof.has_floating_point |= c.type.is_float();
   LawQueries queries(m, timeout_ms);
-  for (Law law : {Law::associativity, Law::left_identity, Law::right_identity}) proof.laws.push_back(queries.ask(law));
+  for (Law law : {Law::associativity, Law::left_identity, Law::right_identity})
+    proof.laws.push_back(queries.ask(law));
   if (!m.step.empty()) proof.laws.push_back(queries.ask(Law::user_step));
   return proof;
 }

@@ -24,18 +24,18 @@ namespace twist::algebra {
 struct SmtLawResult {
   Law law;
   bool proved = false;
-  std::string finding = {};            // one line: what the solver said, or why the law was not asked
+  std::string finding = {};                // one line: what the solver said, or why the law was not asked
   std::optional<Instance> candidate = {};  // lifts that violate the law in the model, to be confirmed
 };
 
 struct SmtProof {
-  std::vector<SmtLawResult> laws;  // associativity, left identity, right identity, the user's step if given
+  std::vector<SmtLawResult> laws;   // associativity, left identity, right identity, the user's step if given
   bool has_floating_point = false;  // proved over the reals, i.e. for the exact operation
 
   bool proved() const;
 };
 
 // Throws nothing: what cannot be encoded or decided in time is reported as unproved.
-SmtProof prove_with_smt(const Monoid& m, unsigned timeout_ms);
+SmtProof prove_with_smt(const Monoid &m, unsigned timeout_ms);
 
 }  // namespace twist::algebra

@@ -44,7 +44,7 @@ namespace twist::algebra {
 // rounding error, where no comparison could tell it from rounding. A disagreement is reported only when
 // both arithmetics exceed the tolerance, so a difference that one arithmetic's rounding created (a
 // comparison that flips in one of them) is inconclusive rather than a counterexample.
-Real agreement_tolerance(const Evaluated& lhs, const Evaluated& rhs, size_t k) {
+Real agreement_tolerance(const Evaluated &lhs, const Evaluated &rhs, size_t k) {
   Real estimate = 0;
   auto include = [&](Real le, Real ld, Real re, Real rd) {
     if (!std::isfinite(le) || !std::isfinite(ld) || !std::isfinite(re) || !std::isfinite(rd)) return;
@@ -61,7 +61,7 @@ Real agreement_tolerance(const Evaluated& lhs, const Evaluated& rhs, size_t k) {
   return std::ldexp(estimate, -6) + std::ldexp(scale, -56);
 }
 
-Values nearby(const Values& inputs, const std::vector<bool>& movable, uint64_t& seed) {
+Values nearby(const Values &inputs, const std::vector<bool> &movable, uint64_t &seed) {
   Values out = inputs;
   for (size_t k = 0; k < out.size(); ++k) {
     // A small linear congruential generator: the moves need random bits, not statistical quality.
@@ -84,7 +84,7 @@ bool is_nan(Real x) {
 
 }  // namespace
 
-Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs,
+Comparison compare(const std::vector<Type> &types, const Evaluated &lhs, const Evaluated &rhs,
                    bool infinities_are_evidence, Real input_magnitude, bool nan_is_evidence) {
   TWIST_CHECK(lhs.extended.size() == types.size() && rhs.extended.size() == types.size() &&
                   lhs.exact.size() == types.size() && rhs.exact.size() == types.size(),
@@ -95,12 +95,13 @@ Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const E
   for (size_t k = 0; k < types.size(); ++k) {
     const Real le = lhs.extended[k], re = rhs.extended[k], ld = lhs.exact[k], rd = rhs.exact[k];
     if (is_nan(le) || is_nan(re) || is_nan(ld) || is_nan(rd)) {
-      // NaN on one side only, in both arithmetics, from inputs that are finite or the identity's own
-      // infinities, is a disagreement: a missing guard (exp(-inf - -inf)) that one grouping reaches and
-      // the other does not. Anything else with a NaN decides nothing.
-      if (nan_is_evidence && is_nan(le) == is_nan(ld) && is_nan(re) == is_nan(rd) && is_nan(le) != is_nan(re) &&
-          result.agreement != Agreement::disagree) {
-        result = Comparison{Agreement::disagree, static_cast<int>(k), std::numeric_limits<Real>::infinity(), 0};
+      // NaN on one side only, in both arithmetics, from the identity's own infinities, is a
+      // disagreement: a missing guard (exp(-inf - -inf)) that one grouping reaches and the other does
+      // not. Anything else with a NaN decides nothing.
+      if (nan_is_evidence && is_nan(le) == is_nan(ld) && is_nan(re) == is_nan(rd) &&
+          is_nan(le) != is_nan(re) && result.agreement != Agreement::disagree) {
+        result =
+            Comparison{Agreement::disagree, static_cast<int>(k), std::numeric_limits<Real>::infinity(), 0};
         worst_ratio = std::numeric_limits<Real>::infinity();
       } else {
         inconclusive = true;

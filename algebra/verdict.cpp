@@ -67,7 +67,7 @@ std::string number(Real x) {
   return fmt::format("{:.17g}", static_cast<double>(x));
 }
 
-std::string values(const std::vector<std::string>& names, const Values& v) {
+std::string values(const std::vector<std::string> &names, const Values &v) {
   std::string s = "(";
   for (size_t k = 0; k < v.size(); ++k)
     s += fmt::format("{}{}={}", k ? ", " : "", k < names.size() ? names[k] : fmt::format("#{}", k),
@@ -79,7 +79,7 @@ std::string values(const std::vector<std::string>& names, const Values& v) {
 
 std::string Counterexample::to_string() const {
   std::string s = fmt::format("counterexample to {} in '{}'\n", law_statement(law), monoid);
-  static const char* const state_labels[] = {"a", "b", "c"};
+  static const char *const state_labels[] = {"a", "b", "c"};
   for (size_t i = 0; i < states.size(); ++i)
     s += fmt::format("  {} = {}\n", i < 3 ? state_labels[i] : "s", values(state_names, states[i]));
   if (!elements.empty() || split >= 0) {
@@ -102,7 +102,7 @@ std::string Verdict::to_string() const {
   std::string s =
       fmt::format("monoid '{}': {} ({})\n  {}", monoid,
                   accepted ? "associative" : "NOT accepted as associative", level_name(level), reason);
-  for (const std::string& note : notes) s += "\n  - " + note;
+  for (const std::string &note : notes) s += "\n  - " + note;
   if (counterexample) s += "\n" + counterexample->to_string();
   return s;
 }

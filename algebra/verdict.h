@@ -35,7 +35,7 @@ enum class Law {
   affine_step,         // step(s, x) == A(x) s + c(x)
   user_homomorphism,   // the user's fold: fold(x ++ y) == fold(x) . fold(y)
   user_fold_directions,  // the user's fold == the rightward fold by the combine
-  user_step,           // step(s, x) == s . step(e, x), for every state (the SMT level's sufficient form)
+  user_step,             // step(s, x) == s . step(e, x), for every state (the SMT level's sufficient form)
 };
 std::string law_statement(Law law);
 

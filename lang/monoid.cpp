@@ -101,8 +101,7 @@ std::vector<Expr> adapt(const std::vector<Expr> &values, const std::vector<Compo
   std::vector<Expr> out = values;
   for (size_t k = 0; k < out.size() && k < to.size(); ++k) {
     const Expr &v = out[k];
-    if (v.defined() && v.type() != to[k].type &&
-        (v.as<IntImm>() || v.as<FloatImm>()))
+    if (v.defined() && v.type() != to[k].type && (v.as<IntImm>() || v.as<FloatImm>()))
       out[k] = constant(to[k].type, v.as<IntImm>() ? double(v.as<IntImm>()->value) : v.as<FloatImm>()->value,
                         "monoid constant");
   }
@@ -147,7 +146,9 @@ void Monoid::validate() const {
   if (!step.empty()) check_part(*this, "step", step, state, {one(), element()});
 }
 
-MonoidBuilder::MonoidBuilder(std::string name) { m_.name = std::move(name); }
+MonoidBuilder::MonoidBuilder(std::string name) {
+  m_.name = std::move(name);
+}
 
 MonoidBuilder &MonoidBuilder::state(std::vector<Component> components) {
   m_.state = std::move(components);

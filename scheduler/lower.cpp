@@ -178,8 +178,16 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
   std::optional<algebra::AssociativityOverride> user_override;
   if (request.schedule->associativity_override())
     user_override = algebra::AssociativityOverride{*request.schedule->associativity_override()};
+  // The checker folds states as long as this schedule's reduction loops and split parts.
+  algebra::CheckOptions check_options;
+  for (const LoopDim &d : make_loops(request.reduction, extents, request.schedule).dims)
+    if (const int64_t *n = Halide::Internal::as_const_int(d.extent); n && d.reduction)
+      check_options.fold_lengths.push_back(static_cast<int>(*n));
+  if (request.schedule->reduction_split())
+    check_options.fold_lengths.push_back(request.schedule->reduction_split()->parts);
   auto approve = [&](const std::string &what) {
-    approvals += "  " + algebra::require_reassociable(monoid, what, user_override).to_string() + "\n";
+    approvals +=
+        "  " + algebra::require_reassociable(monoid, what, user_override, check_options).to_string() + "\n";
   };
   auto reduction_order = [&](const FuncSchedule &fs) {
     std::vector<std::string> order;
