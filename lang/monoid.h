@@ -94,8 +94,8 @@ class Monoid {
 //                .state({{"n", f64}, {"sum", f64}})
 //                .elements({{"x", f64}})
 //                .identity({0.0, 0.0})
-//                .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0], a[1] +
-//                b[1]}; }) .lift([](const State &x) { return std::vector<Expr>{Expr(1.0), x[0]}; })
+//                .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0], a[1] + b[1]}; })
+//                .lift([](const State &x) { return std::vector<Expr>{Expr(1.0), x[0]}; })
 //                .finalize({{"mean", f64}}, [](const State &s) { return std::vector<Expr>{s[1] / s[0]}; })
 //                .build();
 // Without lift, elements are states; without finalize, the outputs are the state.
