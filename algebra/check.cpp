@@ -1,5 +1,6 @@
 #include "algebra/check.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -7,6 +8,7 @@
 #include "algebra/halide_proof.h"
 #include "algebra/laws.h"
 #include "algebra/provenance.h"
+#include "algebra/smt_proof.h"
 #include "algebra/structural_key.h"
 #include "algebra/twist.h"
 #include "lang/error.h"
@@ -15,26 +17,25 @@ namespace twist::algebra {
 
 namespace {
 
-bool proved(const Verdict& v) {
-  return v.accepted && v.level <= Level::halide;
+bool proved(const Verdict &v) {
+  return v.accepted && v.level <= Level::smt;
 }
 
-Verdict accept(const Monoid& m, Level level, std::string reason, std::vector<std::string> notes) {
+Verdict accept(const Monoid &m, Level level, std::string reason, std::vector<std::string> notes) {
   return Verdict{true, level, m.name, std::move(reason), std::move(notes), std::nullopt};
 }
 
-// Refused by testing: with a counterexample, or undecided without one.
-Verdict refuse(const Monoid& m, std::string reason, std::vector<std::string> notes,
-               std::optional<Counterexample> counterexample) {
-  return Verdict{
-      false, Level::tested, m.name, std::move(reason), std::move(notes), std::move(counterexample)};
+// Refused with a counterexample (by `level`), or undecided without one.
+Verdict refuse(const Monoid &m, std::string reason, std::vector<std::string> notes,
+               std::optional<Counterexample> counterexample, Level level = Level::tested) {
+  return Verdict{false, level, m.name, std::move(reason), std::move(notes), std::move(counterexample)};
 }
 
 // The first failed law of a set, if any; every law's summary is noted.
-const LawResult* first_failure(const std::vector<LawResult>& results, int trials,
-                               std::vector<std::string>& notes) {
-  const LawResult* failed = nullptr;
-  for (const LawResult& r : results) {
+const LawResult *first_failure(const std::vector<LawResult> &results, int trials,
+                               std::vector<std::string> &notes) {
+  const LawResult *failed = nullptr;
+  for (const LawResult &r : results) {
     notes.push_back(r.summary());
     if (!failed && !r.passed(trials)) failed = &r;
   }
@@ -42,8 +43,8 @@ const LawResult* first_failure(const std::vector<LawResult>& results, int trials
 }
 
 // Level 1. Returns a verdict when the construction proves the monoid associative; otherwise notes why not.
-std::optional<Verdict> by_construction(const Monoid& m, const CheckOptions& options,
-                                       std::vector<std::string>& notes) {
+std::optional<Verdict> by_construction(const Monoid &m, const CheckOptions &options,
+                                       std::vector<std::string> &notes) {
   switch (m.origin) {
     case Monoid::Origin::builtin:
       if (is_library_monoid(m))
@@ -54,15 +55,15 @@ std::optional<Verdict> by_construction(const Monoid& m, const CheckOptions& opti
       return std::nullopt;
     case Monoid::Origin::product: {
       std::vector<Monoid> factors;
-      for (const auto& f : m.factors) factors.push_back(*f);
+      for (const auto &f : m.factors) factors.push_back(*f);
       std::vector<std::string> names;
-      for (const Component& c : m.state) names.push_back(c.name);
+      for (const Component &c : m.state) names.push_back(c.name);
       if (factors.empty() || structural_key(product(factors, names)) != structural_key(m)) {
         notes.push_back("says it is a product, but it is not the componentwise product of its factors");
         return std::nullopt;
       }
       std::string reason = "the componentwise product of proved factors:";
-      for (const Monoid& f : factors) {
+      for (const Monoid &f : factors) {
         const Verdict v = check_associativity(f, options);
         if (!proved(v)) {
           notes.push_back(fmt::format("factor '{}' is not proved ({}), so the product is checked as a whole",
@@ -82,7 +83,7 @@ std::optional<Verdict> by_construction(const Monoid& m, const CheckOptions& opti
     if (m.origin == Monoid::Origin::twisted) notes.push_back("says it is twisted, but records no twist");
     return std::nullopt;
   }
-  const Monoid& base = *m.twist->base;
+  const Monoid &base = *m.twist->base;
   const Verdict base_verdict = check_associativity(base, options);
   if (!proved(base_verdict)) {
     notes.push_back(fmt::format("its twist's base '{}' is not proved ({})", base.name,
@@ -93,7 +94,7 @@ std::optional<Verdict> by_construction(const Monoid& m, const CheckOptions& opti
   const bool has_reference = reference_type(*m.twist).has_value();
   std::vector<std::string> twist_notes;
   const std::vector<LawResult> premises = tester.twist_premises();
-  if (const LawResult* failed = first_failure(premises, options.trials, twist_notes)) {
+  if (const LawResult *failed = first_failure(premises, options.trials, twist_notes)) {
     notes.push_back(fmt::format(
         "its twist over '{}' does not prove it: {}{}", base.name, failed->summary(),
         failed->law == Law::transport && has_reference ? " (the combine depends on the reference r)" : ""));
@@ -108,8 +109,8 @@ std::optional<Verdict> by_construction(const Monoid& m, const CheckOptions& opti
 }
 
 // Level 2.
-std::optional<Verdict> by_halide(const Monoid& m, const CheckOptions& options,
-                                 std::vector<std::string>& notes, std::optional<Verdict>& refuted) {
+std::optional<Verdict> by_halide(const Monoid &m, const CheckOptions &options,
+                                 std::vector<std::string> &notes, std::optional<Verdict> &refuted) {
   const std::optional<HalideProof> proof = prove_with_halide(m);
   if (!proof) {
     notes.push_back("Halide's prove_associativity does not match it");
@@ -123,7 +124,7 @@ std::optional<Verdict> by_halide(const Monoid& m, const CheckOptions& options,
   std::vector<std::string> identity_notes;
   const std::vector<LawResult> laws{tester.identity_law(Law::left_identity),
                                     tester.identity_law(Law::right_identity)};
-  if (const LawResult* failed = first_failure(laws, options.trials, identity_notes)) {
+  if (const LawResult *failed = first_failure(laws, options.trials, identity_notes)) {
     notes.insert(notes.end(), identity_notes.begin(), identity_notes.end());
     if (!failed->counterexample) return std::nullopt;  // undecided here: testing decides
     refuted = refuse(
@@ -141,35 +142,130 @@ std::optional<Verdict> by_halide(const Monoid& m, const CheckOptions& options,
       notes);
 }
 
-// Level 3.
-Verdict by_testing(const Monoid& m, const CheckOptions& options, std::vector<std::string> notes) {
-  LawTester tester(m, options);
-  const std::vector<LawResult> laws = tester.monoid_laws();
-  const LawResult* failed = first_failure(laws, options.trials, notes);
-  if (!failed)
-    return accept(m, Level::tested,
-                  fmt::format("every law held on {} random instance(s) each", options.trials), notes);
-  if (failed->counterexample)
-    return refuse(m, fmt::format("{} fails", law_statement(failed->law)), notes, failed->counterexample);
-  return refuse(m,
-                fmt::format("undecided: too few instances of {} could be compared (NaN or rounding-decided)",
-                            law_statement(failed->law)),
-                notes, std::nullopt);
+// Z3's answers do not depend on the seed or the trials, so one per structure serves every option set.
+SmtProof cached_smt_proof(const Monoid &m, unsigned timeout_ms) {
+  static std::mutex mutex;
+  static std::map<std::string, SmtProof> proofs;
+  const std::string key = fmt::format("{}|{}", timeout_ms, structural_key(m));
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = proofs.find(key); it != proofs.end()) return it->second;
+  }
+  SmtProof proof = prove_with_smt(m, timeout_ms);
+  std::lock_guard lock(mutex);
+  return proofs.emplace(key, std::move(proof)).first->second;
 }
 
-Verdict decide(const Monoid& m, const CheckOptions& options) {
+// Level 3: the laws proved over every state, or a candidate counterexample on lifts that the evaluator
+// confirms. Returns the proof for level 4 to report once testing has found nothing (see decide()).
+std::optional<SmtProof> by_smt(const Monoid &m, const CheckOptions &options, std::vector<std::string> &notes,
+                               std::optional<Verdict> &refuted) {
+  const SmtProof proof = cached_smt_proof(m, options.smt_timeout_ms);
+  LawTester tester(m, options);
+  for (const SmtLawResult &law : proof.laws) {
+    notes.push_back(fmt::format("Z3, {}: {}", law_statement(law.law), law.finding));
+    if (!law.candidate || refuted) continue;
+    LawResult confirmed =
+        tester.check(law.law == Law::user_step ? Law::user_homomorphism : law.law, *law.candidate);
+    if (confirmed.counterexample) {
+      refuted = refuse(m,
+                       fmt::format("{} fails (found by Z3 on lifts of elements, confirmed by evaluation)",
+                                   law_statement(law.law)),
+                       notes, std::move(confirmed.counterexample), Level::smt);
+    } else {
+      notes.push_back(
+          "  the evaluator does not confirm Z3's model (rounded to the element types, or "
+          "dividing by zero), so it decides nothing");
+    }
+  }
+  if (refuted || !proof.proved()) return std::nullopt;
+  return proof;
+}
+
+std::string inconclusive_explanation() {
+  return "(an instance is inconclusive where a side is NaN from infinite inputs or on both sides, both sides "
+         "are the same infinity (an "
+         "overflow says nothing about the combine), a side could not be evaluated (a NaN or an "
+         "out-of-range value cast to an integer), or the two sides differ in only one of the extended and "
+         "double arithmetics (rounding decides it))";
+}
+
+// Level 4. A proof of level 3 is reported only if testing, which also draws infinities and extreme values
+// that the real-number encoding does not have, finds no counterexample.
+Verdict by_testing(const Monoid &m, const CheckOptions &options, std::vector<std::string> notes,
+                   const std::optional<SmtProof> &smt_proof) {
+  LawTester tester(m, options);
+  const std::vector<LawResult> laws = tester.monoid_laws();
+  const LawResult *failed = first_failure(laws, options.trials, notes);
+  if (std::any_of(laws.begin(), laws.end(), [](const LawResult &r) { return r.inconclusive > 0; }))
+    notes.push_back(inconclusive_explanation());
+  if (!failed) {
+    if (smt_proof) {
+      const std::string laws = m.step.empty() ? "associativity and the identity"
+                                              : "associativity, the identity and the given step";
+      return accept(
+          m, Level::smt,
+          smt_proof->has_floating_point
+              ? fmt::format("Z3 proved {} for every state over the real numbers, i.e. for the exact "
+                            "operation that the floating-point combine rounds; testing with "
+                            "infinities and extreme values found no counterexample",
+                            laws)
+              : fmt::format("Z3 proved {} for every state, bit-exactly", laws),
+          notes);
+    }
+    return accept(m, Level::tested,
+                  fmt::format("every law held on {} random instance(s) each", options.trials), notes);
+  }
+  if (failed->counterexample)
+    return refuse(m, fmt::format("{} fails", law_statement(failed->law)), notes, failed->counterexample);
+  return refuse(
+      m,
+      fmt::format("undecided: only {} instance(s) of {} were conclusive, {} needed, {} inconclusive",
+                  failed->conclusive, law_statement(failed->law), std::max(1, options.trials / 4),
+                  failed->inconclusive),
+      notes, std::nullopt);
+}
+
+// The user's step (Monoid::step) must agree with the combine whatever level proves the combine: its fold's
+// homomorphism law and leftward == rightward fold, tested. A refusal if one fails with a counterexample.
+std::optional<Verdict> refute_user_step(const Monoid &m, const CheckOptions &options, const Verdict &proved,
+                                        std::vector<std::string> notes) {
+  if (m.step.empty()) return std::nullopt;
+  LawTester tester(m, options);
+  const std::vector<LawResult> laws = tester.user_step_laws();
+  if (const LawResult *failed = first_failure(laws, options.trials, notes); failed && failed->counterexample)
+    return refuse(m,
+                  fmt::format("the combine is {}, but it does not reproduce the given step: {} fails",
+                              level_name(proved.level), law_statement(failed->law)),
+                  notes, failed->counterexample);
+  return std::nullopt;
+}
+
+Verdict decide(const Monoid &m, const CheckOptions &options) {
   m.validate();
   std::vector<std::string> notes;
+  for (size_t k = 0; k < m.element_domains.size(); ++k)
+    if (m.element_domains[k].restricts())
+      notes.push_back(fmt::format("checked for elements with {} only, as declared",
+                                  m.element_domains[k].to_string(m.elements[k].name)));
   try {
     if (options.first_level <= Level::construction)
-      if (auto v = by_construction(m, options, notes)) return *v;
+      if (auto v = by_construction(m, options, notes))
+        return refute_user_step(m, options, *v, notes).value_or(*v);
     if (options.first_level <= Level::halide) {
       std::optional<Verdict> refuted;
-      if (auto v = by_halide(m, options, notes, refuted)) return *v;
+      if (auto v = by_halide(m, options, notes, refuted))
+        return refute_user_step(m, options, *v, notes).value_or(*v);
       if (refuted) return *refuted;
     }
-    return by_testing(m, options, notes);
-  } catch (const Error& e) {
+    std::optional<SmtProof> smt_proof;
+    if (options.first_level <= Level::smt) {
+      std::optional<Verdict> refuted;
+      smt_proof = by_smt(m, options, notes, refuted);
+      if (refuted) return *refuted;
+    }
+    return by_testing(m, options, notes, smt_proof);
+  } catch (const Error &e) {
     notes.push_back(e.what());
     return refuse(m, "undecided: its expressions cannot be evaluated", notes, std::nullopt);
   }
@@ -180,20 +276,21 @@ struct VerdictCache {
   std::map<std::string, Verdict> verdicts;
 };
 
-VerdictCache& verdict_cache() {
+VerdictCache &verdict_cache() {
   static VerdictCache cache;
   return cache;
 }
 
-std::string cache_key(const Monoid& m, const CheckOptions& options) {
-  return fmt::format("{}|{}|{}|{}|{}", options.seed, options.trials, options.max_list_length,
+std::string cache_key(const Monoid &m, const CheckOptions &options) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}", options.seed, options.trials, options.max_list_length,
+                     fmt::join(options.fold_lengths, ","), options.smt_timeout_ms,
                      static_cast<int>(options.first_level), structural_key(m));
 }
 
 }  // namespace
 
-Verdict check_associativity(const Monoid& m, const CheckOptions& options) {
-  VerdictCache& cache = verdict_cache();
+Verdict check_associativity(const Monoid &m, const CheckOptions &options) {
+  VerdictCache &cache = verdict_cache();
   const std::string key = cache_key(m, options);
   {
     std::lock_guard lock(cache.mutex);
@@ -210,8 +307,8 @@ Verdict check_associativity(const Monoid& m, const CheckOptions& options) {
   return v;
 }
 
-bool has_cached_verdict(const Monoid& m, const CheckOptions& options) {
-  VerdictCache& cache = verdict_cache();
+bool has_cached_verdict(const Monoid &m, const CheckOptions &options) {
+  VerdictCache &cache = verdict_cache();
   const std::string key = cache_key(m, options);
   std::lock_guard lock(cache.mutex);
   return cache.verdicts.count(key) > 0;

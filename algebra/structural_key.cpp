@@ -15,18 +15,18 @@ namespace {
 // different constants.
 class Canonicalize : public IRMutator {
  public:
-  void rename(const std::string& prefix, const std::vector<Component>& components, const std::string& to) {
+  void rename(const std::string &prefix, const std::vector<Component> &components, const std::string &to) {
     for (size_t k = 0; k < components.size(); ++k)
       names_[prefix + components[k].name] = fmt::format("{}{}", to, k);
   }
 
   using IRMutator::visit;
-  Halide::Expr visit(const Variable* v) override {
+  Halide::Expr visit(const Variable *v) override {
     auto it = names_.find(v->name);
     if (it == names_.end()) return v;
     return Variable::make(v->type, it->second);
   }
-  Halide::Expr visit(const FloatImm* f) override {
+  Halide::Expr visit(const FloatImm *f) override {
     uint64_t bits;
     std::memcpy(&bits, &f->value, sizeof bits);
     return Variable::make(f->type, fmt::format("float{}:{:016x}", f->type.bits(), bits));
@@ -36,22 +36,22 @@ class Canonicalize : public IRMutator {
   std::map<std::string, std::string> names_;
 };
 
-std::string spell(Canonicalize& canon, const char* part, const std::vector<Expr>& exprs) {
+std::string spell(Canonicalize &canon, const char *part, const std::vector<Expr> &exprs) {
   std::ostringstream out;
   out << part << "[";
-  for (const Expr& e : exprs) out << (e.defined() ? Halide::Expr(canon.mutate(e)) : Halide::Expr()) << "; ";
+  for (const Expr &e : exprs) out << (e.defined() ? Halide::Expr(canon.mutate(e)) : Halide::Expr()) << "; ";
   out << "]\n";
   return out.str();
 }
 
-std::string spell_types(const char* part, const std::vector<Component>& components) {
+std::string spell_types(const char *part, const std::vector<Component> &components) {
   std::string s = fmt::format("{}(", part);
-  for (const Component& c : components) s += type_name(c.type) + " ";
+  for (const Component &c : components) s += type_name(c.type) + " ";
   return s + ")\n";
 }
 
 // The same canonical spelling for the expressions of a twist (its base, psi and psi^-1).
-std::string twist_key(const Monoid::Twist& twist, const std::vector<Component>& state) {
+std::string twist_key(const Monoid::Twist &twist, const std::vector<Component> &state) {
   Canonicalize canon;
   canon.rename("s.", state, "s.");
   std::string key = "to_base " + spell(canon, "", twist.to_base);
@@ -63,7 +63,7 @@ std::string twist_key(const Monoid::Twist& twist, const std::vector<Component>& 
 
 }  // namespace
 
-std::string structural_key(const Monoid& m) {
+std::string structural_key(const Monoid &m) {
   Canonicalize canon;
   canon.rename("a.", m.state, "a.");
   canon.rename("b.", m.state, "b.");
@@ -71,8 +71,16 @@ std::string structural_key(const Monoid& m) {
   std::string key = spell_types("state", m.state) + spell_types("elements", m.elements);
   key += spell(canon, "identity", m.identity) + spell(canon, "combine", m.combine) +
          spell(canon, "lift", m.lift);
+  if (!m.step.empty()) {
+    Canonicalize step_canon;
+    step_canon.rename("s.", m.state, "s.");
+    step_canon.rename("x.", m.elements, "x.");
+    key += spell(step_canon, "step", m.step);
+  }
+  for (size_t k = 0; k < m.element_domains.size(); ++k)
+    key += "domain " + m.element_domains[k].to_string(fmt::format("x{}", k)) + "\n";
   key += fmt::format("origin {}\n", static_cast<int>(m.origin));
-  for (const auto& factor : m.factors) key += "factor {\n" + structural_key(*factor) + "}\n";
+  for (const auto &factor : m.factors) key += "factor {\n" + structural_key(*factor) + "}\n";
   if (m.twist) key += "twist {\n" + twist_key(*m.twist, m.state) + "}\n";
   return key;
 }

@@ -30,6 +30,13 @@ namespace twist::algebra {
 // where |L_d - R_d| is also a measure of the double errors when L = R. A floor of 2^-56 of the values
 // compared (at least 2^7 extended ulps) covers evaluations that are exact in both arithmetics. A side that
 // overflows in double but not in extended is inconclusive.
+// One more case rounds alike in both arithmetics whatever the nearby inputs: an input more than 2^64
+// times smaller than another it is added to, lost in extended as in double (-1 + 1e-300 + 1 == 0, so
+// the identity -1 of x + y + 1 seems to fail on 1e-300; tiny + (-1.5 + 1.5) != (tiny + -1.5) + 1.5). No
+// difference below the rounding of the largest input can be told from that, so a difference of at most
+// 2^-48 of the largest input magnitude (2^5 double roundings of it) is not a disagreement. For sums this
+// is the size of rounding; for products of large and small inputs it is looser, which costs only
+// counterexamples whose difference hides below the inputs' rounding.
 //
 // A real counterexample, L != R with D = |L - R|, shows in both arithmetics: |L_e - R_e| and |L_d - R_d|
 // are D up to rounding (and about D at the nearby inputs too), while the tolerance is about 2^-6 of
@@ -37,7 +44,7 @@ namespace twist::algebra {
 // rounding error, where no comparison could tell it from rounding. A disagreement is reported only when
 // both arithmetics exceed the tolerance, so a difference that one arithmetic's rounding created (a
 // comparison that flips in one of them) is inconclusive rather than a counterexample.
-Real agreement_tolerance(const Evaluated& lhs, const Evaluated& rhs, size_t k) {
+Real agreement_tolerance(const Evaluated &lhs, const Evaluated &rhs, size_t k) {
   Real estimate = 0;
   auto include = [&](Real le, Real ld, Real re, Real rd) {
     if (!std::isfinite(le) || !std::isfinite(ld) || !std::isfinite(re) || !std::isfinite(rd)) return;
@@ -54,7 +61,7 @@ Real agreement_tolerance(const Evaluated& lhs, const Evaluated& rhs, size_t k) {
   return std::ldexp(estimate, -6) + std::ldexp(scale, -56);
 }
 
-Values nearby(const Values& inputs, const std::vector<bool>& movable, uint64_t& seed) {
+Values nearby(const Values &inputs, const std::vector<bool> &movable, uint64_t &seed) {
   Values out = inputs;
   for (size_t k = 0; k < out.size(); ++k) {
     // A small linear congruential generator: the moves need random bits, not statistical quality.
@@ -77,8 +84,8 @@ bool is_nan(Real x) {
 
 }  // namespace
 
-Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const Evaluated& rhs,
-                   bool infinities_are_evidence) {
+Comparison compare(const std::vector<Type> &types, const Evaluated &lhs, const Evaluated &rhs,
+                   bool infinities_are_evidence, Real input_magnitude, bool nan_is_evidence) {
   TWIST_CHECK(lhs.extended.size() == types.size() && rhs.extended.size() == types.size() &&
                   lhs.exact.size() == types.size() && rhs.exact.size() == types.size(),
               "comparing sides of {} component(s) with {} types", lhs.extended.size(), types.size());
@@ -88,7 +95,17 @@ Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const E
   for (size_t k = 0; k < types.size(); ++k) {
     const Real le = lhs.extended[k], re = rhs.extended[k], ld = lhs.exact[k], rd = rhs.exact[k];
     if (is_nan(le) || is_nan(re) || is_nan(ld) || is_nan(rd)) {
-      inconclusive = true;
+      // NaN on one side only, in both arithmetics, from the identity's own infinities, is a
+      // disagreement: a missing guard (exp(-inf - -inf)) that one grouping reaches and the other does
+      // not. Anything else with a NaN decides nothing.
+      if (nan_is_evidence && is_nan(le) == is_nan(ld) && is_nan(re) == is_nan(rd) &&
+          is_nan(le) != is_nan(re) && result.agreement != Agreement::disagree) {
+        result =
+            Comparison{Agreement::disagree, static_cast<int>(k), std::numeric_limits<Real>::infinity(), 0};
+        worst_ratio = std::numeric_limits<Real>::infinity();
+      } else {
+        inconclusive = true;
+      }
       continue;
     }
     Real difference, tolerance;
@@ -109,7 +126,7 @@ Comparison compare(const std::vector<Type>& types, const Evaluated& lhs, const E
       inconclusive = true;
       continue;
     } else {
-      tolerance = agreement_tolerance(lhs, rhs, k);
+      tolerance = std::fmax(agreement_tolerance(lhs, rhs, k), std::ldexp(input_magnitude, -48));
       difference = std::fabs(le - re);
       if (difference <= tolerance) continue;
       confirmed = std::fabs(ld - rd) > tolerance;

@@ -10,10 +10,12 @@ std::string level_name(Level level) {
       return "level 1, proved by construction";
     case Level::halide:
       return "level 2, proved by Halide's prove_associativity";
+    case Level::smt:
+      return "level 3, proved or refuted by the SMT solver Z3";
     case Level::tested:
-      return "level 3, tested on random reachable states";
+      return "level 4, tested on random reachable states";
     case Level::derived:
-      return "level 4, derived from a fold";
+      return "level 5, derived from a fold";
     case Level::user_override:
       return "not checked: associativity asserted by the user";
   }
@@ -46,6 +48,12 @@ std::string law_statement(Law law) {
       return "weak right inverse: h(g(s)) == s";
     case Law::affine_step:
       return "affine step: step(s, x) == A(x) s + c(x)";
+    case Law::user_homomorphism:
+      return "homomorphism of the given step's fold: fold(x[0:k] ++ x[k:]) == fold(x[0:k]) . fold(x[k:])";
+    case Law::user_fold_directions:
+      return "the given step's fold == the rightward fold: x0 . (x1 . (... . e)), each x as step(e, x)";
+    case Law::user_step:
+      return "the given step is the combine: step(s, x) == s . step(e, x)";
   }
   return "?";
 }
@@ -59,7 +67,7 @@ std::string number(Real x) {
   return fmt::format("{:.17g}", static_cast<double>(x));
 }
 
-std::string values(const std::vector<std::string>& names, const Values& v) {
+std::string values(const std::vector<std::string> &names, const Values &v) {
   std::string s = "(";
   for (size_t k = 0; k < v.size(); ++k)
     s += fmt::format("{}{}={}", k ? ", " : "", k < names.size() ? names[k] : fmt::format("#{}", k),
@@ -71,7 +79,7 @@ std::string values(const std::vector<std::string>& names, const Values& v) {
 
 std::string Counterexample::to_string() const {
   std::string s = fmt::format("counterexample to {} in '{}'\n", law_statement(law), monoid);
-  static const char* const state_labels[] = {"a", "b", "c"};
+  static const char *const state_labels[] = {"a", "b", "c"};
   for (size_t i = 0; i < states.size(); ++i)
     s += fmt::format("  {} = {}\n", i < 3 ? state_labels[i] : "s", values(state_names, states[i]));
   if (!elements.empty() || split >= 0) {
@@ -94,7 +102,7 @@ std::string Verdict::to_string() const {
   std::string s =
       fmt::format("monoid '{}': {} ({})\n  {}", monoid,
                   accepted ? "associative" : "NOT accepted as associative", level_name(level), reason);
-  for (const std::string& note : notes) s += "\n  - " + note;
+  for (const std::string &note : notes) s += "\n  - " + note;
   if (counterexample) s += "\n" + counterexample->to_string();
   return s;
 }

@@ -12,8 +12,9 @@ namespace twist::algebra {
 enum class Level {
   construction = 1,  // proved by construction: built in, a product of proved factors, or a twist
   halide = 2,        // proved by Halide's prove_associativity (its pattern table)
-  tested = 3,        // the laws tested on random reachable states (or refuted there)
-  derived = 4,       // the combine derived from a leftward fold, then checked
+  smt = 3,           // proved by Z3 over every state (or refuted on lifts, confirmed by evaluation)
+  tested = 4,        // the laws tested on random reachable states (or refuted there)
+  derived = 5,       // the combine derived from a leftward fold, then checked
   user_override,     // not checked: the user asserted associativity (algebra/legality.h)
 };
 std::string level_name(Level level);  // "proved by construction", ...
@@ -32,6 +33,9 @@ enum class Law {
   fold_agreement,      // a derived monoid's fold == the user's leftward fold
   weak_right_inverse,  // h(g(s)) == s
   affine_step,         // step(s, x) == A(x) s + c(x)
+  user_homomorphism,   // the user's fold: fold(x ++ y) == fold(x) . fold(y)
+  user_fold_directions,  // the user's fold == the rightward fold by the combine
+  user_step,             // step(s, x) == s . step(e, x), for every state (the SMT level's sufficient form)
 };
 std::string law_statement(Law law);
 

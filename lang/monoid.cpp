@@ -1,5 +1,7 @@
 #include "lang/monoid.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "lang/error.h"
@@ -26,6 +28,20 @@ Expr State::operator[](const std::string &name) const {
   fail("no component named '{}' (the components are {})", name, names);
 }
 
+bool Domain::contains(double value) const {
+  if (lo && !(value >= *lo)) return false;
+  if (hi && !(value <= *hi)) return false;
+  return !integral || value == std::floor(value);
+}
+
+std::string Domain::to_string(const std::string &component) const {
+  auto bound = [](const std::optional<double> &b, const char *unbounded) {
+    return b ? fmt::format("{}", *b) : std::string(unbounded);
+  };
+  return fmt::format("{} in [{}, {}]{}", component, bound(lo, "-inf"), bound(hi, "+inf"),
+                     integral ? ", whole numbers" : "");
+}
+
 int Monoid::state_index(const std::string &component) const {
   for (size_t k = 0; k < state.size(); ++k)
     if (state[k].name == component) return static_cast<int>(k);
@@ -34,13 +50,20 @@ int Monoid::state_index(const std::string &component) const {
 
 namespace {
 
-// The names of the free (non-parameter) variables of e.
+// The names of the free variables of e: neither parameters nor bound by an enclosing Let.
 std::set<std::string> free_variables(const Halide::Expr &e) {
   struct Collect : IRVisitor {
     std::set<std::string> names;
+    std::multiset<std::string> let_bound;
     using IRVisitor::visit;
     void visit(const Variable *v) override {
-      if (!is_param(v)) names.insert(v->name);
+      if (!is_param(v) && !let_bound.count(v->name)) names.insert(v->name);
+    }
+    void visit(const Let *op) override {
+      op->value.accept(this);
+      auto bound = let_bound.insert(op->name);
+      op->body.accept(this);
+      let_bound.erase(bound);
     }
   } collect;
   e.accept(&collect);
@@ -78,8 +101,7 @@ std::vector<Expr> adapt(const std::vector<Expr> &values, const std::vector<Compo
   std::vector<Expr> out = values;
   for (size_t k = 0; k < out.size() && k < to.size(); ++k) {
     const Expr &v = out[k];
-    if (v.defined() && v.type() != to[k].type &&
-        (v.as<IntImm>() || v.as<FloatImm>()))
+    if (v.defined() && v.type() != to[k].type && (v.as<IntImm>() || v.as<FloatImm>()))
       out[k] = constant(to[k].type, v.as<IntImm>() ? double(v.as<IntImm>()->value) : v.as<FloatImm>()->value,
                         "monoid constant");
   }
@@ -101,6 +123,19 @@ void Monoid::validate() const {
              type_name(c.type));
     }
   }
+  if (!element_domains.empty() && element_domains.size() != elements.size())
+    fail("monoid '{}' has {} element domain(s) for {} element component(s)", name, element_domains.size(),
+         elements.size());
+  for (size_t k = 0; k < element_domains.size(); ++k) {
+    const Domain &d = element_domains[k];
+    if (d.lo && d.hi && *d.lo > *d.hi)
+      fail("monoid '{}': the domain of element '{}' is empty ({})", name, elements[k].name,
+           d.to_string(elements[k].name));
+    if (!elements[k].type.is_float() && !d.integral && (d.lo || d.hi) &&
+        ((d.lo && *d.lo != std::floor(*d.lo)) || (d.hi && *d.hi != std::floor(*d.hi))))
+      fail("monoid '{}': element '{}' is an integer, but its domain has fractional bounds ({})", name,
+           elements[k].name, d.to_string(elements[k].name));
+  }
   check_part(*this, "identity", identity, state, {});
   for (size_t k = 0; k < identity.size(); ++k)
     if (!is_const(identity[k]))
@@ -108,9 +143,12 @@ void Monoid::validate() const {
   check_part(*this, "combine", combine, state, {lhs(), rhs()});
   check_part(*this, "lift", lift, state, {element()});
   check_part(*this, "finalize", finalize, outputs, {one()});
+  if (!step.empty()) check_part(*this, "step", step, state, {one(), element()});
 }
 
-MonoidBuilder::MonoidBuilder(std::string name) { m_.name = std::move(name); }
+MonoidBuilder::MonoidBuilder(std::string name) {
+  m_.name = std::move(name);
+}
 
 MonoidBuilder &MonoidBuilder::state(std::vector<Component> components) {
   m_.state = std::move(components);
@@ -120,6 +158,11 @@ MonoidBuilder &MonoidBuilder::state(std::vector<Component> components) {
 MonoidBuilder &MonoidBuilder::elements(std::vector<Component> components) {
   m_.elements = std::move(components);
   has_elements_ = true;
+  return *this;
+}
+
+MonoidBuilder &MonoidBuilder::domain(const std::string &component, Domain domain) {
+  domains_.emplace_back(component, domain);
   return *this;
 }
 
@@ -145,6 +188,11 @@ MonoidBuilder &MonoidBuilder::finalize(std::vector<Component> outputs, const Fn1
   return *this;
 }
 
+MonoidBuilder &MonoidBuilder::step(const Fn2 &fn) {
+  step_ = fn;
+  return *this;
+}
+
 MonoidBuilder &MonoidBuilder::origin(Monoid::Origin origin) {
   m_.origin = origin;
   return *this;
@@ -159,6 +207,18 @@ Monoid MonoidBuilder::build() const {
   m.combine = adapt(combine_(m.lhs(), m.rhs()), m.state);
   m.lift = lift_ ? adapt(lift_(m.element()), m.state) : m.element().vars();
   m.finalize = finalize_ ? adapt(finalize_(m.one()), m.outputs) : m.one().vars();
+  if (step_) m.step = adapt(step_(m.one(), m.element()), m.state);
+  if (!domains_.empty()) {
+    m.element_domains.assign(m.elements.size(), Domain{});
+    for (const auto &[component, domain] : domains_) {
+      auto it = std::find_if(m.elements.begin(), m.elements.end(),
+                             [&](const Component &c) { return c.name == component; });
+      if (it == m.elements.end())
+        fail("monoid '{}': domain() names '{}', which is not one of its element components", m.name,
+             component);
+      m.element_domains[it - m.elements.begin()] = domain;
+    }
+  }
   m.validate();
   return m;
 }

@@ -20,6 +20,18 @@ struct Component {
   Type type;
 };
 
+// The values an element component takes in the program's data, where that is narrower than its type
+// (weights that are never negative, say). The associativity checker draws and proves only inside it, and
+// prints it with its verdict. An unset bound is the type's.
+struct Domain {
+  std::optional<double> lo, hi;  // inclusive
+  bool integral = false;         // whole numbers only
+
+  bool contains(double value) const;
+  bool restricts() const { return lo || hi || integral; }
+  std::string to_string(const std::string &component) const;  // "w in [0, +inf), whole numbers"
+};
+
 // The symbolic values of one state (or one element) that a monoid's expressions are written over.
 class State {
  public:
@@ -51,13 +63,18 @@ class Monoid {
   };
 
   std::string name;
-  std::vector<Component> state;     // the carrier
-  std::vector<Component> elements;  // what lift takes
-  std::vector<Component> outputs;   // what finalize gives
-  std::vector<Expr> identity;       // constants, one per state component
-  std::vector<Expr> combine;        // one per state component
-  std::vector<Expr> lift;           // one per state component
-  std::vector<Expr> finalize;       // one per output
+  std::vector<Component> state;         // the carrier
+  std::vector<Component> elements;      // what lift takes
+  std::vector<Domain> element_domains;  // one per element component, or none: every value of the types
+  std::vector<Component> outputs;       // what finalize gives
+  std::vector<Expr> identity;           // constants, one per state component
+  std::vector<Expr> combine;            // one per state component
+  std::vector<Expr> lift;               // one per state component
+  std::vector<Expr> finalize;           // one per output
+  // The user's own sequential step, if given: the next state from a state and an element, over "s.<name>"
+  // and "x.<name>". The checker holds the combine to it: the user's fold must be a homomorphism,
+  // fold(x ++ y) == combine(fold(x), fold(y)), and equal the rightward fold by the combine.
+  std::vector<Expr> step;
   Origin origin = Origin::user;
   std::vector<std::shared_ptr<const Monoid>> factors;  // for a product
   std::optional<Twist> twist;
@@ -90,17 +107,22 @@ class MonoidBuilder {
   explicit MonoidBuilder(std::string name);
   MonoidBuilder &state(std::vector<Component> components);
   MonoidBuilder &elements(std::vector<Component> components);
+  // Restricts the values of element component `component` (see Domain).
+  MonoidBuilder &domain(const std::string &component, Domain domain);
   MonoidBuilder &identity(std::vector<Expr> values);
   MonoidBuilder &combine(const Fn2 &fn);
   MonoidBuilder &lift(const Fn1 &fn);
   MonoidBuilder &finalize(std::vector<Component> outputs, const Fn1 &fn);
+  // The sequential step the combine must reproduce: (state, element) -> state (see Monoid::step).
+  MonoidBuilder &step(const Fn2 &fn);
   MonoidBuilder &origin(Monoid::Origin origin);
   Monoid build() const;
 
  private:
   Monoid m_;
-  Fn2 combine_;
+  Fn2 combine_, step_;
   Fn1 lift_, finalize_;
+  std::vector<std::pair<std::string, Domain>> domains_;
   bool has_elements_ = false, has_outputs_ = false;
 };
 

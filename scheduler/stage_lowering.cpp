@@ -97,15 +97,33 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
   return k;
 }
 
-// The approval of the associativity checker for a cooperative tree of `f`, as a line of the kernel's summary.
-std::string approve_tree(const Func &f, const Schedule &schedule) {
+// The checker folds states as long as the ones this schedule builds: its constant reduction loops (tiles)
+// and its split parts.
+algebra::CheckOptions schedule_check_options(const Func &reduction, const std::vector<Halide::Expr> &extents,
+                                             const FuncSchedule *fs) {
+  algebra::CheckOptions options;
+  // Only the reduction loops are read, so a func computed at its consumer (no extents of its own) takes 1s.
+  std::vector<Halide::Expr> points = extents;
+  points.resize(reduction.dimensions(), Halide::Expr(1));
+  for (const LoopDim &d : make_loops(reduction, points, fs).dims)
+    if (const int64_t *n = Halide::Internal::as_const_int(d.extent); n && d.reduction)
+      options.fold_lengths.push_back(static_cast<int>(*n));
+  if (fs && fs->reduction_split()) options.fold_lengths.push_back(fs->reduction_split()->parts);
+  return options;
+}
+
+// The approval of the associativity checker for a cooperative tree of `f` (over the points `extents`), as a
+// line of the kernel's summary.
+std::string approve_tree(const Func &f, const std::vector<Halide::Expr> &extents, const Schedule &schedule) {
   const FuncSchedule *fs = schedule.find(f.name());
   std::optional<algebra::AssociativityOverride> user_override;
   if (fs && fs->associativity_override())
     user_override = algebra::AssociativityOverride{*fs->associativity_override()};
   const std::string what = fmt::format("cooperative tree of {} across the threads of a block", f.name());
   return "  " +
-         algebra::require_reassociable(*f.definition().reduction->monoid, what, user_override).to_string() +
+         algebra::require_reassociable(*f.definition().reduction->monoid, what, user_override,
+                                       schedule_check_options(f, extents, fs))
+             .to_string() +
          "\n";
 }
 
@@ -139,8 +157,10 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
   std::optional<algebra::AssociativityOverride> user_override;
   if (request.schedule->associativity_override())
     user_override = algebra::AssociativityOverride{*request.schedule->associativity_override()};
+  const algebra::CheckOptions check_options = schedule_check_options(request.reduction, extents, request.schedule);
   auto approve = [&](const std::string &what) {
-    approvals += "  " + algebra::require_reassociable(monoid, what, user_override).to_string() + "\n";
+    approvals +=
+        "  " + algebra::require_reassociable(monoid, what, user_override, check_options).to_string() + "\n";
   };
   auto reduction_order = [&](const FuncSchedule &fs) {
     std::vector<std::string> order;
@@ -229,7 +249,7 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
 void tree_stage(const StageContext &ctx, const FuncRealization &stage, const std::vector<BufferArg> &buffers,
                 const std::string &kernel_name, LoweredProgram &program) {
   const Func &f = stage.func;
-  const std::string approval = approve_tree(f, *ctx.schedule);
+  const std::string approval = approve_tree(f, stage.extents, *ctx.schedule);
   StageKernelRequest request{ctx.graph, ctx.realization, ctx.schedule, ctx.target, kernel_name,
                              f,         stage.extents,   buffers,      false,      ctx.intermediates};
   const FuncSchedule *fs = ctx.schedule->find(f.name());
@@ -286,7 +306,7 @@ void lower_stage(const StageContext &ctx, const FuncRealization &stage, const st
       return tiled_reduction_stage(ctx, stage, r.func, buffers, kernel_name, program);
   std::string approvals;
   for (const FuncRealization *r : ctx.realization->computed_at(f.name()))
-    approvals += approve_tree(r->func, *ctx.schedule);
+    approvals += approve_tree(r->func, r->extents, *ctx.schedule);
   StageKernelRequest request{ctx.graph, ctx.realization, ctx.schedule, ctx.target, kernel_name,
                              f,         stage.extents,   buffers,      false,      ctx.intermediates};
   program.kernels.push_back(build_row_kernel(request));

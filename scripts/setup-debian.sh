@@ -3,7 +3,7 @@
 # builds and tests with. Safe to run again: packages that are already present are skipped, and
 # `apt-get update` runs only when something is missing.
 set -euo pipefail
-packages=(cmake ninja-build g++ libhalide14-0-dev llvm-14-dev llvm-14-tools doctest-dev libfmt-dev clang-format
+packages=(cmake ninja-build g++ libhalide14-0-dev llvm-14-dev llvm-14-tools doctest-dev libfmt-dev libz3-dev clang-format
           python3 python3-dev python3-pip)
 missing=()
 for p in "${packages[@]}"; do
