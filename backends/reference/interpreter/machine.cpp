@@ -15,8 +15,12 @@ std::string quoted(Where where) {
 
 }  // namespace
 
-Machine::Machine(const Kernel& kernel, const InterpretOptions& options)
-    : kernel(kernel), options(options), compiler(options.arithmetic), threads(kernel.threads) {}
+Machine::Machine(const Kernel &kernel, const InterpretOptions &options)
+    : kernel(kernel),
+      options(options),
+      compiler(options.arithmetic),
+      threads(kernel.threads),
+      shared_layout(shared_arrays(kernel.body)) {}
 
 Where Machine::describe(std::string text) {
   if (text.size() > kMaxStatementText) {
@@ -26,7 +30,7 @@ Where Machine::describe(std::string text) {
   return &texts_.emplace_back(std::move(text));
 }
 
-Array& Machine::add_array(Array array) {
+Array &Machine::add_array(Array array) {
   return arrays_.emplace_back(std::move(array));
 }
 
@@ -38,7 +42,7 @@ std::string Machine::location() const {
   return s;
 }
 
-int64_t Machine::element(const Array& a, Real index, const char* access) const {
+int64_t Machine::element(const Array &a, Real index, const char *access) const {
   if (!(index >= 0 && index < static_cast<Real>(a.size)))
     fail(
         "the {} {}[{}] is out of bounds: {} has {} elements (indices 0 to {}); guard the access or size the "
@@ -47,9 +51,10 @@ int64_t Machine::element(const Array& a, Real index, const char* access) const {
   return static_cast<int64_t>(index);
 }
 
-Real Machine::read(Array& a, int64_t e) {
+Real Machine::read(Array &a, int64_t e) {
   switch (a.space) {
     case Space::registers:
+      if (!a.wgmma_holds.empty() && a.wgmma_holds[thread * a.size + e] > 0) held_register(a, e, "read of");
       return a.values[thread * a.size + e];
     case Space::shared:
       if (!a.accesses.empty()) check_read(a, e);
@@ -60,19 +65,21 @@ Real Machine::read(Array& a, int64_t e) {
   return 0;
 }
 
-void Machine::write(Array& a, int64_t e, Real value) {
+void Machine::write(Array &a, int64_t e, Real value) {
   switch (a.space) {
     case Space::registers:
+      if (!a.wgmma_holds.empty() && a.wgmma_holds[thread * a.size + e] > 0) held_register(a, e, "write of");
       a.values[thread * a.size + e] = value;
       return;
     case Space::shared:
       if (!a.accesses.empty()) {
         check_write(a, e, "write of");
-        SharedAccess& access = a.accesses[e];
+        SharedAccess &access = a.accesses[e];
         access.write_epoch = epoch;
         access.writer = thread;
         access.written_at = where;
       }
+      if (!a.origins.empty()) a.origins[e] = TmaOrigin{};
       a.values[e] = value;
       return;
     case Space::global:
@@ -81,22 +88,22 @@ void Machine::write(Array& a, int64_t e, Real value) {
   }
 }
 
-void Machine::begin_copy_into(Array& a, int64_t e) {
+void Machine::begin_copy_into(Array &a, int64_t e) {
   if (a.accesses.empty()) return;
   check_write(a, e, "cp.async into");
-  SharedAccess& access = a.accesses[e];
+  SharedAccess &access = a.accesses[e];
   ++access.copies_in_flight;
   access.copier = thread;
   access.copied_at = where;
 }
 
-void Machine::land_copy(const PendingCopy& copy, int issuer) {
-  Array& a = *copy.dst;
+void Machine::land_copy(const PendingCopy &copy, int issuer) {
+  Array &a = *copy.dst;
   for (int k = 0; k < copy.elements; ++k) {
     const int64_t e = copy.dst_index + k;
     a.values[e] = copy.values[k];
     if (a.accesses.empty()) continue;
-    SharedAccess& access = a.accesses[e];
+    SharedAccess &access = a.accesses[e];
     --access.copies_in_flight;
     access.write_epoch = epoch;
     access.writer = issuer;
@@ -104,16 +111,66 @@ void Machine::land_copy(const PendingCopy& copy, int issuer) {
   }
 }
 
-void Machine::in_flight(const Array& a, int64_t e, const char* access) const {
-  const SharedAccess& s = a.accesses[e];
+void Machine::in_flight(const Array &a, int64_t e, const char *access) const {
+  const SharedAccess &s = a.accesses[e];
   fail(
-      "{} {}[{}] by thread {} while a cp.async into it (issued by thread {} at {}) is in flight: missing "
-      "async_wait/barrier",
+      "{} {}[{}] by thread {} while an asynchronous copy into it (issued by thread {} at {}) is in flight: "
+      "missing async_wait/barrier after a cp.async, or mbarrier_wait on the barrier of a TMA load",
       access, a.name, e, thread, s.copier, quoted(s.copied_at));
 }
 
-void Machine::check_read(Array& a, int64_t e) {
-  SharedAccess& s = a.accesses[e];
+void Machine::held_register(const Array &a, int64_t e, const char *access) const {
+  fail(
+      "{} {}[{}] by thread {} while a wgmma that uses it is in flight: a wgmma's accumulators (and register "
+      "A) may be touched only after the wgmma_wait that retires its group",
+      access, a.name, e, thread);
+}
+
+void Machine::hold(HeldGroups &groups, Array &a, int64_t index) {
+  if (a.space == Space::registers) {
+    if (a.wgmma_holds.empty()) a.wgmma_holds.assign(a.values.size(), 0);
+    ++a.wgmma_holds[index];
+  } else if (!a.accesses.empty()) {
+    SharedAccess &access = a.accesses[index];
+    ++access.async_readers;
+    access.async_read_at = where;
+  } else {
+    return;
+  }
+  groups.open.push_back({&a, index});
+}
+
+void Machine::release(const AsyncHold &h) {
+  if (h.array->space == Space::registers)
+    --h.array->wgmma_holds[h.index];
+  else
+    --h.array->accesses[h.index].async_readers;
+}
+
+void Machine::retire(HeldGroups &groups, int pending) {
+  while (static_cast<int>(groups.committed.size()) > pending) {
+    for (const AsyncHold &h : groups.committed.front()) release(h);
+    groups.committed.pop_front();
+  }
+}
+
+void Machine::land_tma(Array &a, int64_t e, Real value, const TmaOrigin &origin, int issuer,
+                       Where issued_at) {
+  a.values[e] = value;
+  if (a.origins.empty()) a.origins.assign(a.size, TmaOrigin{});
+  a.origins[e] = origin;
+  if (a.accesses.empty()) return;
+  SharedAccess &access = a.accesses[e];
+  --access.copies_in_flight;
+  // The wait that landed it orders it before every later access of the waiting threads; the interpreter
+  // takes it as written before the current barrier interval.
+  access.write_epoch = -1;
+  access.writer = issuer;
+  access.written_at = issued_at;
+}
+
+void Machine::check_read(Array &a, int64_t e) {
+  SharedAccess &s = a.accesses[e];
   if (s.copies_in_flight > 0) in_flight(a, e, "read of");
   if (s.write_epoch == epoch && s.writer != thread)
     fail(
@@ -131,9 +188,14 @@ void Machine::check_read(Array& a, int64_t e) {
   }
 }
 
-void Machine::check_write(Array& a, int64_t e, const char* access) {
-  const SharedAccess& s = a.accesses[e];
+void Machine::check_write(Array &a, int64_t e, const char *access) {
+  const SharedAccess &s = a.accesses[e];
   if (s.copies_in_flight > 0) in_flight(a, e, access);
+  if (s.async_readers > 0)
+    fail(
+        "{} {}[{}] by thread {} while an asynchronous read of it (a wgmma or TMA store at {}) is in flight: "
+        "wait for it (wgmma_wait, tma_store_wait) before the tile is overwritten",
+        access, a.name, e, thread, quoted(s.async_read_at));
   if (s.write_epoch == epoch && s.writer != thread)
     fail(
         "race on {}[{}]: thread {} writes it after thread {} wrote it at {} with no barrier in between; add "
