@@ -1,7 +1,8 @@
 #pragma once
 // Ahead-of-time output of a lowered program for given shapes: each kernel's CUDA source (.cu), its cubin,
 // a C++ header declaring the kernels, and a JSON manifest that says how to launch them (grid, block,
-// dynamic shared memory, arguments in order). The benchmark drivers launch from the manifest.
+// dynamic shared memory, thread-block cluster, arguments in order, and the TMA tensor maps to encode over
+// the buffers). The benchmark drivers launch from the manifest.
 #include <filesystem>
 #include <map>
 #include <string>

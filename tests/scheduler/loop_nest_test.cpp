@@ -10,7 +10,7 @@ TEST_CASE("to_string(Kernel) prints each tensor map and a cluster shape other th
   k.name = "k";
   k.grid = {Expr(4), Expr(1), Expr(1)};
   k.threads = 128;
-  const Expr m = Variable::make(Int(32), "M");
+  const Expr m = Internal::Variable::make(Int(32), "M");
   k.buffers.push_back({"A", twist::f16, {m, Expr(64)}, twist::BufferArg::Role::input});
   k.tensor_maps.push_back({"A_map", "A", {m, Expr(64)}, {64, 64}, twist::TensorMap::Swizzle::b128});
   k.body = Internal::Evaluate::make(0);

@@ -183,12 +183,6 @@ const std::map<std::string, std::string> &helper_definitions() {
        "        : \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");\n"
        "  } while (!done);\n"
        "}\n"},
-      {"tensor_map",
-       "// A CUtensorMap, encoded by the host (cuTensorMapEncodeTiled) and passed as a __grid_constant__ "
-       "parameter.\n"
-       "struct __align__(64) twist_tensor_map {\n"
-       "  unsigned long long opaque[16];\n"
-       "};\n"},
       {"matrix_descriptor",
        "// A wgmma matrix descriptor (PTX ISA, \"Matrix descriptor format\"): start address, leading and "
        "stride "
@@ -232,7 +226,6 @@ class Printer {
   // The shared arrays whose 32-bit addresses the body uses (see shared_address).
   const std::set<std::string> &shared_addressed() const { return shared_addressed_; }
   void declare_array(const std::string &name, const Type &t) { array_types_[name] = t; }
-  void require_helper(const std::string &name) { helpers_.insert(name); }
 
  private:
   std::string ind(int n) const { return std::string(2 * n, ' '); }
@@ -527,8 +520,8 @@ std::string Printer::tma_helper(bool load, size_t dims) {
     helpers_.insert(name);
     return name;
   }
-  std::string params = "unsigned dst, const twist_tensor_map *map", coords, operands;
-  if (!load) params = "unsigned src, const twist_tensor_map *map";
+  std::string params = "unsigned dst, const CUtensorMap *map", coords, operands;
+  if (!load) params = "unsigned src, const CUtensorMap *map";
   if (load) params += ", unsigned bar";
   const size_t first = load ? 3 : 2;
   for (size_t d = 0; d < dims; ++d) {
@@ -551,7 +544,6 @@ std::string Printer::tma_helper(bool load, size_t dims) {
         dims, coords, operands);
   text += "}\n";
   generated_helpers_[name] = text;
-  helpers_.insert("tensor_map");
   helpers_.insert(name);
   return name;
 }
@@ -670,10 +662,9 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   for (const ScalarArg &s : k.scalars)
     params << (params.tellp() ? ", " : "") << c_type(s.type) << " " << c_name(s.name);
   for (const TensorMap &m : k.tensor_maps)
-    params << (params.tellp() ? ", " : "") << "const __grid_constant__ twist_tensor_map " << c_name(m.name);
+    params << (params.tellp() ? ", " : "") << "const __grid_constant__ CUtensorMap " << c_name(m.name);
 
   printer.stmt(k.body, 1);
-  if (!k.tensor_maps.empty()) printer.require_helper("tensor_map");
   // The shared arrays, and the 32-bit addresses of those that ldmatrix or cp.async address.
   std::ostringstream body;
   if (!shared.arrays.empty())
@@ -695,6 +686,10 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   std::istringstream summary(k.schedule_summary);
   for (std::string line; std::getline(summary, line);) unit << "//" << line << "\n";
   unit << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\n";
+  // The driver's opaque TMA descriptor as cuda.h declares it (NVRTC does not ship cuda.h): passed by value
+  // and read by cp.async.bulk.tensor through its parameter-space address.
+  if (!k.tensor_maps.empty())
+    unit << "struct alignas(128) CUtensorMap {\n  unsigned long long opaque[16];\n};\n\n";
   for (const std::string &h : printer.helpers()) unit << printer.helper_text(h) << "\n";
   unit << "extern \"C\" __global__ void __launch_bounds__(" << k.threads << ", " << k.min_blocks_per_sm
        << ") " << c_name(k.name) << "(" << params.str() << ") {\n"

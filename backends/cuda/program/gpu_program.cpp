@@ -1,8 +1,9 @@
 #include "backends/cuda/program/gpu_program.h"
 
-#include "backends/cuda/runtime/kernel_cache.h"
 #include <cstdlib>
-#include <cstring>
+
+#include "backends/cuda/program/kernel_arguments.h"
+#include "backends/cuda/runtime/kernel_cache.h"
 
 #include "lang/error.h"
 
@@ -79,41 +80,18 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
   for (const twist::Kernel &planned : program_.kernels) {
     const twist::Kernel &ir = select_variant(planned, scalars);
     const Loaded &loaded = load(ir);
-    // cuLaunchKernel takes a pointer to each parameter's value.
-    std::vector<CUdeviceptr> addresses;
-    addresses.reserve(ir.buffers.size());
-    std::vector<std::vector<unsigned char>> values;
-    std::vector<void *> args;
-    for (const BufferArg &b : ir.buffers) {
-      auto it = buffers.find(b.name);
-      TWIST_CHECK(it != buffers.end(), "kernel {} reads buffer {}, which the program does not have", ir.name, b.name);
-      addresses.push_back(it->second.address());
-    }
-    for (CUdeviceptr &a : addresses) args.push_back(&a);
-    for (const ScalarArg &s : ir.scalars) {
-      const double v = scalars.at(s.name);
-      std::vector<unsigned char> bytes(s.type.bytes());
-      if (s.type == i32) {
-        const int32_t x = static_cast<int32_t>(v);
-        std::memcpy(bytes.data(), &x, 4);
-      } else if (s.type == f32) {
-        const float x = static_cast<float>(v);
-        std::memcpy(bytes.data(), &x, 4);
-      } else if (s.type == f64) {
-        std::memcpy(bytes.data(), &v, 8);
-      } else {
-        fail("kernel {}: scalar '{}' of type {} cannot be passed", ir.name, s.name, type_name(s.type));
-      }
-      values.push_back(std::move(bytes));
-    }
-    for (auto &v : values) args.push_back(v.data());
     const Dim3 grid{static_cast<unsigned>(evaluate_int(ir.grid[0], scalars)),
                     static_cast<unsigned>(evaluate_int(ir.grid[1], scalars)),
                     static_cast<unsigned>(evaluate_int(ir.grid[2], scalars))};
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) continue;  // an empty output: nothing to compute
+    std::map<std::string, CUdeviceptr> addresses;
+    for (const auto &[name, buffer] : buffers) addresses.emplace(name, buffer.address());
+    KernelArguments args(ir, addresses, scalars);
     Kernel kernel = loaded.module.kernel(cuda::c_name(ir.name));
+    const Dim3 cluster{static_cast<unsigned>(ir.cluster[0]), static_cast<unsigned>(ir.cluster[1]),
+                       static_cast<unsigned>(ir.cluster[2])};
     kernel.launch_and_wait(grid, Dim3{static_cast<unsigned>(ir.threads), 1, 1}, static_cast<unsigned>(ir.shared_bytes),
-                           args.data());
+                           args.pointers(), cluster);
   }
   std::map<std::string, reference::HostTensor> outputs;
   for (const BufferArg &out : program_.outputs) {

@@ -1,6 +1,7 @@
 #pragma once
 // A lowered program on the GPU: its kernels compiled for the device (through the kernel cache), launched
-// in order over device buffers, with every launch checked.
+// in order over device buffers (with their tensor maps encoded and in their thread-block clusters), with
+// every launch checked.
 #include <map>
 #include <memory>
 #include <string>

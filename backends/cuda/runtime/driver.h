@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cuda/runtime/driver_api.h"
@@ -76,23 +77,29 @@ class Kernel {
 
   // Launches on the default stream. args[i] points at the i-th kernel parameter (as in cuLaunchKernel).
   // Dynamic shared memory beyond 48 KB is opted into first (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
-  // more than the device allows is refused before launching. Throws when the launch is rejected; a fault
-  // while the kernel runs shows up at the next synchronization.
-  void launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void** args);
+  // more than the device allows is refused before launching. A cluster shape other than 1x1x1 launches the
+  // blocks in thread-block clusters of that shape (cuLaunchKernelEx); see check_cluster_shape. Throws when
+  // the launch is rejected; a fault while the kernel runs shows up at the next synchronization.
+  void launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void** args, Dim3 cluster = {});
   // launch(), then wait for the kernel and throw, naming it, if it failed while running.
-  void launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void** args);
+  void launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void** args, Dim3 cluster = {});
 
  private:
   friend class Module;
   Kernel(std::shared_ptr<const ModuleImage> module, CUfunction function, std::string name);
   int attribute(CUfunction_attribute which, const char* what) const;
-  std::string describe_launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes) const;
+  std::string describe_launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, Dim3 cluster) const;
 
   std::shared_ptr<const ModuleImage> module_;
   CUfunction function_;
   std::string name_;
   int opted_in_dynamic_shared_bytes_;
 };
+
+// Throws twist::Error, naming `kernel`, unless blocks can be launched in clusters of this shape: each
+// dimension at least 1 and dividing the grid's, and at most 8 blocks per cluster (the portable limit that
+// every Hopper part guarantees). Needs no GPU.
+void check_cluster_shape(Dim3 grid, Dim3 cluster, std::string_view kernel);
 
 class Module {
  public:

@@ -31,9 +31,10 @@ struct DriverApi {
 #define TWIST_DECLARE_DRIVER_FUNCTION(function) decltype(&::function) function = nullptr;
   TWIST_CUDA_DRIVER_FUNCTIONS(TWIST_DECLARE_DRIVER_FUNCTION)
 #undef TWIST_DECLARE_DRIVER_FUNCTION
-  // For TMA descriptors. Optional, so that older drivers still run everything else: nullptr when the driver
-  // does not export it.
+  // For TMA descriptors and thread-block cluster launches. Optional, so that older drivers still run
+  // everything else: nullptr when the driver does not export them.
   decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
+  decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
 };
 
 // The outcome of loading a driver library: the functions, or a sentence saying why there is no usable GPU.
