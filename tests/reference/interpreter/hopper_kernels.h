@@ -3,6 +3,7 @@
 // 128-byte swizzled) and B (K x N row-major, so MN-major, or N x K, K-major) completing on one mbarrier,
 // then K / 16 chained wgmma m64nNk16 reading both through descriptors, and the accumulators stored with
 // the PTX ISA's fragment layout. The interpreter tests run it; the CUDA tests compile it for sm_90a.
+#include "lang/evaluate.h"
 #include "scheduler/hopper_layouts.h"
 #include "tests/reference/interpreter/kernel_builder.h"
 
