@@ -61,15 +61,13 @@ StagePlan plan_tile(const StageDirective &d, const std::string &name, const Type
          loops.func, name, d.at, to_string(loops.dims[p.at].binding));
   if (accesses.empty())
     fail("schedule of '{}': input '{}' is staged, but '{}' does not read it", loops.func, name, loops.func);
-  if (d.transport == Transport::tma)
-    fail("schedule of '{}': the TMA transport for '{}' is not lowered yet; use Transport::cp_async",
-         loops.func, name);
 
   // Every thread of the block shares the box, and loops inside the stage's loop sweep it.
   Scope<Interval> inside;
   for (size_t k = 0; k < loops.dims.size(); ++k) {
     const LoopDim &dim = loops.dims[k];
-    const bool parallel = dim.binding == Binding::warp || dim.binding == Binding::thread;
+    const bool parallel =
+        dim.binding == Binding::warp || dim.binding == Binding::thread || dim.binding == Binding::warpgroup;
     const bool serial_inside = static_cast<int>(k) > p.at && !parallel && dim.binding != Binding::block_x &&
                                dim.binding != Binding::block_y && dim.binding != Binding::block_z;
     if (parallel || serial_inside) inside.push(dim.name, Interval(0, simplify(dim.extent - 1)));
@@ -116,6 +114,10 @@ StagePlan plan_tile(const StageDirective &d, const std::string &name, const Type
     break;
   }
 
+  if (d.transport == Transport::tma) {
+    plan_tma_boxes(p, loops.func);
+    return p;
+  }
   const int chunk16 = 16 / p.elem_bytes;
   p.layout = d.layout;
   if (p.layout == SharedLayout::swizzled && (p.cols % chunk16 != 0 || (p.rows * p.cols / chunk16) % 8 != 0))
@@ -152,6 +154,10 @@ Stmt with_shared_arrays(const std::vector<StagePlan> &plans, Stmt body) {
 Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Expr &col,
                                       const Halide::Expr &slot) const {
   Halide::Expr base = slot * slot_elems;
+  // TMA boxes of box_cols columns one after another, each row-major: the address before the hardware's
+  // swizzle, which TMA copies and wgmma descriptors both apply.
+  if (directive.transport == Transport::tma)
+    return base + (col / box_cols) * (rows * box_cols) + row * box_cols + col % box_cols;
   if (layout != SharedLayout::swizzled) return base + row * row_pitch + col;
   // XOR-swizzle 16-byte chunks: within each aligned group of 8 chunks, chunk c of a line moves to c ^ (line
   // bits), so the 8 rows an ldmatrix phase reads land in 8 different bank groups.
