@@ -7,13 +7,17 @@
 # OUT_DIR/gemm                 the benchmark shapes in f16 and bf16, two tilings each
 # OUT_DIR/accumulation         the study: f16 inputs, f32 output, M = N = 256, K = 256 .. 16384, per strategy
 # OUT_DIR/accumulation_timing  4096^3 with f16 inputs and output, per strategy
+# OUT_DIR/gemm_rule            the tiling chosen by the schedule rule (apps/gemm/gemm_rule.h, `--rule true`) for
+#                              the suite's shapes, shapes outside the suite, and skinny shapes (M = 1 and 16),
+#                              which bench_gemm.py also reports in GB/s against the HBM read bandwidth it measures
 #
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
 set -euo pipefail
 
 source "$(dirname "$0")/export_common.sh"
 parse_export_args "$@"
-for sub in gemm accumulation accumulation_timing; do require_no_manifests "$out/$sub"; done
+subs=(gemm accumulation accumulation_timing gemm_rule)
+for sub in "${subs[@]}"; do require_no_manifests "$out/$sub"; done
 
 export_gemm() {
   "$twist" export gemm "$@" >/dev/null
@@ -58,7 +62,21 @@ for s in "${strategies[@]}"; do
     --label "acc_time_f16_4096x4096x4096_${s/:/}" --out "$out/accumulation_timing"
 done
 
-for sub in gemm accumulation accumulation_timing; do
+# The rule is judged on shapes it was not tuned on: model layers' shapes (a 4096-wide model's MLP and
+# attention projections, a 5120-wide one's), odd sizes, and skinny decode shapes (M = 1 and 16 tokens). K stays
+# a multiple of 8, so that rows of A stay 16-byte aligned (other K take the narrow-copy fallback).
+rule_shapes=("${shapes[@]}"
+             4096x11008x4096 4096x4096x11008 2048x5120x5120 8192x2048x1024 3000x5000x2000 1000x1000x7000
+             777x3333x1240 512x512x8192
+             1x11008x4096 1x4096x11008 1x8192x8192 1x14336x4096 1x5120x13824
+             16x11008x4096 16x4096x11008 16x8192x8192 16x14336x4096 16x5120x13824)
+for dtype in f16 bf16; do
+  for shape in "${rule_shapes[@]}"; do
+    export_gemm --shape "$shape" --dtype "$dtype" --rule true --out "$out/gemm_rule"
+  done
+done
+
+for sub in "${subs[@]}"; do
   echo "$out/$sub: $(ls "$out/$sub"/*.json | wc -l) manifests, $(du -sh "$out/$sub" | cut -f1)"
 done
 echo "total: $(du -sh "$out" | cut -f1)"

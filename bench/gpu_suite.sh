@@ -38,6 +38,13 @@ if wants tests; then
     echo "[$r] ${cases[$i]}" | tee -a "$log"
     [[ $r == FAIL ]] && tail -40 "/tmp/case$i.log" >>"$log"
   done
+  # The runtime's own GPU tests: driver, kernels, TMA tensor maps (hand-written sm_90a kernels) and cluster launches.
+  if [[ -x .gpu/bin/twist_cuda_gpu_tests ]]; then
+    cpp .gpu/bin/twist_cuda_gpu_tests >/tmp/cuda_gpu_tests.log 2>&1
+    r=$?
+    echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] twist_cuda_gpu_tests: $(grep -E 'test cases:' /tmp/cuda_gpu_tests.log)" | tee -a "$log"
+    [[ $r != 0 ]] && { status=1; tail -40 /tmp/cuda_gpu_tests.log >>"$log"; }
+  fi
 fi
 
 if wants sanitizer; then
@@ -58,18 +65,31 @@ fi
 
 if wants sass; then
   section "SASS of the benchmark kernels (instruction counts)"
-  for cubin in .gpu/manifests/gemm/gemm_f16_4096x4096x4096_*.cubin .gpu/manifests/attention/attention_f16_B4_H16_S4096_L4096_D128_*.cubin .gpu/manifests/attention/decode_*.cubin; do
+  # Every exported 4096^3 f16 GEMM (the suite's, the rule's, and any Hopper set), attention prefill and decoding.
+  # A kernel with wgmma (HGMMA) must also load through TMA (UTMALDG) and use no local memory (LDL/STL), or the
+  # section fails; UTMASTG counts the epilogue's TMA stores.
+  count() { grep -cE "$1" <<<"$sass"; }
+  for cubin in .gpu/manifests/*/gemm_f16_4096x4096x4096_*.cubin .gpu/manifests/attention/attention_f16_B4_H16_S4096_L4096_D128_*.cubin .gpu/manifests/attention/decode_*.cubin; do
     [[ -e $cubin ]] || continue
     sass=$(cuobjdump --dump-sass "$cubin")
-    printf '%s: HMMA %d LDSM %d LDGSTS %d HGMMA %d UTMALDG %d LDL/STL %d\n' "$(basename "$cubin")" \
-      "$(grep -c 'HMMA' <<<"$sass")" "$(grep -c 'LDSM' <<<"$sass")" "$(grep -c 'LDGSTS' <<<"$sass")" \
-      "$(grep -c 'HGMMA' <<<"$sass")" "$(grep -c 'UTMALDG' <<<"$sass")" "$(grep -cE '\bLDL|\bSTL' <<<"$sass")" | tee -a "$log"
+    hgmma=$(count 'HGMMA') utmaldg=$(count 'UTMALDG') local=$(count '\bLDL|\bSTL')
+    verdict=""
+    if (( hgmma > 0 )); then
+      if (( utmaldg > 0 && local == 0 )); then verdict=" [PASS Hopper]"; else verdict=" [FAIL Hopper: needs UTMALDG and no LDL/STL]"; status=1; fi
+    fi
+    printf '%s: HMMA %d LDSM %d LDGSTS %d HGMMA %d UTMALDG %d UTMASTG %d LDL/STL %d%s\n' "${cubin#.gpu/manifests/}" \
+      "$(count 'HMMA')" "$(count 'LDSM')" "$(count 'LDGSTS')" "$hgmma" "$utmaldg" "$(count 'UTMASTG')" "$local" \
+      "$verdict" | tee -a "$log"
   done
 fi
 
 if wants gemm; then
   section "GEMM benchmark"
   python3 apps/gemm/bench_gemm.py .gpu/manifests/gemm --out "$out/gemm.json" 2>&1 | tee -a "$log" || status=1
+  # The rule's tilings: the suite's shapes, shapes outside it and skinny ones (GB/s against HBM for M <= 64).
+  if [[ -d .gpu/manifests/gemm_rule ]]; then
+    python3 apps/gemm/bench_gemm.py .gpu/manifests/gemm_rule --out "$out/gemm_rule.json" 2>&1 | tee -a "$log" || status=1
+  fi
   if [[ -d .gpu/manifests/gemm_explore ]]; then
     python3 apps/gemm/bench_gemm.py .gpu/manifests/gemm_explore --out "$out/gemm_explore.json" 2>&1 | tee -a "$log" || status=1
   fi

@@ -48,17 +48,17 @@ inline void require_gpu() {
 
 // For features of newer GPUs (TMA, clusters and wgmma need compute capability 9.0): skips the case, saying
 // which device lacks what, when the first GPU's compute capability is below `major`.0.
-inline void require_compute_capability(int major, const char* feature) {
+inline void require_compute_capability(int major, const char *feature) {
   require_gpu();
-  const auto& api = cuda::driver();
+  const auto &api = cuda::driver();
   CUdevice device;
   int has = 0;
   if (api.cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
       api.cuDeviceGetAttribute(&has, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) != CUDA_SUCCESS)
     return;  // let the test's own driver calls report the failure
   if (has < major) {
-    std::printf("SKIPPED: %s: %s needs compute capability %d.0, the GPU has %d.x\n", current_test_case().c_str(),
-                feature, major, has);
+    std::printf("SKIPPED: %s: %s needs compute capability %d.0, the GPU has %d.x\n",
+                current_test_case().c_str(), feature, major, has);
     std::fflush(stdout);
     std::exit(kTestSkippedExitCode);
   }
@@ -70,4 +70,5 @@ inline void require_compute_capability(int major, const char* feature) {
 REGISTER_LISTENER("twist_current_test_case", 0, twist::testing::CurrentTestCaseListener);
 
 #define TWIST_REQUIRE_GPU() ::twist::testing::require_gpu()
-#define TWIST_REQUIRE_COMPUTE_CAPABILITY(major, feature) ::twist::testing::require_compute_capability(major, feature)
+#define TWIST_REQUIRE_COMPUTE_CAPABILITY(major, feature) \
+  ::twist::testing::require_compute_capability(major, feature)

@@ -30,6 +30,13 @@ REPO = Path(__file__).resolve().parents[2]
 # (2^-11 for f16, 2^-8 for bf16) on top of the accumulation's, and for f32 the accumulation order alone.
 TOLERANCES = {"f16": 2e-3, "bf16": 1e-2, "f32": 1e-4}
 TIMING = {"method": "triton.testing.do_bench", "warmup_ms": 25, "rep_ms": 100, "return_mode": "median"}
+# Problems with M at most this are memory-bound (the time is reading B once), so they are also judged by
+# bandwidth: the bytes they must move (A and B read once, out written once) per second, against the HBM read
+# bandwidth measured in the same run (measure_hbm_read_bandwidth).
+MEMORY_BOUND_M = 64
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+# A read-only kernel over a tensor far larger than L2: torch.sum of HBM_PROBE_BYTES of f32.
+HBM_PROBE_BYTES = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,19 @@ class GemmProblem:
 
     def tflops(self, ms: float) -> float:
         return 2 * self.m * self.n * self.k / ms / 1e9
+
+    @property
+    def memory_bound(self) -> bool:
+        return self.m <= MEMORY_BOUND_M
+
+    @property
+    def bytes_moved(self) -> int:
+        """The least any GEMM kernel must move: A and B read once, out written once."""
+        return ((self.m * self.k + self.k * self.n) * ELEMENT_BYTES[self.dtype]
+                + self.m * self.n * ELEMENT_BYTES[self.output])
+
+    def gbps(self, ms: float) -> float:
+        return self.bytes_moved / ms / 1e6
 
 
 @dataclass
@@ -97,7 +117,19 @@ def new_record(problem: GemmProblem, manifest: Manifest, gpu: str, date: str) ->
         "tolerance": TOLERANCES[problem.output], "rel_l2_error": None, "rel_l2_error_after_timing": None,
         "status": "FAIL", "failure": None, "ours_ms": None, "ours_tflops": None, "cublas_ms": None,
         "cublas_tflops": None, "cublas_rel_l2_error": None, "ratio": None, "best": False, "gpu": gpu, "date": date,
+        "chosen_by": manifest.notes.get("chosen_by", "flags"), "memory_bound": problem.memory_bound,
+        "bytes_moved": problem.bytes_moved, "ours_gbps": None, "cublas_gbps": None, "ours_hbm_fraction": None,
     }
+
+
+def add_bandwidth(r: dict, problem: GemmProblem, hbm_read_gbps: float | None) -> None:
+    """For a memory-bound problem's timed record: its bandwidth and cuBLAS's, and ours as a fraction of HBM's."""
+    if not problem.memory_bound or r["ours_ms"] is None:
+        return
+    r["ours_gbps"] = problem.gbps(r["ours_ms"])
+    r["cublas_gbps"] = problem.gbps(r["cublas_ms"])
+    if hbm_read_gbps:
+        r["ours_hbm_fraction"] = r["ours_gbps"] / hbm_read_gbps
 
 
 def mark_best(records: list[dict]) -> None:
@@ -133,15 +165,18 @@ def _number(value: float | None, spec: str) -> str:
 
 def format_table(records: list[dict]) -> str:
     header = ("shape", "dtype", "schedule", "regs", "spill", "rel. L2 err", "ours TFLOP/s", "cuBLAS TFLOP/s",
-              "ratio", "")
+              "ratio", "ours GB/s (of HBM)", "cuBLAS GB/s", "")
     rows = [header]
     for r in records:
         regs = "/".join(str(k["registers"]) for k in r["kernels"])
         spill = "/".join(str(k["spill_bytes"]) for k in r["kernels"])
-        mark = r["status"] + (" best" if r["best"] else "")
+        mark = r["status"] + (" best" if r["best"] else "") + (" (rule)" if r.get("chosen_by") == "rule" else "")
+        bandwidth = _number(r.get("ours_gbps"), ".0f")
+        if r.get("ours_hbm_fraction") is not None:
+            bandwidth += f" ({r['ours_hbm_fraction']:.0%})"
         rows.append((r["shape"], r["dtype"], r["schedule"], regs, spill, _number(r["rel_l2_error"], ".2e"),
                      _number(r["ours_tflops"], ".1f"), _number(r["cublas_tflops"], ".1f"), _number(r["ratio"], ".3f"),
-                     mark))
+                     bandwidth, _number(r.get("cublas_gbps"), ".0f"), mark))
     widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -151,7 +186,7 @@ def format_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def format_summary(records: list[dict], gpu: str, date: str, command: str) -> str:
+def format_summary(records: list[dict], gpu: str, date: str, command: str, hbm_read_gbps: float | None = None) -> str:
     means = geomean_ratios(records)
     parts = [f"{d} {_number(v, '.3f')}" for d, v in means.items() if d != "all"]
     failed = sum(r["status"] != "PASS" for r in records)
@@ -159,6 +194,8 @@ def format_summary(records: list[dict], gpu: str, date: str, command: str) -> st
         "geometric mean of ours / cuBLAS, over the best passing schedule per shape and dtype: "
         + ", ".join(parts + [f"all {_number(means['all'], '.3f')}"]),
         f"{len(records)} schedule(s), {failed} failed" + (" (the exit status is 1)" if failed else ""),
+        f"HBM read bandwidth measured in this run: {_number(hbm_read_gbps, '.0f')} GB/s (GB/s columns: M <= "
+        f"{MEMORY_BOUND_M}, A and B read once and out written once)",
         f"GPU: {gpu}", f"date: {date}", f"command: {command}",
     ])
 
@@ -223,8 +260,19 @@ def check_and_time(manifest: Manifest, a, b, reference, r: dict) -> str | None:
     return None
 
 
+def measure_hbm_read_bandwidth() -> float:
+    """GB/s of torch.sum over HBM_PROBE_BYTES of f32, far more than L2 holds: a read-only stream of HBM."""
+    import torch
+    x = torch.ones(HBM_PROBE_BYTES // 4, device="cuda", dtype=torch.float32)
+    ms = do_bench(lambda: x.sum())
+    del x
+    torch.cuda.empty_cache()
+    return HBM_PROBE_BYTES / ms / 1e6
+
+
 def measure_case(case: GemmCase, generator, gpu: str, date: str, records: list[dict],
-                 tolerance: Callable[[Manifest, GemmProblem], float] | None = None) -> None:
+                 tolerance: Callable[[Manifest, GemmProblem], float] | None = None,
+                 hbm_read_gbps: float | None = None) -> None:
     """Appends one record per schedule to `records` as it goes, so that they outlive an exception. A schedule
     that fails (a launch error, a NaN left, an error over its tolerance: TOLERANCES by output dtype unless
     `tolerance` says otherwise) is recorded as FAIL and not timed; a sticky CUDA error is raised, since nothing
@@ -253,6 +301,7 @@ def measure_case(case: GemmCase, generator, gpu: str, date: str, records: list[d
             print(f"  {r['label']}: FAIL: {r['failure']}", flush=True)
             continue
         r.update(status="PASS", ours_tflops=p.tflops(r["ours_ms"]), ratio=cublas_ms / r["ours_ms"])
+        add_bandwidth(r, p, hbm_read_gbps)
         print(f"  {r['label']}: error {r['rel_l2_error']:.2e}, {r['ours_tflops']:.1f} TFLOP/s, cuBLAS "
               f"{r['cublas_tflops']:.1f}", flush=True)
 
@@ -308,6 +357,8 @@ def main(argv: list[str]) -> int:
     gpu = torch.cuda.get_device_name()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     env = environment(gpu, date)
+    hbm_read_gbps = measure_hbm_read_bandwidth()
+    env.update(hbm_read_gbps=hbm_read_gbps, hbm_read_method=f"torch.sum over {HBM_PROBE_BYTES >> 30} GiB of f32")
     generator = torch.Generator(device="cuda").manual_seed(args.seed)
 
     def save(records: list[dict], aborted: str | None) -> None:
@@ -316,12 +367,13 @@ def main(argv: list[str]) -> int:
 
     def report(records: list[dict]) -> None:
         print(format_table(records))
-        print(format_summary(records, gpu, date, env["command"]))
+        print(format_summary(records, gpu, date, env["command"], hbm_read_gbps))
         print(f"results: {args.out}")
 
     records = measure_all(cases, lambda case: f"{case.problem.shape} {case.problem.dtype}: "
                           f"{len(case.manifests)} schedule(s)",
-                          lambda case, records: measure_case(case, generator, gpu, date, records), save, report)
+                          lambda case, records: measure_case(case, generator, gpu, date, records,
+                                                             hbm_read_gbps=hbm_read_gbps), save, report)
     return 1 if any(r["status"] != "PASS" for r in records) else 0
 
 

@@ -7,7 +7,8 @@
 //   64x64]
 //                     [--stages 3] [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G] --out DIR
 //       Writes the kernels, cubins (sm_90a) and a launch manifest for those shapes; the output type is
-//       the input type unless --output says otherwise.
+//       the input type unless --output says otherwise. --rule true takes the tiling from the GEMM's
+//       schedule rule (apps/gemm/gemm_rule.h) instead of the tiling flags.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "algebra/online.h"
 #include "apps/attention/attention.h"
 #include "apps/gemm/gemm.h"
+#include "apps/gemm/gemm_rule.h"
 #include "apps/twist/export_program.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/program/gpu_program.h"
@@ -258,7 +260,13 @@ int export_gemm(const Options &o) {
   if (output != f16 && output != bf16 && output != f32)
     fail("--output {}: use f16, bf16 or f32", type_name(output));
   apps::Gemm g = apps::make_gemm({.input = dtype, .output = output});
-  const apps::GemmTiling tiling = parse_tiling(o);
+  const bool by_rule = o.flag("rule");
+  if (by_rule)
+    for (const char *chosen : {"block", "warp", "stages", "split-k", "min-blocks", "transport"})
+      if (o.values.count(chosen))
+        fail("--rule true chooses the tiling (apps/gemm/gemm_rule.h), so --{} cannot be given with it", chosen);
+  const apps::GemmTiling tiling =
+      by_rule ? apps::gemm_tiling_by_rule({shape[0], shape[1], shape[2], 1, dtype}) : parse_tiling(o);
   const Schedule s = apps::schedule_tensor_core(g, tiling);
   const LoweredProgram p = lower(g.out, s, Target::sm90a());
   dump(o, g.out, s, p);
@@ -275,7 +283,8 @@ int export_gemm(const Options &o) {
              {"output", type_name(output)},
              {"schedule", tiling.name()},
              {"shape", fmt::format("{}x{}x{}", shape[0], shape[1], shape[2])},
-             {"accumulation", accumulation_flag(tiling.accumulation)}};
+             {"accumulation", accumulation_flag(tiling.accumulation)},
+             {"chosen_by", by_rule ? "rule" : "flags"}};
   std::cout << export_program(p, r, out_dir).string() << "\n";
   return 0;
 }
@@ -331,6 +340,7 @@ int usage() {
                "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
                "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
                "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
+               "                         [--rule true (the tiling by apps/gemm/gemm_rule.h)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"

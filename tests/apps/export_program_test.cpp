@@ -22,28 +22,37 @@ std::string read(const std::filesystem::path &path) {
 
 }  // namespace
 
-TEST_CASE("the manifest gives each kernel its cluster, its tensor maps and their places among the arguments") {
+TEST_CASE(
+    "the manifest gives each kernel its cluster, its tensor maps and their places among the arguments") {
   const Expr m = Halide::Internal::Variable::make(Halide::Int(32), "M");
   const Expr k = Halide::Internal::Variable::make(Halide::Int(32), "K");
   Kernel kernel;
   kernel.name = "copy";
   kernel.grid = {Expr(2), Expr(1), Expr(1)};
   kernel.threads = 128;
-  kernel.buffers = {{"C", f32, {m, k}, BufferArg::Role::output}, {"A", bf16, {Expr(2), m, k}, BufferArg::Role::input}};
+  kernel.buffers = {{"C", f32, {m, k}, BufferArg::Role::output},
+                    {"A", bf16, {Expr(2), m, k}, BufferArg::Role::input}};
   kernel.scalars = {{"M", i32}};
   kernel.tensor_maps = {{"A_map", "A", {Expr(2) * m, k}, {64, 64}, TensorMap::Swizzle::b128},
                         {"C_map", "C", {m, k}, {32, 16}, TensorMap::Swizzle::none}};
   kernel.cluster = {2, 1, 1};
   kernel.body = Halide::Internal::Evaluate::make(0);
-  LoweredProgram program{.name = "copy", .kernels = {kernel}, .inputs = {kernel.buffers[1]},
-                         .outputs = {kernel.buffers[0]}, .scalars = {{"M", i32}, {"K", i32}}};
+  LoweredProgram program;
+  program.name = "copy";
+  program.kernels = {kernel};
+  program.inputs = {kernel.buffers[1]};
+  program.outputs = {kernel.buffers[0]};
+  program.scalars = {{"M", i32}, {"K", i32}};
+  tool::ExportRequest request;
+  request.label = "copy";
+  request.scalars = {{"M", 100}, {"K", 64}};
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "twist_export_program_test";
-  const std::string manifest =
-      read(tool::export_program(program, {.label = "copy", .scalars = {{"M", 100}, {"K", 64}}}, dir));
+  const std::string manifest = read(tool::export_program(program, request, dir));
   INFO(manifest);
   CHECK(manifest.find("\"cluster\": [2, 1, 1]") != std::string::npos);
-  CHECK(manifest.find("\"args\": [{\"buffer\": \"C\"}, {\"buffer\": \"A\"}, {\"scalar\": \"M\", \"dtype\": \"i32\", "
-                      "\"value\": 100}, {\"tensor_map\": \"A_map\"}, {\"tensor_map\": \"C_map\"}]") !=
+  CHECK(manifest.find(
+            "\"args\": [{\"buffer\": \"C\"}, {\"buffer\": \"A\"}, {\"scalar\": \"M\", \"dtype\": \"i32\", "
+            "\"value\": 100}, {\"tensor_map\": \"A_map\"}, {\"tensor_map\": \"C_map\"}]") !=
         std::string::npos);
   CHECK(manifest.find("{\"name\": \"A_map\", \"buffer\": \"A\", \"dtype\": \"bf16\", \"extents\": [200, 64], "
                       "\"strides\": [64, 1], \"box\": [64, 64], \"swizzle\": 128}") != std::string::npos);

@@ -61,7 +61,7 @@ extern "C" __global__ void tma_box_copy(float *out, int *cluster_blocks, const f
 }
 )";
 
-constexpr int kRows = 100, kColumns = 72;  // rows of 288 bytes: a multiple of 16, as TMA needs
+constexpr int kRows = 100, kColumns = 72;       // rows of 288 bytes: a multiple of 16, as TMA needs
 constexpr int kBoxRows = 64, kBoxColumns = 32;  // 128-byte box rows, the widest the 128-byte swizzle takes
 constexpr int kBoxElements = kBoxRows * kBoxColumns;
 
@@ -77,10 +77,12 @@ int shared_element(int row, int column, TensorMap::Swizzle swizzle) {
   return (offset ^ (((offset >> 7) & 7) << 4)) / 4;
 }
 
-// Loads two boxes (one at rows row0.., one at row0 + 64..) and checks every element of each against the source.
+// Loads two boxes (one at rows row0.., one at row0 + 64..) and checks every element of each against the
+// source.
 void check_box_copy(TensorMap::Swizzle swizzle, std::array<int, 3> cluster, int row0, int col0) {
   Device device;
-  Module module(device, compile_to_cubin(kTmaBoxCopy, "tma_box_copy.cu", {.arch = device.arch()}), "tma_box_copy.cu");
+  Module module(device, compile_to_cubin(kTmaBoxCopy, "tma_box_copy.cu", {.arch = device.arch()}),
+                "tma_box_copy.cu");
   cuda::Kernel kernel = module.kernel("tma_box_copy");
 
   constexpr int kBlocks = 2;
@@ -96,12 +98,14 @@ void check_box_copy(TensorMap::Swizzle swizzle, std::array<int, 3> cluster, int 
   std::vector<float> source(kRows * kColumns);
   for (int r = 0; r < kRows; ++r)
     for (int c = 0; c < kColumns; ++c) source[r * kColumns + c] = source_value(r, c);
-  DeviceBuffer src(device, source.size() * 4), out(device, kBlocks * kBoxElements * 4), blocks(device, kBlocks * 4);
+  DeviceBuffer src(device, source.size() * 4), out(device, kBlocks * kBoxElements * 4),
+      blocks(device, kBlocks * 4);
   src.upload(source);
   out.fill(0xff);  // NaN: an element the copy misses cannot pass
   blocks.fill(0);
-  KernelArguments args(ir, {{"out", out.address()}, {"cluster_blocks", blocks.address()}, {"src", src.address()}},
-                       {{"row0", row0}, {"col0", col0}, {"box_rows", kBoxRows}, {"box_elements", kBoxElements}});
+  KernelArguments args(
+      ir, {{"out", out.address()}, {"cluster_blocks", blocks.address()}, {"src", src.address()}},
+      {{"row0", row0}, {"col0", col0}, {"box_rows", kBoxRows}, {"box_elements", kBoxElements}});
   kernel.launch_and_wait({kBlocks}, {128}, kBoxElements * 4 + 1024 + 8, args.pointers(),
                          {static_cast<unsigned>(cluster[0]), 1, 1});
 

@@ -54,13 +54,14 @@ TEST_CASE("a tensor map request evaluates the map's extents and takes the elemen
 TEST_CASE("a tensor map over a buffer the kernel lacks, or not covering its buffer, is refused") {
   twist::Kernel k = tma_kernel();
   k.tensor_maps[0].buffer = "Q";
-  CHECK_THROWS_WITH_AS(tensor_map_request(k, k.tensor_maps[0], kScalars, 0x1000),
-                       doctest::Contains("tensor map 'A_map' describes buffer 'Q', which is not one of the kernel's"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      tensor_map_request(k, k.tensor_maps[0], kScalars, 0x1000),
+      doctest::Contains("tensor map 'A_map' describes buffer 'Q', which is not one of the kernel's"), Error);
   k = tma_kernel();
   k.tensor_maps[0].extents = {var("M"), var("K")};
-  CHECK_THROWS_WITH_AS(tensor_map_request(k, k.tensor_maps[0], kScalars, 0x1000),
-                       doctest::Contains("covers 6400 elements but buffer 'A' of shape [2, 100, 64] has 12800"), Error);
+  CHECK_THROWS_WITH_AS(
+      tensor_map_request(k, k.tensor_maps[0], kScalars, 0x1000),
+      doctest::Contains("covers 6400 elements but buffer 'A' of shape [2, 100, 64] has 12800"), Error);
 }
 
 TEST_CASE("kernel arguments are the buffers' addresses, the scalars' values, then the encoded tensor maps") {
@@ -99,7 +100,10 @@ TEST_CASE("kernel arguments are the buffers' addresses, the scalars' values, the
 
 TEST_CASE("kernel arguments without a buffer's address or a scalar's value are refused, naming it") {
   const twist::Kernel k = tma_kernel();
-  auto never = [](const TensorMapRequest &) -> CUtensorMap { FAIL("no map should be encoded"); return {}; };
+  auto never = [](const TensorMapRequest &) -> CUtensorMap {
+    FAIL("no map should be encoded");
+    return {};
+  };
   CHECK_THROWS_WITH_AS(KernelArguments(k, {{"C", 0xc000}}, kScalars, never),
                        doctest::Contains("kernel tma_kernel reads buffer 'A', but no device buffer"), Error);
   Scalars without_alpha = kScalars;
@@ -108,7 +112,8 @@ TEST_CASE("kernel arguments without a buffer's address or a scalar's value are r
                        doctest::Contains("kernel tma_kernel takes scalar 'alpha', but no value"), Error);
 }
 
-TEST_CASE("the printed signature takes tensor maps last, as __grid_constant__ CUtensorMap, and NVRTC accepts it") {
+TEST_CASE(
+    "the printed signature takes tensor maps last, as __grid_constant__ CUtensorMap, and NVRTC accepts it") {
   const std::string source = cuda_source(tma_kernel());
   INFO(source);
   CHECK(source.find("struct alignas(128) CUtensorMap {") != std::string::npos);

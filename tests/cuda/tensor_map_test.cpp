@@ -65,13 +65,15 @@ TEST_CASE("each element type and swizzle maps to the driver's enumerator") {
   }
 }
 
-TEST_CASE("requests the driver would refuse are refused first, naming the map, its extents, box and swizzle") {
+TEST_CASE(
+    "requests the driver would refuse are refused first, naming the map, its extents, box and swizzle") {
   auto refused = [](TensorMapRequest r, const char *why) {
     CAPTURE(why);
     const char *map = "tensor map 'A_map' over buffer 'A'";
     CHECK_THROWS_WITH_AS(tensor_map_encoding(r), doctest::Contains(map), Error);
     CHECK_THROWS_WITH_AS(tensor_map_encoding(r), doctest::Contains(why), Error);
-    // encode_tensor_map checks before it touches the driver, so the message is the same with or without a GPU.
+    // encode_tensor_map checks before it touches the driver, so the message is the same with or without a
+    // GPU.
     CHECK_THROWS_WITH_AS(encode_tensor_map(r), doctest::Contains(why), Error);
   };
   TensorMapRequest r = batched_f16();

@@ -90,8 +90,8 @@ std::map<std::string, reference::HostTensor> GpuProgram::run(
     Kernel kernel = loaded.module.kernel(cuda::c_name(ir.name));
     const Dim3 cluster{static_cast<unsigned>(ir.cluster[0]), static_cast<unsigned>(ir.cluster[1]),
                        static_cast<unsigned>(ir.cluster[2])};
-    kernel.launch_and_wait(grid, Dim3{static_cast<unsigned>(ir.threads), 1, 1}, static_cast<unsigned>(ir.shared_bytes),
-                           args.pointers(), cluster);
+    kernel.launch_and_wait(grid, Dim3{static_cast<unsigned>(ir.threads), 1, 1},
+                           static_cast<unsigned>(ir.shared_bytes), args.pointers(), cluster);
   }
   std::map<std::string, reference::HostTensor> outputs;
   for (const BufferArg &out : program_.outputs) {

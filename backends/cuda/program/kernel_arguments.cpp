@@ -28,23 +28,27 @@ TensorMapRequest tensor_map_request(const twist::Kernel &kernel, const TensorMap
   auto buffer = std::find_if(kernel.buffers.begin(), kernel.buffers.end(),
                              [&](const BufferArg &b) { return b.name == map.buffer; });
   if (buffer == kernel.buffers.end())
-    fail("kernel {}: tensor map '{}' describes buffer '{}', which is not one of the kernel's buffers", kernel.name,
-         map.name, map.buffer);
-  TensorMapRequest r{map.name,    map.buffer, buffer->type, evaluate_shape(map.extents, scalars),
-                     map.box,     swizzle_bytes(map.swizzle), address};
+    fail("kernel {}: tensor map '{}' describes buffer '{}', which is not one of the kernel's buffers",
+         kernel.name, map.name, map.buffer);
+  TensorMapRequest r{map.name,     map.buffer,
+                     buffer->type, evaluate_shape(map.extents, scalars),
+                     map.box,      swizzle_bytes(map.swizzle),
+                     address};
   int64_t map_elements = 1, buffer_elements = 1;
   for (int64_t e : r.extents) map_elements *= e;
   const std::vector<int64_t> buffer_shape = evaluate_shape(buffer->shape, scalars);
   for (int64_t e : buffer_shape) buffer_elements *= e;
   if (map_elements != buffer_elements)
-    fail("kernel {}: {} covers {} elements but buffer '{}' of shape [{}] has {}; a map may only regroup the "
-         "buffer's dimensions",
-         kernel.name, describe(r), map_elements, map.buffer, fmt::join(buffer_shape, ", "), buffer_elements);
+    fail(
+        "kernel {}: {} covers {} elements but buffer '{}' of shape [{}] has {}; a map may only regroup the "
+        "buffer's dimensions",
+        kernel.name, describe(r), map_elements, map.buffer, fmt::join(buffer_shape, ", "), buffer_elements);
   return r;
 }
 
-KernelArguments::KernelArguments(const twist::Kernel &kernel, const std::map<std::string, CUdeviceptr> &addresses,
-                                 const Scalars &scalars, const TensorMapEncoder &encode) {
+KernelArguments::KernelArguments(const twist::Kernel &kernel,
+                                 const std::map<std::string, CUdeviceptr> &addresses, const Scalars &scalars,
+                                 const TensorMapEncoder &encode) {
   auto address_of = [&](const std::string &buffer) {
     auto it = addresses.find(buffer);
     if (it == addresses.end())
@@ -54,7 +58,8 @@ KernelArguments::KernelArguments(const twist::Kernel &kernel, const std::map<std
   for (const BufferArg &b : kernel.buffers) addresses_.push_back(address_of(b.name));
   for (const ScalarArg &s : kernel.scalars) {
     auto it = scalars.find(s.name);
-    if (it == scalars.end()) fail("kernel {} takes scalar '{}', but no value was given for it", kernel.name, s.name);
+    if (it == scalars.end())
+      fail("kernel {} takes scalar '{}', but no value was given for it", kernel.name, s.name);
     std::vector<unsigned char> bytes(s.type.bytes());
     if (s.type == i32) {
       const int32_t x = static_cast<int32_t>(it->second);

@@ -18,9 +18,9 @@ namespace twist::cuda {
 // The bytes of the span within which `s` swizzles 16-byte chunks: 0 for none, else 32, 64 or 128.
 int swizzle_bytes(TensorMap::Swizzle s);
 
-// What `map` of `kernel` asks TMA for, with its extents evaluated over `scalars`, over the buffer at `address`.
-// Throws, naming the map, when its buffer is not one of the kernel's or its extents do not cover the buffer
-// exactly (their product must be the buffer's element count).
+// What `map` of `kernel` asks TMA for, with its extents evaluated over `scalars`, over the buffer at
+// `address`. Throws, naming the map, when its buffer is not one of the kernel's or its extents do not cover
+// the buffer exactly (their product must be the buffer's element count).
 TensorMapRequest tensor_map_request(const twist::Kernel &kernel, const TensorMap &map, const Scalars &scalars,
                                     CUdeviceptr address);
 

@@ -156,7 +156,8 @@ KernelAttributes Kernel::attributes() const {
   };
 }
 
-std::string Kernel::describe_launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, Dim3 cluster) const {
+std::string Kernel::describe_launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes,
+                                    Dim3 cluster) const {
   const bool clustered = cluster.x * cluster.y * cluster.z != 1;
   return fmt::format(
       "kernel '{}' of module '{}' (grid {}x{}x{}, block {}x{}x{}, {} bytes of dynamic shared "
@@ -170,7 +171,8 @@ void check_cluster_shape(Dim3 grid, Dim3 cluster, std::string_view kernel) {
   for (int d = 0; d < 3; ++d)
     if (cluster_dims[d] == 0 || grid_dims[d] % cluster_dims[d] != 0)
       fail(
-          "kernel '{}': a grid of {}x{}x{} blocks cannot be launched in clusters of {}x{}x{}: dimension {} of "
+          "kernel '{}': a grid of {}x{}x{} blocks cannot be launched in clusters of {}x{}x{}: dimension {} "
+          "of "
           "the cluster must be at least 1 and divide the grid's; round the grid up to whole clusters",
           kernel, grid.x, grid.y, grid.z, cluster.x, cluster.y, cluster.z, "xyz"[d]);
   if (cluster.x * cluster.y * cluster.z > 8)
@@ -180,7 +182,7 @@ void check_cluster_shape(Dim3 grid, Dim3 cluster, std::string_view kernel) {
         kernel, cluster.x, cluster.y, cluster.z);
 }
 
-void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void** args, Dim3 cluster) {
+void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster) {
   const DriverApi& api = driver();
   const std::string launch = describe_launch(grid, block, dynamic_shared_bytes, cluster);
   const bool clustered = cluster.x * cluster.y * cluster.z != 1;
@@ -193,8 +195,8 @@ void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void**
           "{} needs {} bytes of shared memory per block ({} static and {} dynamic), but {} allows at most "
           "{}; "
           "use smaller tiles or fewer pipeline stages",
-          launch, static_bytes + int64_t{dynamic_shared_bytes}, static_bytes, dynamic_shared_bytes, device.name,
-          device.max_shared_memory_per_block_optin);
+          launch, static_bytes + int64_t{dynamic_shared_bytes}, static_bytes, dynamic_shared_bytes,
+          device.name, device.max_shared_memory_per_block_optin);
     check(api.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  static_cast<int>(dynamic_shared_bytes)),
           "cuFuncSetAttribute",
@@ -203,15 +205,18 @@ void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void**
     opted_in_dynamic_shared_bytes_ = static_cast<int>(dynamic_shared_bytes);
   }
   if (!clustered) {
-    check(api.cuLaunchKernel(function_, grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_shared_bytes,
-                             /*hStream=*/nullptr, args, /*extra=*/nullptr),
-          "cuLaunchKernel", "launching " + launch);
+    check(
+        api.cuLaunchKernel(function_, grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_shared_bytes,
+                           /*hStream=*/nullptr, args, /*extra=*/nullptr),
+        "cuLaunchKernel", "launching " + launch);
     return;
   }
   if (api.cuLaunchKernelEx == nullptr)
-    fail("{} cannot be launched: the CUDA driver does not export cuLaunchKernelEx, which cluster launches need "
-         "(CUDA 12); update the driver or schedule the kernel without clusters",
-         launch);
+    fail(
+        "{} cannot be launched: the CUDA driver does not export cuLaunchKernelEx, which cluster launches "
+        "need "
+        "(CUDA 12); update the driver or schedule the kernel without clusters",
+        launch);
   CUlaunchAttribute cluster_shape{};
   cluster_shape.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
   cluster_shape.value.clusterDim.x = cluster.x;
@@ -227,10 +232,12 @@ void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void**
   config.sharedMemBytes = dynamic_shared_bytes;
   config.attrs = &cluster_shape;
   config.numAttrs = 1;
-  check(api.cuLaunchKernelEx(&config, function_, args, /*extra=*/nullptr), "cuLaunchKernelEx", "launching " + launch);
+  check(api.cuLaunchKernelEx(&config, function_, args, /*extra=*/nullptr), "cuLaunchKernelEx",
+        "launching " + launch);
 }
 
-void Kernel::launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void** args, Dim3 cluster) {
+void Kernel::launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args,
+                             Dim3 cluster) {
   launch(grid, block, dynamic_shared_bytes, args, cluster);
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize",
         "running " + describe_launch(grid, block, dynamic_shared_bytes, cluster));

@@ -80,9 +80,9 @@ class Kernel {
   // more than the device allows is refused before launching. A cluster shape other than 1x1x1 launches the
   // blocks in thread-block clusters of that shape (cuLaunchKernelEx); see check_cluster_shape. Throws when
   // the launch is rejected; a fault while the kernel runs shows up at the next synchronization.
-  void launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void** args, Dim3 cluster = {});
+  void launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster = {});
   // launch(), then wait for the kernel and throw, naming it, if it failed while running.
-  void launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void** args, Dim3 cluster = {});
+  void launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster = {});
 
  private:
   friend class Module;

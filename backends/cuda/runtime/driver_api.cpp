@@ -78,8 +78,8 @@ DriverLoad load_driver(const std::string& library) {
 #undef TWIST_RESOLVE_DRIVER_FUNCTION
   api.cuTensorMapEncodeTiled =
       reinterpret_cast<decltype(api.cuTensorMapEncodeTiled)>(dlsym(handle, "cuTensorMapEncodeTiled"));
-  api.cuLaunchKernelEx =
-      reinterpret_cast<decltype(api.cuLaunchKernelEx)>(dlsym(handle, TWIST_EXPANDED_SYMBOL_NAME(cuLaunchKernelEx)));
+  api.cuLaunchKernelEx = reinterpret_cast<decltype(api.cuLaunchKernelEx)>(
+      dlsym(handle, TWIST_EXPANDED_SYMBOL_NAME(cuLaunchKernelEx)));
   if (!missing.empty())
     return {std::nullopt,
             fmt::format("the CUDA driver {} lacks functions twist needs ({}); it is older than "

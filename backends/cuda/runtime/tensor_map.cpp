@@ -38,8 +38,8 @@ CUtensorMapSwizzle swizzle_of(const TensorMapRequest &r) {
 }  // namespace
 
 std::string describe(const TensorMapRequest &r) {
-  return fmt::format("tensor map '{}' over buffer '{}' ({}, extents [{}], box [{}], swizzle {})", r.name, r.buffer,
-                     type_name(r.element), fmt::join(r.extents, ", "), fmt::join(r.box, ", "),
+  return fmt::format("tensor map '{}' over buffer '{}' ({}, extents [{}], box [{}], swizzle {})", r.name,
+                     r.buffer, type_name(r.element), fmt::join(r.extents, ", "), fmt::join(r.box, ", "),
                      r.swizzle_bytes == 0 ? std::string("none") : fmt::format("{}B", r.swizzle_bytes));
 }
 
@@ -49,16 +49,20 @@ TensorMapEncoding tensor_map_encoding(const TensorMapRequest &r) {
   e.swizzle = swizzle_of(r);
   const int rank = static_cast<int>(r.extents.size());
   if (rank < 1 || rank > 5)
-    fail("{}: TMA tensors have 1 to 5 dimensions, this one has {}; fold dimensions together in the map's extents",
-         describe(r), rank);
+    fail(
+        "{}: TMA tensors have 1 to 5 dimensions, this one has {}; fold dimensions together in the map's "
+        "extents",
+        describe(r), rank);
   if (r.box.size() != r.extents.size())
-    fail("{}: the box has {} dimensions and the tensor {}; give one box size per extent", describe(r), r.box.size(),
-         rank);
+    fail("{}: the box has {} dimensions and the tensor {}; give one box size per extent", describe(r),
+         r.box.size(), rank);
   const int64_t element_bytes = r.element.bytes();
   if (r.address % 16 != 0)
-    fail("{}: its address {:#x} is not 16-byte aligned, which TMA requires; allocate or offset the buffer to a "
-         "multiple of 16 bytes",
-         describe(r), r.address);
+    fail(
+        "{}: its address {:#x} is not 16-byte aligned, which TMA requires; allocate or offset the buffer to "
+        "a "
+        "multiple of 16 bytes",
+        describe(r), r.address);
   for (int d = 0; d < rank; ++d) {
     if (r.extents[d] < 1 || r.extents[d] > (int64_t{1} << 32))
       fail("{}: extent {} of dimension {} is outside 1..2^32; TMA cannot describe an empty or larger tensor",
@@ -69,13 +73,16 @@ TensorMapEncoding tensor_map_encoding(const TensorMapRequest &r) {
   }
   const int64_t box_row_bytes = r.box.back() * element_bytes;
   if (box_row_bytes % 16 != 0)
-    fail("{}: the box's innermost row is {} bytes, not a multiple of 16; make the tile's innermost extent a "
-         "multiple of {} elements",
-         describe(r), box_row_bytes, 16 / element_bytes);
+    fail(
+        "{}: the box's innermost row is {} bytes, not a multiple of 16; make the tile's innermost extent a "
+        "multiple of {} elements",
+        describe(r), box_row_bytes, 16 / element_bytes);
   if (r.swizzle_bytes != 0 && box_row_bytes > r.swizzle_bytes)
-    fail("{}: the box's innermost row is {} bytes, wider than the {}-byte swizzle span; use a box row of at most "
-         "{} elements or a wider swizzle",
-         describe(r), box_row_bytes, r.swizzle_bytes, r.swizzle_bytes / element_bytes);
+    fail(
+        "{}: the box's innermost row is {} bytes, wider than the {}-byte swizzle span; use a box row of at "
+        "most "
+        "{} elements or a wider swizzle",
+        describe(r), box_row_bytes, r.swizzle_bytes, r.swizzle_bytes / element_bytes);
   e.rank = static_cast<cuuint32_t>(rank);
   e.address = r.address;
   int64_t stride = element_bytes;
@@ -86,12 +93,15 @@ TensorMapEncoding tensor_map_encoding(const TensorMapRequest &r) {
     e.element_strides[i] = 1;
     if (i > 0) {
       if (stride % 16 != 0)
-        fail("{}: a row of dimension {} is {} bytes apart from the next, not a multiple of 16 as TMA requires; "
-             "the lowering must require the innermost extent to be a multiple of {} elements (see Requirement)",
-             describe(r), d, stride, 16 / element_bytes);
+        fail(
+            "{}: a row of dimension {} is {} bytes apart from the next, not a multiple of 16 as TMA "
+            "requires; "
+            "the lowering must require the innermost extent to be a multiple of {} elements (see "
+            "Requirement)",
+            describe(r), d, stride, 16 / element_bytes);
       if (stride >= (int64_t{1} << 40))
-        fail("{}: the stride of dimension {} is {} bytes, at or past TMA's 2^40; split the tensor", describe(r), d,
-             stride);
+        fail("{}: the stride of dimension {} is {} bytes, at or past TMA's 2^40; split the tensor",
+             describe(r), d, stride);
       e.strides[i - 1] = static_cast<cuuint64_t>(stride);
     }
     stride *= r.extents[d];
@@ -103,13 +113,14 @@ CUtensorMap encode_tensor_map(const TensorMapRequest &r) {
   const TensorMapEncoding e = tensor_map_encoding(r);
   const DriverApi &api = driver();
   if (api.cuTensorMapEncodeTiled == nullptr)
-    fail("{} cannot be encoded: the CUDA driver does not export cuTensorMapEncodeTiled (TMA needs CUDA 12 and "
-         "compute capability 9.0); update the driver or schedule the kernel without Transport::tma",
-         describe(r));
+    fail(
+        "{} cannot be encoded: the CUDA driver does not export cuTensorMapEncodeTiled (TMA needs CUDA 12 and "
+        "compute capability 9.0); update the driver or schedule the kernel without Transport::tma",
+        describe(r));
   CUtensorMap map;
-  check(api.cuTensorMapEncodeTiled(&map, e.data_type, e.rank, reinterpret_cast<void *>(e.address), e.dims.data(),
-                                   e.strides.data(), e.box.data(), e.element_strides.data(), e.interleave, e.swizzle,
-                                   e.l2_promotion, e.oob_fill),
+  check(api.cuTensorMapEncodeTiled(&map, e.data_type, e.rank, reinterpret_cast<void *>(e.address),
+                                   e.dims.data(), e.strides.data(), e.box.data(), e.element_strides.data(),
+                                   e.interleave, e.swizzle, e.l2_promotion, e.oob_fill),
         "cuTensorMapEncodeTiled", "encoding " + describe(r));
   return map;
 }

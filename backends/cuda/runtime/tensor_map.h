@@ -45,9 +45,10 @@ struct TensorMapEncoding {
 std::string describe(const TensorMapRequest &request);
 
 // The encoding of `request`. Throws twist::Error, naming the map and what to change, when the driver would
-// refuse it: rank outside 1..5, an extent of 0 or over 2^32, a box dimension outside 1..256, an innermost box row that is not a multiple of 16 bytes or is wider than the swizzle span, a row
-// stride that is not a multiple of 16 bytes or reaches 2^40, an address not 16-byte aligned, an element type
-// TMA does not copy. Needs no GPU.
+// refuse it: rank outside 1..5, an extent of 0 or over 2^32, a box dimension outside 1..256, an innermost box
+// row that is not a multiple of 16 bytes or is wider than the swizzle span, a row stride that is not a
+// multiple of 16 bytes or reaches 2^40, an address not 16-byte aligned, an element type TMA does not copy.
+// Needs no GPU.
 TensorMapEncoding tensor_map_encoding(const TensorMapRequest &request);
 
 // cuTensorMapEncodeTiled of the encoding of `request`, through the process's driver. Throws as
