@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tensor_map import encode_tensor_map
+
 # The manifest's element type names (lang/types.cpp) and the torch dtypes that hold them.
 TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i32": "int32"}
 FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
@@ -70,6 +72,13 @@ class ScalarArg:
 
 
 @dataclass(frozen=True)
+class TensorMapArg:
+    """A CUtensorMap parameter: the manifest kernel's "tensor_maps" entry of that name, encoded at load time
+    over its buffer's address (apps/gemm/tensor_map.py)."""
+    name: str
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     name: str
     cubin: Path
@@ -78,7 +87,8 @@ class KernelSpec:
     shared_bytes: int
     registers: int
     spill_bytes: int
-    args: tuple[BufferArg | ScalarArg, ...]
+    args: tuple[BufferArg | ScalarArg | TensorMapArg, ...]
+    tensor_maps: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,10 +185,16 @@ def parse_manifest(data: dict, path: Path) -> Manifest:
                 args.append(BufferArg(buffer))
             elif isinstance(a, dict) and "scalar" in a:
                 args.append(_scalar(a, arg_at))
+            elif isinstance(a, dict) and "tensor_map" in a:
+                map_name = _field(a, "tensor_map", str, arg_at)
+                if not any(m.get("name") == map_name for m in k.get("tensor_maps", [])):
+                    raise ManifestError(f"{arg_at}: tensor map '{map_name}' is not among the kernel's tensor_maps")
+                args.append(TensorMapArg(map_name))
             else:
-                raise ManifestError(f"{arg_at}: {a!r} is neither a buffer nor a scalar argument")
+                raise ManifestError(f"{arg_at}: {a!r} is neither a buffer, a scalar nor a tensor map argument")
         kernels.append(KernelSpec(name, cubin, tuple(grid), _count(k, "block", at, 1), _count(k, "shared_bytes", at),
-                                  _count(k, "registers", at), _count(k, "spill_bytes", at), tuple(args)))
+                                  _count(k, "registers", at), _count(k, "spill_bytes", at), tuple(args),
+                                  tuple(k.get("tensor_maps", []))))
     if not kernels:
         raise ManifestError(f"{where}: no kernels to launch")
     return Manifest(path, label, arch, notes, tuple(buffers), tuple(kernels))
@@ -213,13 +229,20 @@ class PackedArgs:
 
     def __init__(self, kernel: KernelSpec, addresses: dict[str, int]):
         self.values = []
+        pointers = []
         for a in kernel.args:
+            if isinstance(a, TensorMapArg):
+                entry = next(m for m in kernel.tensor_maps if m["name"] == a.name)
+                encoded = encode_tensor_map(entry, addresses[entry["buffer"]])
+                self.values.append(encoded)
+                pointers.append(encoded.pointer)
+                continue
             if isinstance(a, BufferArg):
                 self.values.append(ctypes.c_uint64(addresses[a.name]))
             else:
                 self.values.append(SCALAR_CTYPES[a.dtype](a.value))
-        self.array = (ctypes.c_void_p * max(len(self.values), 1))(
-            *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in self.values])
+            pointers.append(ctypes.cast(ctypes.pointer(self.values[-1]), ctypes.c_void_p))
+        self.array = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
 
 
 def describe_cuda_failure(call: str, code: int, name: str, text: str, what: str) -> str:

@@ -104,3 +104,20 @@ TEST_CASE("Hopper schedules that cannot lower are refused with the reason") {
   e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
   CHECK(contains(e, "bytes of shared memory per block"));
 }
+
+TEST_CASE("Hopper GEMM with fused epilogues and batching matches the oracle") {
+  HopperTiling t;
+  t.block_m = 128, t.block_n = 64, t.stages = 2;
+  {
+    Gemm g = make_gemm({.input = bf16, .output = f32, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
+    auto scalars = sizes(g, 70, 88, 72);
+    scalars[g.alpha->name()] = 0.5;
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 5), scalars) < 1e-5);
+  }
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});
+    auto scalars = sizes(g, 70, 64, 96);
+    scalars[g.batch.name()] = 2;
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 6), scalars) < 1e-5);
+  }
+}
