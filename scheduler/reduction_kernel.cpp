@@ -140,6 +140,11 @@ void ReductionKernelBuilder::plan_atom() {
   for (const std::string *n : {&a.i, &a.j, &a.k})
     if (loops_.index(*n) < 0) loops_.dim(*n);
   const bool wgmma = a.atom == MatrixAtom::wgmma;
+  if (wgmma && !req_.target.has_wgmma)
+    fail(
+        "schedule of '{}': the wgmma atom runs on sm_90a, but the program is lowered for {}; use the "
+        "mma_m16n8k16 atom there (apps::schedule_tensor_core)",
+        fname, req_.target.arch);
   if (wgmma) {
     const LoopDim &j = loops_.dims[atom_j_];
     wgmma_n_ = j.constant_extent(fname, "a wgmma atom's N");

@@ -185,6 +185,11 @@ Halide::Expr StagePlan::index_of(const std::vector<Halide::Expr> &coords, const 
 
 Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads,
                      Guards guards) const {
+  if (directive.transport == Transport::tma)
+    fail(
+        "the TMA stage of '{}' is read by threads here, but TMA stages are lowered only as the operands of a "
+        "wgmma atom (MatrixAtom::wgmma, whose main loop issues the copies); use Transport::cp_async",
+        input);
   if (guards != Guards::by_tile) return copy_chunks(iteration, slot, threads, guards == Guards::all);
   // Inside the input, a box needs no guard per chunk: a tile whose whole box is in bounds (every tile but
   // the last along a dimension the tiles do not divide) copies with constant sizes and addresses affine in

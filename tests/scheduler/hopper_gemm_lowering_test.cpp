@@ -99,6 +99,14 @@ TEST_CASE("Hopper schedules that cannot lower are refused with the reason") {
   t.block_n = 256, t.block_m = 256;  // 256 accumulators per thread
   e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
   CHECK(contains(e, "at least 256 registers, but sm_90a allows 255"));
+  e = error_of([&] { lower(g.out, schedule_hopper(g, HopperTiling{}), Target::sm80()); });
+  CHECK(contains(e, "the wgmma atom runs on sm_90a, but the program is lowered for sm_80"));
+  {
+    GemmTiling mma;
+    mma.transport = Transport::tma;
+    e = error_of([&] { lower(g.out, schedule_tensor_core(g, mma), Target::sm90a()); });
+    CHECK(contains(e, "TMA stages are lowered only as the operands of a wgmma atom"));
+  }
   t = HopperTiling{};
   t.block_n = 256, t.stages = 8;
   e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
