@@ -197,11 +197,6 @@ void ReductionKernelBuilder::plan_atom() {
   if (acc.kind == Accumulation::Kind::f32 && state_type != f32)
     fail("schedule of '{}': f32 accumulation needs an f32 sum, but the monoid's state is {}", fname,
          type_name(state_type));
-  if (wgmma && acc.kind == Accumulation::Kind::hybrid)
-    fail(
-        "schedule of '{}': hybrid accumulation is not lowered on the wgmma atom yet; accumulate in f32 or f16, "
-        "or use the mma_m16n8k16 atom",
-        fname);
   summary_ += fmt::format("  matrix atom {} {}.{} -> {} accumulation ({})\n",
                           wgmma ? fmt::format("wgmma.m64n{}k16", wgmma_n_) : std::string("mma.m16n8k16"),
                           type_name(contraction_->a.type), type_name(contraction_->b.type), to_string(acc),
@@ -488,7 +483,8 @@ Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &
   const int dim = static_cast<int>(nest_[position]);
   Stmt body = nest(position + 1, inner);
   if (atom_ && !wgmma_n_ && dim == load_point_) body = block({fragment_loads(), body});
-  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) {
+  // (The wgmma main loop promotes between k-tiles itself: its atoms are still in flight inside one.)
+  if (atom_ && !wgmma_n_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) {
     // Promote the f16 partials into f32 after every `promote_every` k-steps, counted at the innermost
     // reduction loop whose inner k-steps divide that number.
     const int every = req_.schedule->accumulation().promote_every;
@@ -611,7 +607,8 @@ Kernel ReductionKernelBuilder::build() {
     body = Allocate::make("acc", accumulator_type_, Halide::MemoryType::Register,
                           {points * accumulator_elements()}, const_true(), body);
     if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
-      body = Allocate::make("acc.f32", f32, Halide::MemoryType::Register, {points * 4}, const_true(), body);
+      body = Allocate::make("acc.f32", f32, Halide::MemoryType::Register, {points * accumulator_elements()},
+                            const_true(), body);
   } else {
     for (const Component &c : monoid_.state)
       body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {points}, const_true(),
@@ -718,10 +715,26 @@ Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
                      guarded(first_thread && previous + depth < tiles,
                              block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
                                     issue(previous + depth, reuse)}))}));
-  const Stmt body = block({intrinsic::mbarrier_wait(full(t % depth), (t / depth) % 2), intrinsic::wgmma_fence(),
-                           nest(1, [&] { return atom_update(); }), intrinsic::wgmma_commit(),
-                           intrinsic::wgmma_wait(1), release});
-  s.push_back(For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, body));
+  std::vector<Stmt> body = {intrinsic::mbarrier_wait(full(t % depth), (t / depth) % 2), intrinsic::wgmma_fence(),
+                            nest(1, [&] { return atom_update(); }), intrinsic::wgmma_commit(),
+                            intrinsic::wgmma_wait(1), release};
+  const Accumulation accumulation = req_.schedule->accumulation();
+  if (accumulation.kind == Accumulation::Kind::hybrid) {
+    // The f16 partials are promoted into f32 after every promote_every k-steps, which must be whole k-tiles:
+    // the tile's wgmmas are waited for first.
+    int steps = 1;
+    for (size_t p = 1; p < nest_.size(); ++p)
+      if (loops_.dims[nest_[p]].reduction) steps *= loops_.dims[nest_[p]].constant_extent(loops_.func, "k-steps");
+    if (accumulation.promote_every % steps != 0)
+      fail(
+          "schedule of '{}': hybrid accumulation promotes every {} k-steps, but the wgmma main loop promotes "
+          "between k-tiles of {} k-steps; choose a multiple of {}",
+          fname, accumulation.promote_every, steps, steps);
+    const int per = accumulation.promote_every / steps;
+    promote_loop_ = tile;
+    body.push_back(guarded(simplify((t + 1) % per == 0), block({intrinsic::wgmma_wait(0), promote_partials()})));
+  }
+  s.push_back(For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, block(body)));
   s.push_back(intrinsic::wgmma_wait(0));
   summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n", depth,
                           tile_bytes, x.name);
@@ -738,7 +751,7 @@ void ReductionKernelBuilder::check_register_budget() const {
   int bytes = 0;
   if (atom_) {
     bytes = points * accumulator_elements() * accumulator_type_.bytes();
-    if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) bytes += points * 16;
+    if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) bytes += points * accumulator_elements() * 4;
   } else {
     for (const Component &c : monoid_.state) bytes += points * std::max(4, c.type.bytes());
   }

@@ -113,6 +113,33 @@ TEST_CASE("Hopper schedules that cannot lower are refused with the reason") {
   CHECK(contains(e, "bytes of shared memory per block"));
 }
 
+TEST_CASE("Hopper GEMM with hybrid accumulation: f16 wgmma partials promoted into f32 between k-tiles") {
+  Gemm g = make_gemm({.input = f16, .output = f32});
+  HopperTiling t;
+  t.block_m = 128, t.block_n = 64, t.stages = 2;
+  const auto scalars = sizes(g, 100, 72, 520);
+  const auto inputs = random_inputs(g.out, scalars, 9);
+  t.accumulation = Accumulation::fp16();
+  const double f16_error = lowered_error(g.out, schedule_hopper(g, t), inputs, scalars);
+  t.accumulation = Accumulation::hybrid(4);  // one 64-deep k-tile of f16 partials
+  const double hybrid_error = lowered_error(g.out, schedule_hopper(g, t), inputs, scalars);
+  t.accumulation = Accumulation::fp32();
+  const double f32_error = lowered_error(g.out, schedule_hopper(g, t), inputs, scalars);
+  INFO("f16 " << f16_error << ", hybrid " << hybrid_error << ", f32 " << f32_error);
+  // Promoting every k-tile keeps the f16 error of 64-term sums, not of 520-term ones.
+  CHECK(f32_error < 1e-5);
+  CHECK(hybrid_error < f16_error / 2);
+  CHECK(hybrid_error < 2e-3);
+  t.accumulation = Accumulation::hybrid(8);
+  const Kernel k = lower(g.out, schedule_hopper(g, t), Target::sm90a()).kernels[0];
+  const std::string source = cuda::cuda_source(k);
+  CHECK(source.find("wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16") != std::string::npos);
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  t.accumulation = Accumulation::hybrid(6);
+  const std::string e = twist::testing::error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(twist::testing::contains(e, "promotes between k-tiles of 4 k-steps; choose a multiple of 4"));
+}
+
 TEST_CASE("Hopper GEMM with fused epilogues and batching matches the oracle") {
   HopperTiling t;
   t.block_m = 128, t.block_n = 64, t.stages = 2;
