@@ -16,11 +16,14 @@ void plan_tma_boxes(StagePlan &p, const std::string &func) {
     }
   if (width == 0)
     fail(
-        "schedule of '{}': the TMA stage of '{}' has rows of {} elements ({} bytes), which no swizzle allows: "
+        "schedule of '{}': the TMA stage of '{}' has rows of {} elements ({} bytes), which no swizzle "
+        "allows: "
         "the 32, 64 and 128-byte swizzles need rows of a multiple of 32 bytes ({} elements); tile the "
         "contiguous dimension to a multiple of that",
         func, p.input, p.cols, row_bytes, 32 / p.elem_bytes);
-  p.swizzle = width == 128 ? TensorMap::Swizzle::b128 : width == 64 ? TensorMap::Swizzle::b64 : TensorMap::Swizzle::b32;
+  p.swizzle = width == 128  ? TensorMap::Swizzle::b128
+              : width == 64 ? TensorMap::Swizzle::b64
+                            : TensorMap::Swizzle::b32;
   p.box_cols = width / p.elem_bytes;
   for (size_t c = 0; c + 1 < p.box_extent.size(); ++c)
     if (p.box_extent[c] > 256)
@@ -46,15 +49,17 @@ void plan_tma_boxes(StagePlan &p, const std::string &func) {
     const auto *c = Halide::Internal::as_const_int(Halide::Internal::simplify(pitch));
     if (c && *c % elems != 0)
       fail(
-          "schedule of '{}': '{}' has rows of {} elements; TMA needs rows that are a multiple of 16 bytes ({} "
+          "schedule of '{}': '{}' has rows of {} elements; TMA needs rows that are a multiple of 16 bytes "
+          "({} "
           "elements); use Transport::cp_async for it",
           func, p.input, *c, elems);
     if (!c)
       p.requirements.push_back(
           {pitch % elems == 0,
-           fmt::format("the last extent of '{}' ({}) must be a multiple of {} for its TMA copies (global rows "
-                       "are 16-byte aligned); lower with Transport::cp_async for other shapes",
-                       p.input, pitch, elems)});
+           fmt::format(
+               "the last extent of '{}' ({}) must be a multiple of {} for its TMA copies (global rows "
+               "are 16-byte aligned); lower with Transport::cp_async for other shapes",
+               p.input, pitch, elems)});
   }
 }
 

@@ -11,9 +11,9 @@
 #include "apps/gemm/gemm.h"
 #include "backends/cuda/program/gpu_program.h"
 #include "backends/reference/evaluate_funcs.h"
-#include "scheduler/lower.h"
 #include "backends/reference/interpreter/interpreter.h"
 #include "lang/float_formats.h"
+#include "scheduler/lower.h"
 #include "tests/gpu_support.h"
 #include "tests/reference/interpreter/hopper_kernels.h"
 
@@ -77,7 +77,8 @@ TEST_CASE("GPU: TMA + mbarrier + wgmma products match the interpreter's layouts"
 namespace {
 
 // The relative L2 error of the GPU's output against the oracle (exact arithmetic) on the same inputs.
-double hopper_gemm_error(const twist::Func &out, const twist::Schedule &s, const std::map<std::string, double> &scalars,
+double hopper_gemm_error(const twist::Func &out, const twist::Schedule &s,
+                         const std::map<std::string, double> &scalars,
                          const std::map<std::string, HostTensor> &inputs) {
   static twist::cuda::Device device;
   const LoweredProgram p = twist::lower(out, s, twist::Target::sm90a());
@@ -104,18 +105,21 @@ TEST_CASE("GPU: Hopper GEMM (TMA ring, wgmma) on odd shapes, epilogues and batch
   tall.block_m = 256, tall.block_n = 128, tall.stages = 3;  // two 64-row atoms per warpgroup
   for (const twist::Type &type : {twist::f16, twist::bf16}) {
     Gemm g = make_gemm({.input = type, .output = twist::f32, .prefix = twist::type_name(type)});
-    for (const Case &c : {Case{small, 100, 72, 200}, Case{small, 1, 8, 8}, Case{HopperTiling{}, 257, 136, 1000},
-                          Case{wide, 300, 264, 520}, Case{tall, 513, 392, 136}}) {
+    for (const Case &c :
+         {Case{small, 100, 72, 200}, Case{small, 1, 8, 8}, Case{HopperTiling{}, 257, 136, 1000},
+          Case{wide, 300, 264, 520}, Case{tall, 513, 392, 136}}) {
       INFO(twist::type_name(type), " ", c.tiling.name(), " ", c.m, "x", c.n, "x", c.k);
       const std::map<std::string, double> scalars = {{g.M.name(), c.m}, {g.N.name(), c.n}, {g.K.name(), c.k}};
-      const std::map<std::string, HostTensor> inputs = {
-          {g.A.name(), random_normal(type, {c.m, c.k}, 1)}, {g.B.name(), random_normal(type, {c.k, c.n}, 2)}};
+      const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {c.m, c.k}, 1)},
+                                                        {g.B.name(), random_normal(type, {c.k, c.n}, 2)}};
       CHECK(hopper_gemm_error(g.out, schedule_hopper(g, c.tiling), scalars, inputs) < 1e-5);
     }
   }
   {
-    Gemm g = make_gemm({.input = twist::bf16, .output = twist::f32, .epilogue = Epilogue::bias_silu, .prefix = "e"});
-    const std::map<std::string, double> scalars = {{g.M.name(), 300}, {g.N.name(), 200}, {g.K.name(), 256}, {g.alpha->name(), 0.5}};
+    Gemm g = make_gemm(
+        {.input = twist::bf16, .output = twist::f32, .epilogue = Epilogue::bias_silu, .prefix = "e"});
+    const std::map<std::string, double> scalars = {
+        {g.M.name(), 300}, {g.N.name(), 200}, {g.K.name(), 256}, {g.alpha->name(), 0.5}};
     const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::bf16, {300, 256}, 3)},
                                                       {g.B.name(), random_normal(twist::bf16, {256, 200}, 4)},
                                                       {g.bias->name(), random_normal(twist::f32, {200}, 5)}};
@@ -123,9 +127,11 @@ TEST_CASE("GPU: Hopper GEMM (TMA ring, wgmma) on odd shapes, epilogues and batch
   }
   {
     Gemm g = make_gemm({.input = twist::f16, .output = twist::f32, .batched = true, .prefix = "b"});
-    const std::map<std::string, double> scalars = {{g.M.name(), 70}, {g.N.name(), 96}, {g.K.name(), 96}, {g.batch.name(), 3}};
-    const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::f16, {3, 70, 96}, 6)},
-                                                      {g.B.name(), random_normal(twist::f16, {3, 96, 96}, 7)}};
+    const std::map<std::string, double> scalars = {
+        {g.M.name(), 70}, {g.N.name(), 96}, {g.K.name(), 96}, {g.batch.name(), 3}};
+    const std::map<std::string, HostTensor> inputs = {
+        {g.A.name(), random_normal(twist::f16, {3, 70, 96}, 6)},
+        {g.B.name(), random_normal(twist::f16, {3, 96, 96}, 7)}};
     CHECK(hopper_gemm_error(g.out, schedule_hopper(g, small), scalars, inputs) < 1e-5);
   }
 }

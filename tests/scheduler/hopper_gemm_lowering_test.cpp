@@ -66,8 +66,9 @@ TEST_CASE("the Hopper GEMM source holds wgmma, TMA and mbarrier waits, and compi
   CHECK(k.tensor_maps[1].box == std::vector<int>{64, 64});
   const std::string source = cuda::cuda_source(k);
   INFO(source);
-  for (const char *instruction : {"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "cp.async.bulk.tensor.2d",
-                                  "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "wgmma.wait_group.sync.aligned 1"})
+  for (const char *instruction :
+       {"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "cp.async.bulk.tensor.2d",
+        "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "wgmma.wait_group.sync.aligned 1"})
     CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
   for (const std::string &instruction : k.required_instructions)
     CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
@@ -136,7 +137,8 @@ TEST_CASE("Hopper GEMM with hybrid accumulation: f16 wgmma partials promoted int
   CHECK(source.find("wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16") != std::string::npos);
   CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
   t.accumulation = Accumulation::hybrid(6);
-  const std::string e = twist::testing::error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  const std::string e =
+      twist::testing::error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
   CHECK(twist::testing::contains(e, "promotes between k-tiles of 4 k-steps; choose a multiple of 4"));
 }
 
