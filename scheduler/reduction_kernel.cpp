@@ -150,8 +150,8 @@ void ReductionKernelBuilder::plan_atom() {
     wgmma_n_ = j.constant_extent(fname, "a wgmma atom's N");
     if (!hopper::is_wgmma_n(wgmma_n_))
       fail(
-          "schedule of '{}': the wgmma atom's N is the extent of loop '{}', {}, but wgmma.m64nNk16 has N from 8 "
-          "to 256 in steps of 8; tile '{}' to such a width",
+          "schedule of '{}': the wgmma atom's N is the extent of loop '{}', {}, but wgmma.m64nNk16 has N "
+          "from 8 to 256 in steps of 8; tile '{}' to such a width",
           fname, j.name, wgmma_n_, j.name);
   }
   const int want[3] = {wgmma ? 64 : 16, wgmma ? wgmma_n_ : 8, 16};
@@ -160,8 +160,8 @@ void ReductionKernelBuilder::plan_atom() {
     const LoopDim &dim = loops_.dims[dims[d]];
     if (dim.constant_extent(fname, "a matrix atom") != want[d])
       fail(
-          "schedule of '{}': the {} atom covers {} x {} x {} (i, j, k), but loop '{}' has extent {}; split it "
-          "to {}",
+          "schedule of '{}': the {} atom covers {} x {} x {} (i, j, k), but loop '{}' has extent {}; split "
+          "it to {}",
           fname, wgmma ? "wgmma.m64nNk16" : "mma.m16n8k16", want[0], want[1], want[2], dim.name, dim.extent,
           want[d]);
     if (dim.binding != Binding::serial && dim.binding != Binding::unrolled)
@@ -263,8 +263,10 @@ Stmt ReductionKernelBuilder::for_each_point(const std::function<Stmt()> &body) c
     std::vector<Stmt> per_element;
     for (int k = 0; k < accumulator_elements(); ++k) {
       Stmt one = substitute(e, Halide::Expr(k), s);
-      one = LetStmt::make(loops_.dims[atom_j_].name, wgmma_n_ ? wgmma_accumulator_col(k) : accumulator_col(k), one);
-      one = LetStmt::make(loops_.dims[atom_i_].name, wgmma_n_ ? wgmma_accumulator_row(k) : accumulator_row(k), one);
+      one = LetStmt::make(loops_.dims[atom_j_].name, wgmma_n_ ? wgmma_accumulator_col(k) : accumulator_col(k),
+                          one);
+      one = LetStmt::make(loops_.dims[atom_i_].name, wgmma_n_ ? wgmma_accumulator_row(k) : accumulator_row(k),
+                          one);
       per_element.push_back(one);
     }
     s = block(per_element);
@@ -656,8 +658,9 @@ intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionO
   // K-major: 8-row groups of swizzled rows 8 * width bytes apart (the leading offset is unused). MN-major:
   // the same along k, and the boxes of box_cols columns one box apart.
   const int box_bytes = stage->rows * stage->box_cols * stage->elem_bytes;
-  return {stage->buffer, simplify(stage->index_of(coords, slot)), k_major ? 0 : box_bytes, 8 * width,
-          stage->swizzle, !k_major};
+  return {stage->buffer,           simplify(stage->index_of(coords, slot)),
+          k_major ? 0 : box_bytes, 8 * width,
+          stage->swizzle,          !k_major};
 }
 
 Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
@@ -669,18 +672,19 @@ Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
     if (p.directive.transport != Transport::tma) continue;
     if (p.at != tile)
       fail(
-          "schedule of '{}': '{}' is staged by TMA at loop '{}', but the wgmma main loop stages its operands at "
-          "the outermost reduction loop '{}'",
+          "schedule of '{}': '{}' is staged by TMA at loop '{}', but the wgmma main loop stages its operands "
+          "at the outermost reduction loop '{}'",
           fname, p.input, p.directive.at, x.name);
     here.push_back(&p);
   }
-  if (here.empty()) fail("schedule of '{}': the wgmma atom needs its operands staged with Transport::tma", fname);
+  if (here.empty())
+    fail("schedule of '{}': the wgmma atom needs its operands staged with Transport::tma", fname);
   const int depth = here[0]->directive.depth;
   for (const StagePlan *p : here)
     if (p->directive.depth != depth || depth < 2)
       fail(
-          "schedule of '{}': the TMA stages of a wgmma main loop share one ring of 2 or more slots, but '{}' has "
-          "{}; give every TMA stage the same depth, at least 2",
+          "schedule of '{}': the TMA stages of a wgmma main loop share one ring of 2 or more slots, but '{}' "
+          "has {}; give every TMA stage the same depth, at least 2",
           fname, p->input, p->directive.depth);
   int tile_bytes = 0;
   for (const StagePlan *p : here) tile_bytes += p->slot_elems * p->elem_bytes;
@@ -710,21 +714,25 @@ Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
   // Tile t computes on slot t % depth; once its wgmmas are issued, those of tile t - 1 are waited for (one
   // group stays in flight), its slot is released, and the copies of tile t - 1 + depth go into it.
   const Halide::Expr previous = t - 1, reuse = previous % depth;
-  const Stmt release = guarded(
-      t >= 1, block({intrinsic::mbarrier_arrive(empty(reuse)),
-                     guarded(first_thread && previous + depth < tiles,
-                             block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
-                                    issue(previous + depth, reuse)}))}));
-  std::vector<Stmt> body = {intrinsic::mbarrier_wait(full(t % depth), (t / depth) % 2), intrinsic::wgmma_fence(),
-                            nest(1, [&] { return atom_update(); }), intrinsic::wgmma_commit(),
-                            intrinsic::wgmma_wait(1), release};
+  const Stmt release =
+      guarded(t >= 1, block({intrinsic::mbarrier_arrive(empty(reuse)),
+                             guarded(first_thread && previous + depth < tiles,
+                                     block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
+                                            issue(previous + depth, reuse)}))}));
+  std::vector<Stmt> body = {intrinsic::mbarrier_wait(full(t % depth), (t / depth) % 2),
+                            intrinsic::wgmma_fence(),
+                            nest(1, [&] { return atom_update(); }),
+                            intrinsic::wgmma_commit(),
+                            intrinsic::wgmma_wait(1),
+                            release};
   const Accumulation accumulation = req_.schedule->accumulation();
   if (accumulation.kind == Accumulation::Kind::hybrid) {
     // The f16 partials are promoted into f32 after every promote_every k-steps, which must be whole k-tiles:
     // the tile's wgmmas are waited for first.
     int steps = 1;
     for (size_t p = 1; p < nest_.size(); ++p)
-      if (loops_.dims[nest_[p]].reduction) steps *= loops_.dims[nest_[p]].constant_extent(loops_.func, "k-steps");
+      if (loops_.dims[nest_[p]].reduction)
+        steps *= loops_.dims[nest_[p]].constant_extent(loops_.func, "k-steps");
     if (accumulation.promote_every % steps != 0)
       fail(
           "schedule of '{}': hybrid accumulation promotes every {} k-steps, but the wgmma main loop promotes "
@@ -732,12 +740,13 @@ Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
           fname, accumulation.promote_every, steps, steps);
     const int per = accumulation.promote_every / steps;
     promote_loop_ = tile;
-    body.push_back(guarded(simplify((t + 1) % per == 0), block({intrinsic::wgmma_wait(0), promote_partials()})));
+    body.push_back(
+        guarded(simplify((t + 1) % per == 0), block({intrinsic::wgmma_wait(0), promote_partials()})));
   }
   s.push_back(For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, block(body)));
   s.push_back(intrinsic::wgmma_wait(0));
-  summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n", depth,
-                          tile_bytes, x.name);
+  summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n",
+                          depth, tile_bytes, x.name);
   Stmt loop = block(s);
   for (const char *name : {"tma.empty", "tma.full"})
     loop = Allocate::make(name, Halide::UInt(64), Halide::MemoryType::GPUShared, {depth}, const_true(), loop);
@@ -751,7 +760,8 @@ void ReductionKernelBuilder::check_register_budget() const {
   int bytes = 0;
   if (atom_) {
     bytes = points * accumulator_elements() * accumulator_type_.bytes();
-    if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) bytes += points * accumulator_elements() * 4;
+    if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
+      bytes += points * accumulator_elements() * 4;
   } else {
     for (const Component &c : monoid_.state) bytes += points * std::max(4, c.type.bytes());
   }
@@ -760,9 +770,8 @@ void ReductionKernelBuilder::check_register_budget() const {
     fail(
         "schedule of '{}' keeps {} state value(s) per thread in registers, at least {} registers, but {} "
         "allows {} per thread; use smaller register tiles",
-        req_.reduction.name(), points * (atom_ ? accumulator_elements() : int(monoid_.state.size())), registers,
-        req_.target.arch,
-        req_.target.max_registers_per_thread);
+        req_.reduction.name(), points * (atom_ ? accumulator_elements() : int(monoid_.state.size())),
+        registers, req_.target.arch, req_.target.max_registers_per_thread);
 }
 
 }  // namespace

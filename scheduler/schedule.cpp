@@ -22,7 +22,8 @@ const char *to_string(Binding b) {
     case Binding::block_z: return "block.z";
     case Binding::warp: return "warp";
     case Binding::thread: return "thread";
-    case Binding::warpgroup: return "warpgroup";
+    case Binding::warpgroup:
+      return "warpgroup";
   }
   return "?";
 }

@@ -305,9 +305,10 @@ std::string StagePlan::summary() const {
     return fmt::format("  {} <- shared {} [{}] {}, {} B, written back with {}-byte stores of whole rows\n",
                        input, buffer, box, to_string(layout), slot_elems * elem_bytes, copy_bytes);
   if (directive.transport == Transport::tma)
-    return fmt::format("  {} -> shared {} [{}] in {} TMA box(es) of {} columns, {} swizzle, {} B per slot x {} slot(s)\n",
-                       input, buffer, box, cols / box_cols, box_cols, swizzle_name(swizzle), slot_elems * elem_bytes,
-                       directive.depth);
+    return fmt::format(
+        "  {} -> shared {} [{}] in {} TMA box(es) of {} columns, {} swizzle, {} B per slot x {} slot(s)\n",
+        input, buffer, box, cols / box_cols, box_cols, swizzle_name(swizzle), slot_elems * elem_bytes,
+        directive.depth);
   return fmt::format("  {} -> shared {} [{}] {}, {} B per slot x {} slot(s), {}-byte {} copies\n", input,
                      buffer, box, to_string(layout), slot_elems * elem_bytes, directive.depth, copy_bytes,
                      directive.transport == Transport::cp_async ? "cp.async" : "plain");

@@ -40,7 +40,8 @@ struct StagePlan {
   // The tensor map the copies read through, and the copies of the stage loop's iteration `iteration` into
   // `slot`, completing on the mbarrier `barrier` (issued by one thread; out-of-bounds elements read as zero).
   TensorMap tensor_map() const;
-  Stmt tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot, const intrinsic::MbarrierRef &barrier) const;
+  Stmt tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
+                  const intrinsic::MbarrierRef &barrier) const;
 
   int bytes() const { return slot_elems * directive.depth * elem_bytes; }
   // The shared-array index of the element at input coordinates `coords`, in pipeline slot `slot`.

@@ -65,7 +65,8 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
           loops.func, warpgroup_dims[0]->name, (warp_dims.empty() ? thread_dims : warp_dims)[0]->name,
           warp_dims.empty() ? "threads" : "warps");
     int warpgroups = 1;
-    for (const LoopDim *d : warpgroup_dims) warpgroups *= d->constant_extent(loops.func, "binding it to warpgroups");
+    for (const LoopDim *d : warpgroup_dims)
+      warpgroups *= d->constant_extent(loops.func, "binding it to warpgroups");
     m.warps = 4 * warpgroups;
     m.threads = 128 * warpgroups;
     decompose(warpgroup_dims, tid / 128, m.bound_values);

@@ -264,10 +264,12 @@ int export_gemm(const Options &o) {
   if (by_rule)
     for (const char *chosen : {"block", "warp", "stages", "split-k", "min-blocks", "transport"})
       if (o.values.count(chosen))
-        fail("--rule true chooses the tiling (apps/gemm/gemm_rule.h), so --{} cannot be given with it", chosen);
+        fail("--rule true chooses the tiling (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
+             chosen);
   // --atom wgmma: the Hopper schedule (TMA ring, wgmma atoms) with --block MxNxK, --warpgroups and --stages.
   const bool wgmma = o.get("atom", "mma") == "wgmma";
-  if (wgmma && by_rule) fail("--atom wgmma takes its tiling from --block, --warpgroups and --stages, not --rule");
+  if (wgmma && by_rule)
+    fail("--atom wgmma takes its tiling from --block, --warpgroups and --stages, not --rule");
   const apps::GemmTiling tiling =
       by_rule ? apps::gemm_tiling_by_rule({shape[0], shape[1], shape[2], 1, dtype}) : parse_tiling(o);
   apps::HopperTiling hopper;

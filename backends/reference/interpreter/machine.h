@@ -18,7 +18,7 @@ namespace twist::reference::interpreter {
 // The threads that execute a statement together, in ascending order: the block's active mask.
 using ActiveThreads = std::vector<int>;
 // A compiled statement: executes it for every active thread, in lockstep.
-using Exec = std::function<void(const ActiveThreads &)>;
+using Exec = std::function<void(const ActiveThreads&)>;
 
 inline constexpr int kWarpSize = 32;
 
@@ -26,7 +26,7 @@ inline constexpr int kWarpSize = 32;
 // values land in `dst` when a wait completes its group.
 struct PendingCopy {
   static constexpr int kMaxElements = 16;  // 16 bytes of 1-byte elements
-  Array *dst = nullptr;
+  Array* dst = nullptr;
   int64_t dst_index = 0;
   int elements = 0;
   std::array<Real, kMaxElements> values{};
@@ -53,9 +53,9 @@ struct HeldGroups {
 
 class Machine {
  public:
-  Machine(const Kernel &kernel, const InterpretOptions &options);
+  Machine(const Kernel& kernel, const InterpretOptions& options);
 
-  const Kernel &kernel;
+  const Kernel& kernel;
   const InterpretOptions options;
   ExprCompiler compiler;
   const int threads;
@@ -73,15 +73,15 @@ class Machine {
 
   // Keeps a description of a statement for messages; the pointer stays valid as long as the machine.
   Where describe(std::string text);
-  Array &add_array(Array array);
+  Array& add_array(Array array);
 
   // The element `index` of `a` as the current thread sees it, bounds-checked; `access` names the operation
   // for the message ("load", "store", "copy into").
-  int64_t element(const Array &a, Real index, const char *access) const;
-  Real read(Array &a, int64_t element);
-  void write(Array &a, int64_t element, Real value);
+  int64_t element(const Array& a, Real index, const char* access) const;
+  Real read(Array& a, int64_t element);
+  void write(Array& a, int64_t element, Real value);
   // The write of a completed asynchronous copy, made by the thread that issued it.
-  void land_copy(const PendingCopy &copy, int issuer);
+  void land_copy(const PendingCopy& copy, int issuer);
   // An asynchronous operation takes or gives back its hold on an element (see AsyncHold).
   void hold(HeldGroups &groups, Array &a, int64_t index);
   static void release(const AsyncHold &h);
@@ -91,16 +91,16 @@ class Machine {
   void land_tma(Array &a, int64_t element, Real value, const TmaOrigin &origin, int issuer, Where issued_at);
   // The checks an asynchronous copy makes when it is issued into a shared element: the write may land at
   // any moment until it is waited for.
-  void begin_copy_into(Array &a, int64_t element);
+  void begin_copy_into(Array& a, int64_t element);
 
   // "kernel 'k', block (1, 0, 0), thread 5, at `stmt`": where execution is.
   std::string location() const;
 
  private:
-  void check_read(Array &a, int64_t element);
+  void check_read(Array& a, int64_t element);
   // `access` says what the access is, as in "write of" or "cp.async into".
-  void check_write(Array &a, int64_t element, const char *access);
-  [[noreturn]] void in_flight(const Array &a, int64_t element, const char *access) const;
+  void check_write(Array& a, int64_t element, const char* access);
+  [[noreturn]] void in_flight(const Array& a, int64_t element, const char* access) const;
   [[noreturn]] void held_register(const Array &a, int64_t element, const char *access) const;
 
   std::deque<std::string> texts_;

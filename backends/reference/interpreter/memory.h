@@ -12,12 +12,12 @@
 namespace twist::reference::interpreter {
 
 // The text of the statement that made an access, kept for error messages (owned by the Machine).
-using Where = const std::string *;
+using Where = const std::string*;
 
 struct Array;
 
 enum class Space { global, shared, registers };
-const char *space_name(Space space);
+const char* space_name(Space space);
 
 // Who touched one shared element since the last barrier, and which asynchronous copies will still write
 // it: what the race checks compare each new access with.
@@ -89,9 +89,9 @@ struct Array {
 // What an unwritten element holds: NaN for floating-point types, the largest value of an integer type (an
 // index made from it lands out of bounds, a sum with it is visibly wrong), true for bool. GPUs do not clear
 // shared memory or registers, so reading what nobody wrote must not look like a plausible zero.
-Real poison(const Type &t);
+Real poison(const Type& t);
 
 // Fills an array with poison and forgets its access history, as a fresh allocation.
-void reset(Array &a, int threads, bool track_accesses);
+void reset(Array& a, int threads, bool track_accesses);
 
 }  // namespace twist::reference::interpreter
