@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the scripts import e
 
 import accuracy_study  # noqa: E402
 import bench_gemm  # noqa: E402
-from cubin_launcher import (BufferArg, CudaError, ManifestError, PackedArgs, ScalarArg,  # noqa: E402
+from cubin_launcher import (BufferArg, CudaError, ManifestError, PackedArgs, ScalarArg, TensorMapArg,  # noqa: E402
                             describe_cuda_failure, find_manifests, load_manifest, parse_manifest)
 
 
@@ -126,6 +126,20 @@ class ManifestTest(unittest.TestCase):
         bad = gemm_manifest(64, 64, 64)
         bad["kernels"] = []
         self.assertRefused(bad, "no kernels")
+
+    def test_tensor_map_arguments(self):
+        """A TMA kernel's CUtensorMap parameters name entries of its "tensor_maps" (encoded at load time)."""
+        data = gemm_manifest(64, 64, 64, label="tma")
+        kernel = data["kernels"][0]
+        kernel["tensor_maps"] = [{"name": "A_map", "buffer": "A", "dtype": "f16", "extents": [64, 64],
+                                  "strides": [64, 1], "box": [64, 64], "swizzle": 128}]
+        kernel["args"].append({"tensor_map": "A_map"})
+        m = load_manifest(self.dir.add(data))
+        self.assertEqual(m.kernels[0].args[-1], TensorMapArg("A_map"))
+        self.assertEqual(m.kernels[0].tensor_maps[0]["buffer"], "A")
+        kernel["args"][-1] = {"tensor_map": "B_map"}
+        data["label"] = "tma_bad"
+        self.assertRefused(data, "args[6]", "tensor map 'B_map' is not among the kernel's tensor_maps")
 
     def test_not_json(self):
         path = self.dir.path / "notes.json"
