@@ -231,7 +231,7 @@ Exec compile_tma_copy(StatementCompiler &sc, const intrinsic::TmaCopy &op, Where
       const auto found = barrier->mbarriers.find(b);
       if (found == barrier->mbarriers.end())
         fail("the TMA load completes on {}[{}], which mbarrier_init has not initialized", barrier->name, b);
-      for (int64_t e : landing.elements) m->begin_copy_into(*shared, e);
+      for (int64_t e : landing.elements) m->begin_copy_into(*shared, e, true);
       Mbarrier &bar = found->second;
       landing.phase = bar.completed;
       bar.in_flight.push_back(std::move(landing));

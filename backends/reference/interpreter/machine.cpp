@@ -88,13 +88,14 @@ void Machine::write(Array& a, int64_t e, Real value) {
   }
 }
 
-void Machine::begin_copy_into(Array& a, int64_t e) {
+void Machine::begin_copy_into(Array &a, int64_t e, bool by_tma) {
   if (a.accesses.empty()) return;
-  check_write(a, e, "cp.async into");
+  check_write(a, e, by_tma ? "TMA load into" : "cp.async into");
   SharedAccess& access = a.accesses[e];
   ++access.copies_in_flight;
   access.copier = thread;
   access.copied_at = where;
+  access.copied_by_tma = by_tma;
 }
 
 void Machine::land_copy(const PendingCopy& copy, int issuer) {
@@ -113,9 +114,14 @@ void Machine::land_copy(const PendingCopy& copy, int issuer) {
 
 void Machine::in_flight(const Array& a, int64_t e, const char* access) const {
   const SharedAccess& s = a.accesses[e];
+  if (s.copied_by_tma)
+    fail(
+        "{} {}[{}] by thread {} while a TMA load into it (issued by thread {} at {}) is in flight: missing "
+        "mbarrier_wait on the barrier the load completes on",
+        access, a.name, e, thread, s.copier, quoted(s.copied_at));
   fail(
-      "{} {}[{}] by thread {} while an asynchronous copy into it (issued by thread {} at {}) is in flight: "
-      "missing async_wait/barrier after a cp.async, or mbarrier_wait on the barrier of a TMA load",
+      "{} {}[{}] by thread {} while a cp.async into it (issued by thread {} at {}) is in flight: missing "
+      "async_wait/barrier",
       access, a.name, e, thread, s.copier, quoted(s.copied_at));
 }
 

@@ -91,7 +91,7 @@ class Machine {
   void land_tma(Array &a, int64_t element, Real value, const TmaOrigin &origin, int issuer, Where issued_at);
   // The checks an asynchronous copy makes when it is issued into a shared element: the write may land at
   // any moment until it is waited for.
-  void begin_copy_into(Array& a, int64_t element);
+  void begin_copy_into(Array &a, int64_t element, bool by_tma = false);
 
   // "kernel 'k', block (1, 0, 0), thread 5, at `stmt`": where execution is.
   std::string location() const;

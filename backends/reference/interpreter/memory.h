@@ -33,7 +33,8 @@ struct SharedAccess {
   int copies_in_flight = 0;  // cp.async or TMA loads issued into it and not yet completed
   int copier = -1;           // the thread that issued the latest of them
   Where copied_at = nullptr;
-  int async_readers = 0;  // wgmma and TMA stores that read it and are not yet retired by their wait
+  bool copied_by_tma = false;  // whether the latest of them is a TMA load (waited for on its mbarrier)
+  int async_readers = 0;       // wgmma and TMA stores that read it and are not yet retired by their wait
   Where async_read_at = nullptr;
 };
 

@@ -179,7 +179,8 @@ TEST_CASE("the interpreter refuses what the Hopper datapath does not forgive") {
   SUBCASE("a thread reading a stage before its barrier completed") {
     const std::string e = error_running({.read_before_wait = true});
     INFO(e);
-    CHECK(contains(e, "mbarrier_wait on the barrier of a TMA load"));
+    CHECK(contains(e, "while a TMA load into it (issued by thread 0 at `twist.tma_load(\"B_map\""));
+    CHECK(contains(e, "missing mbarrier_wait on the barrier the load completes on"));
   }
   SUBCASE("a wait on a phase that nothing completes") {
     const std::string e = error_running({.skip_expect_tx = true});
