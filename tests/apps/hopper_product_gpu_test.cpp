@@ -92,7 +92,7 @@ double hopper_gemm_error(const twist::Func &out, const twist::Schedule &s,
 
 }  // namespace
 
-TEST_CASE("GPU: Hopper GEMM (TMA ring, wgmma) on odd shapes, epilogues and batching matches the oracle") {
+TEST_CASE("GPU: Hopper GEMM (TMA ring and wgmma) on odd shapes with epilogues and batching matches the oracle") {
   TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA and wgmma");
   using namespace twist::apps;
   struct Case {
