@@ -6,6 +6,7 @@
 
 #include "algebra/builtins.h"
 #include "apps/gemm/gemm.h"
+#include "apps/gemm/gemm_rule.h"
 #include "backends/cuda/program/gpu_program.h"
 #include "backends/reference/evaluate_funcs.h"
 #include "scheduler/lower.h"
@@ -50,9 +51,12 @@ struct Shape {
   int m, n, k;
 };
 
-double run_gemm(const Gemm &g, const GemmTiling &t, Shape s, int samples, uint64_t seed) {
+// `cluster`, when given, launches every kernel in thread-block clusters of that shape (its grid must divide).
+double run_gemm(const Gemm &g, const GemmTiling &t, Shape s, int samples, uint64_t seed,
+                std::array<int, 3> cluster = {1, 1, 1}) {
   static cuda::Device device;
-  const LoweredProgram p = lower(g.out, schedule_tensor_core(g, t), Target::sm90a());
+  LoweredProgram p = lower(g.out, schedule_tensor_core(g, t), Target::sm90a());
+  for (twist::Kernel &k : p.kernels) k.cluster = cluster;
   cuda::GpuProgram gpu(p, device);
   const HostTensor a = reference::random_normal(g.options.input, {s.m, s.k}, seed);
   const HostTensor b = reference::random_normal(g.options.input, {s.k, s.n}, seed + 1);
@@ -137,4 +141,27 @@ TEST_CASE("GPU: split-K and fused epilogues and batching and f16 or hybrid accum
     Gemm g = make_gemm({.input = f16, .output = f32, .prefix = "c"});
     check(g.out, schedule_simt(g, 64, 4, 16), {}, inputs_of(g, {100, 77}, {77, 90}, 5), 1e-5);
   }
+}
+
+TEST_CASE("GPU: the schedule rule's tilings match a double loop on skinny and odd shapes in f16 and bf16") {
+  TWIST_REQUIRE_GPU();
+  for (const Type &type : {f16, bf16}) {
+    Gemm g = make_gemm({.input = type, .output = f32, .prefix = "rule" + type_name(type)});
+    // Every element of the small ones; a sample of the rest (split-K at M = 1 and 16 on 132 SMs).
+    for (auto [s, samples] :
+         {std::pair{Shape{1, 300, 2000}, 0}, std::pair{Shape{16, 100, 4096}, 0},
+          std::pair{Shape{100, 100, 100}, 0}, std::pair{Shape{1, 4096, 4096}, 512},
+          std::pair{Shape{16, 5000, 3000}, 512}, std::pair{Shape{777, 3333, 1240}, 512}}) {
+      const GemmTiling t = gemm_tiling_by_rule({s.m, s.n, s.k, 1, type});
+      INFO(type_name(type), " ", t.name(), " ", s.m, "x", s.n, "x", s.k);
+      CHECK(run_gemm(g, t, s, samples, 23) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("GPU: a GEMM launched in clusters of two blocks through GpuProgram matches a double loop") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "thread-block clusters");
+  Gemm g = make_gemm({.input = f16, .output = f32, .prefix = "cluster"});
+  // 64x64 blocks over N = 256: four blocks in x, two clusters of two.
+  CHECK(run_gemm(g, small_tiling(), Shape{100, 256, 96}, 0, 29, {2, 1, 1}) < 1e-5);
 }

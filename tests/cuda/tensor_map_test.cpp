@@ -2,8 +2,10 @@
 // and the requests the driver would refuse, refused with our message before any driver call.
 #include <doctest/doctest.h>
 
+#include "backends/cuda/runtime/nvrtc_compiler.h"
 #include "backends/cuda/runtime/tensor_map.h"
 #include "lang/error.h"
+#include "tests/cuda/test_kernels.h"
 
 using namespace twist;
 using namespace twist::cuda;
@@ -115,4 +117,11 @@ TEST_CASE(
   r = batched_f16();
   r.element = Halide::Bool();
   refused(r, "TMA does not copy bool elements");
+}
+
+TEST_CASE("the GPU tests' TMA kernel (cp.async.bulk.tensor, mbarrier, cluster rank) compiles for sm_90a") {
+  const CompileResult result = compile(test_kernels::kTmaBoxCopy, "tma_box_copy.cu", {.arch = "sm_90a"});
+  REQUIRE(result.resources.size() == 1);
+  CHECK(result.resources[0].spill_store_bytes == 0);
+  CHECK(result.resources[0].stack_frame_bytes == 0);
 }

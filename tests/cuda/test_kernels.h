@@ -88,4 +88,50 @@ inline const std::string kWriteThrough = R"(
 extern "C" __global__ void write_through(int *p) { p[threadIdx.x] = 1; }
 )";
 
+// One TMA box per block: cp.async.bulk.tensor of a 2-D box of f32 into shared memory aligned to 1024 bytes,
+// completing on an mbarrier, copied out exactly as it lies in shared memory (so a test sees the swizzle);
+// each block also writes how many blocks its cluster has. Dynamic shared memory: box bytes + 1024 + 8.
+inline const std::string kTmaBoxCopy = R"(
+struct alignas(128) CUtensorMap {
+  unsigned long long opaque[16];
+};
+
+// Block b loads the box at column col0, row row0 + b * box_rows into shared memory aligned to 1024 bytes
+// (where the 128-byte swizzle pattern starts), then copies box_elements floats of it out verbatim.
+extern "C" __global__ void tma_box_copy(float *out, int *cluster_blocks, const float *src, int row0, int col0,
+                                        int box_rows, int box_elements, const __grid_constant__ CUtensorMap map) {
+  extern __shared__ unsigned char shared[];
+  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const unsigned tile = (base + 1023u) & ~1023u;
+  const unsigned barrier = tile + box_elements * 4;
+  const float *tile_data = reinterpret_cast<const float *>(shared + (tile - base));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(box_elements * 4)
+                 : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+        "[%4];" ::"r"(tile),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(col0), "r"(row0 + static_cast<int>(blockIdx.x) * box_rows),
+        "r"(barrier)
+        : "memory");
+    unsigned blocks;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));
+    cluster_blocks[blockIdx.x] = static_cast<int>(blocks);
+  }
+  __syncthreads();  // the barrier is initialized before anyone waits on it
+  asm volatile(
+      "{\n"
+      ".reg .pred complete;\n"
+      "wait:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 complete, [%0], 0;\n"
+      "@!complete bra wait;\n"
+      "}\n" ::"r"(barrier)
+      : "memory");
+  for (int i = threadIdx.x; i < box_elements; i += blockDim.x) out[blockIdx.x * box_elements + i] = tile_data[i];
+}
+)";
+
 }  // namespace twist::cuda::test_kernels
