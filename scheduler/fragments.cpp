@@ -10,6 +10,13 @@ Halide::Expr lane() { return intrinsic::thread_index() % 32; }
 // g = lane / 4 picks the row pair, t = lane % 4 the column pair (see intrinsics.h).
 Halide::Expr accumulator_row(int e) { return lane() / 4 + 8 * (e / 2); }
 Halide::Expr accumulator_col(int e) { return (lane() % 4) * 2 + e % 2; }
+Halide::Expr wgmma_accumulator_row(int e) {
+  const Halide::Expr t = intrinsic::thread_index() % 128;
+  return (t / 32) * 16 + (t % 32) / 4 + 8 * ((e % 4) / 2);
+}
+Halide::Expr wgmma_accumulator_col(int e) {
+  return 8 * (e / 4) + (lane() % 4) * 2 + e % 2;
+}
 
 LdmatrixRow ldmatrix_row(AtomOperand op, bool k_contiguous) {
   // Lanes 8m..8m+7 give the rows of matrix m. A's four matrices are (other, k) blocks (0,0), (1,0), (0,1),

@@ -18,6 +18,11 @@ Halide::Expr lane();
 Halide::Expr accumulator_row(int e);
 Halide::Expr accumulator_col(int e);
 
+// The wgmma accumulator element e (0 .. N/2 - 1) of the calling thread sits at (row, col) of its warpgroup's
+// 64 x N tile (hopper::accumulator_position).
+Halide::Expr wgmma_accumulator_row(int e);
+Halide::Expr wgmma_accumulator_col(int e);
+
 // An operand of the atom: A (16 rows by 16 k) or B (16 k by 8 columns). Its fragment holds pairs of
 // elements along k. `other` is its non-k dimension.
 enum class AtomOperand { a, b };

@@ -94,6 +94,171 @@ std::optional<AtomicAdd> as_atomic_add(const Stmt &s) {
   return AtomicAdd{name_of(c->args[0]), c->args[1], c->args[2]};
 }
 
+Stmt mbarrier_init(const MbarrierRef &b, int arrivals) {
+  TWIST_CHECK(arrivals > 0, "an mbarrier expects at least one arrival, not {}", arrivals);
+  return make("mbarrier_init", {name(b.array), b.index, arrivals});
+}
+
+Stmt mbarrier_arrive(const MbarrierRef &b, Expr expect_tx_bytes) {
+  if (!expect_tx_bytes.defined()) return make("mbarrier_arrive", {name(b.array), b.index});
+  return make("mbarrier_arrive_expect_tx", {name(b.array), b.index, std::move(expect_tx_bytes)});
+}
+
+Stmt mbarrier_wait(const MbarrierRef &b, Expr parity) {
+  return make("mbarrier_wait", {name(b.array), b.index, std::move(parity)});
+}
+
+std::optional<MbarrierOp> as_mbarrier(const Stmt &s) {
+  using Kind = MbarrierOp::Kind;
+  if (const Call *c = match(s, "mbarrier_init"))
+    return MbarrierOp{Kind::init, {name_of(c->args[0]), c->args[1]}, int_of(c->args[2]), Expr(), Expr()};
+  if (const Call *c = match(s, "mbarrier_arrive"))
+    return MbarrierOp{Kind::arrive, {name_of(c->args[0]), c->args[1]}, 0, Expr(), Expr()};
+  if (const Call *c = match(s, "mbarrier_arrive_expect_tx"))
+    return MbarrierOp{Kind::arrive, {name_of(c->args[0]), c->args[1]}, 0, c->args[2], Expr()};
+  if (const Call *c = match(s, "mbarrier_wait"))
+    return MbarrierOp{Kind::wait, {name_of(c->args[0]), c->args[1]}, 0, Expr(), c->args[2]};
+  return std::nullopt;
+}
+
+Stmt tma_copy(const TmaCopy &c) {
+  const size_t dims = c.coordinates.size();
+  TWIST_CHECK(dims >= 1 && dims <= 5, "a TMA copy has 1 to 5 coordinates, not {}", dims);
+  TWIST_CHECK(c.load == !c.barrier.array.empty(), "a TMA load names an mbarrier and a store does not");
+  std::vector<Expr> args = {name(c.tensor_map), name(c.shared), c.shared_index};
+  if (c.load) {
+    args.push_back(name(c.barrier.array));
+    args.push_back(c.barrier.index);
+  }
+  args.insert(args.end(), c.coordinates.begin(), c.coordinates.end());
+  return make(c.load ? "tma_load" : "tma_store", args);
+}
+
+std::optional<TmaCopy> as_tma_copy(const Stmt &s) {
+  const Call *c = match(s, "tma_load");
+  const bool load = c != nullptr;
+  if (!c) c = match(s, "tma_store");
+  if (!c) return std::nullopt;
+  TmaCopy copy{load, name_of(c->args[0]), name_of(c->args[1]), c->args[2], {}, {}};
+  size_t first = 3;
+  if (load) {
+    copy.barrier = {name_of(c->args[3]), c->args[4]};
+    first = 5;
+  }
+  copy.coordinates.assign(c->args.begin() + static_cast<std::ptrdiff_t>(first), c->args.end());
+  return copy;
+}
+
+Stmt tma_store_commit() {
+  return make("tma_store_commit", {});
+}
+Stmt tma_store_wait(int pending) {
+  return make("tma_store_wait", {pending});
+}
+bool is_tma_store_commit(const Stmt &s) {
+  return match(s, "tma_store_commit") != nullptr;
+}
+std::optional<int> as_tma_store_wait(const Stmt &s) {
+  const Call *c = match(s, "tma_store_wait");
+  if (!c) return std::nullopt;
+  return int_of(c->args[0]);
+}
+
+Stmt fence_proxy_async() {
+  return make("fence_proxy_async", {});
+}
+bool is_fence_proxy_async(const Stmt &s) {
+  return match(s, "fence_proxy_async") != nullptr;
+}
+
+namespace {
+
+void push_operand(std::vector<Expr> &args, const WgmmaOperand &o) {
+  args.insert(args.end(), {name(o.array), o.index, o.leading_bytes, o.stride_bytes,
+                           static_cast<int>(o.swizzle), Expr(o.mn_major ? 1 : 0)});
+}
+
+WgmmaOperand operand_at(const Call *c, size_t first) {
+  const auto &a = c->args;
+  return {name_of(a[first]),
+          a[first + 1],
+          int_of(a[first + 2]),
+          int_of(a[first + 3]),
+          static_cast<TensorMap::Swizzle>(int_of(a[first + 4])),
+          int_of(a[first + 5]) != 0};
+}
+
+constexpr size_t kOperandArgs = 6;
+
+}  // namespace
+
+// Arguments: n, d, d_index, accumulate, then B's operand, then A's: either its operand or the register
+// array and index.
+Stmt wgmma(const Wgmma &w) {
+  TWIST_CHECK(w.a.has_value() == w.a_registers.empty(), "a wgmma's A is in shared memory or in registers");
+  std::vector<Expr> args = {w.n, name(w.d), w.d_index, w.accumulate};
+  push_operand(args, w.b);
+  if (w.a) {
+    push_operand(args, *w.a);
+  } else {
+    args.push_back(name(w.a_registers));
+    args.push_back(w.a_index);
+  }
+  return make("wgmma", args);
+}
+
+std::optional<Wgmma> as_wgmma(const Stmt &s) {
+  const Call *c = match(s, "wgmma");
+  if (!c) return std::nullopt;
+  Wgmma w;
+  w.n = int_of(c->args[0]);
+  w.d = name_of(c->args[1]);
+  w.d_index = c->args[2];
+  w.accumulate = c->args[3];
+  w.b = operand_at(c, 4);
+  const size_t a_first = 4 + kOperandArgs;
+  if (c->args.size() == a_first + kOperandArgs) {
+    w.a = operand_at(c, a_first);
+  } else {
+    w.a_registers = name_of(c->args[a_first]);
+    w.a_index = c->args[a_first + 1];
+  }
+  return w;
+}
+
+Stmt wgmma_fence() {
+  return make("wgmma_fence", {});
+}
+Stmt wgmma_commit() {
+  return make("wgmma_commit", {});
+}
+Stmt wgmma_wait(int pending) {
+  return make("wgmma_wait", {pending});
+}
+bool is_wgmma_fence(const Stmt &s) {
+  return match(s, "wgmma_fence") != nullptr;
+}
+bool is_wgmma_commit(const Stmt &s) {
+  return match(s, "wgmma_commit") != nullptr;
+}
+std::optional<int> as_wgmma_wait(const Stmt &s) {
+  const Call *c = match(s, "wgmma_wait");
+  if (!c) return std::nullopt;
+  return int_of(c->args[0]);
+}
+
+Stmt setmaxnreg(int registers, bool increase) {
+  TWIST_CHECK(registers >= 24 && registers <= 256 && registers % 8 == 0,
+              "setmaxnreg takes 24 to 256 registers in steps of 8, not {}", registers);
+  return make("setmaxnreg", {registers, Expr(increase ? 1 : 0)});
+}
+
+std::optional<SetMaxNreg> as_setmaxnreg(const Stmt &s) {
+  const Call *c = match(s, "setmaxnreg");
+  if (!c) return std::nullopt;
+  return SetMaxNreg{int_of(c->args[0]), int_of(c->args[1]) != 0};
+}
+
 bool is_intrinsic(const Stmt &s) {
   const auto *e = s.as<Evaluate>();
   const auto *c = e ? e->value.as<Call>() : nullptr;

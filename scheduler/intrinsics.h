@@ -9,6 +9,9 @@
 
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "scheduler/loop_nest.h"
 
 namespace twist::intrinsic {
 
@@ -86,6 +89,105 @@ struct AtomicAdd {
 };
 Stmt atomic_add(const AtomicAdd &a);
 std::optional<AtomicAdd> as_atomic_add(const Stmt &s);
+
+// ---- The Hopper (sm_90) asynchronous datapath ----
+// mbarriers are 64-bit objects, elements of a shared array of u64 (Halide::UInt(64)). A barrier's phase
+// completes when its pending arrivals reach zero and every transaction byte it expects has arrived; it then
+// starts the next phase with the arrival count it was initialized with.
+struct MbarrierRef {
+  std::string array;
+  Expr index;
+};
+// By one thread: the barrier starts phase 0 expecting `arrivals` arrivals.
+Stmt mbarrier_init(const MbarrierRef &b, int arrivals);
+// Each executing thread arrives once; with `expect_tx_bytes` defined, it first adds that many bytes to the
+// transaction count the phase waits for (mbarrier.arrive.expect_tx).
+Stmt mbarrier_arrive(const MbarrierRef &b, Expr expect_tx_bytes = Expr());
+// Waits (mbarrier.try_wait.parity in a loop) until the phase of parity `parity` (0 or 1) has completed: the
+// barrier's current phase has the other parity. A thread passes the phases of a barrier in order, flipping
+// its parity after each wait.
+Stmt mbarrier_wait(const MbarrierRef &b, Expr parity);
+struct MbarrierOp {
+  enum class Kind { init, arrive, wait } kind;
+  MbarrierRef barrier;
+  int arrivals = 0;      // init
+  Expr expect_tx_bytes;  // arrive: undefined for a plain arrive
+  Expr parity;           // wait
+};
+std::optional<MbarrierOp> as_mbarrier(const Stmt &s);
+
+// A TMA tile copy (cp.async.bulk.tensor) between global memory, described by the kernel's tensor map
+// `tensor_map` (Kernel::tensor_maps), and a dense box in shared memory starting at element `shared_index`
+// of `shared`. `coordinates` are the box's first element in the tensor, one per tensor-map dimension,
+// dimension 0 outermost (the PTX operand lists them innermost first). The box lands in shared memory laid
+// out row-major and swizzled by the map's swizzle (hopper_layouts.h). A load fills out-of-bounds elements
+// with zero and completes its bytes on the mbarrier `barrier` (issued by one thread); a store writes only
+// the in-bounds elements and belongs to the issuing thread's bulk groups (tma_store_commit/wait).
+struct TmaCopy {
+  bool load = true;
+  std::string tensor_map;
+  std::string shared;
+  Expr shared_index;
+  std::vector<Expr> coordinates;
+  MbarrierRef barrier;  // loads only
+};
+Stmt tma_copy(const TmaCopy &c);
+std::optional<TmaCopy> as_tma_copy(const Stmt &s);
+// cp.async.bulk.commit_group and cp.async.bulk.wait_group.read: the stores' groups, as async_commit/wait.
+Stmt tma_store_commit();
+Stmt tma_store_wait(int pending);
+bool is_tma_store_commit(const Stmt &s);
+std::optional<int> as_tma_store_wait(const Stmt &s);
+
+// fence.proxy.async.shared::cta: this thread's writes to shared memory become visible to the asynchronous
+// proxy (TMA stores and wgmma read shared memory through it).
+Stmt fence_proxy_async();
+bool is_fence_proxy_async(const Stmt &s);
+
+// A wgmma operand in shared memory: the descriptor of the tile whose element 0 is shared[index] (see
+// hopper_layouts.h for the fields and the layouts they describe).
+struct WgmmaOperand {
+  std::string array;
+  Expr index;
+  int leading_bytes = 0, stride_bytes = 0;
+  TensorMap::Swizzle swizzle = TensorMap::Swizzle::none;
+  bool mn_major = false;
+};
+// wgmma.mma_async.sync.aligned.m64n{n}k16, by a whole warpgroup (128 threads, the first a multiple of 128):
+// D = A * B + (accumulate ? D : 0), A 64 x 16 and B 16 x n in f16 or bf16, D 64 x n in f32 (or f16 for f16
+// inputs). D is the register array d[d_index ...] (n / 2 elements per thread, hopper::accumulator_position);
+// A comes from shared memory (`a`) or from registers (`a_registers` at a_index, 8 elements per thread,
+// hopper::register_a_position); B from shared memory. The instruction is asynchronous: its accumulators
+// (and register A) must not be touched, nor the shared tiles it reads be overwritten, until a
+// wgmma_wait retires its group; a wgmma_fence must separate register writes from the wgmma that reads them.
+struct Wgmma {
+  int n = 0;
+  std::string d;
+  Expr d_index;
+  std::optional<WgmmaOperand> a;
+  std::string a_registers;
+  Expr a_index;
+  WgmmaOperand b;
+  Expr accumulate;  // i32 or bool: 0 overwrites D
+};
+Stmt wgmma(const Wgmma &w);
+std::optional<Wgmma> as_wgmma(const Stmt &s);
+// wgmma.fence, wgmma.commit_group and wgmma.wait_group, each by a whole warpgroup.
+Stmt wgmma_fence();
+Stmt wgmma_commit();
+Stmt wgmma_wait(int pending);
+bool is_wgmma_fence(const Stmt &s);
+bool is_wgmma_commit(const Stmt &s);
+std::optional<int> as_wgmma_wait(const Stmt &s);
+
+// setmaxnreg.{inc,dec}.sync.aligned.u32 `registers`, by a whole warpgroup: a producer warpgroup gives
+// registers back, consumers take them (24 to 256, a multiple of 8).
+Stmt setmaxnreg(int registers, bool increase);
+struct SetMaxNreg {
+  int registers;
+  bool increase;
+};
+std::optional<SetMaxNreg> as_setmaxnreg(const Stmt &s);
 
 bool is_barrier(const Stmt &s);
 bool is_async_commit(const Stmt &s);

@@ -70,6 +70,8 @@ Kernel assemble_kernel(const ReductionKernelRequest &request, Stmt body, const s
       simplify_exprs(share_address_bases(define_bound_loops(mapping, body), mapping.threads)));
   k.required_instructions.insert(k.required_instructions.end(), instructions.begin(), instructions.end());
   k.schedule_summary = summary;
+  for (const StagePlan &p : stages)
+    if (p.directive.transport == Transport::tma) k.tensor_maps.push_back(p.tensor_map());
   collect_arguments(*request.graph, k, request.output_buffers, request.intermediates);
   return k;
 }

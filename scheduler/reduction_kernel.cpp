@@ -9,6 +9,7 @@
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/fragments.h"
+#include "scheduler/hopper_layouts.h"
 #include "scheduler/intrinsics.h"
 #include "scheduler/kernel_assembly.h"
 #include "scheduler/loops.h"
@@ -48,6 +49,12 @@ class ReductionKernelBuilder {
   // The staged k-tile loop of a tensor-core reduction with its fragment loads software-pipelined (see the
   // definition), or an undefined Stmt when the loops do not have that shape.
   Stmt pipelined_mainloop();
+  // The k-tile loop of a wgmma reduction: TMA copies into a ring of slots with full and empty mbarriers,
+  // wgmma atoms reading the slots through descriptors.
+  Stmt tma_wgmma_mainloop();
+  intrinsic::WgmmaOperand wgmma_operand(const ContractionOperand &operand) const;
+  // Accumulator elements per thread and register point: 4 for mma.m16n8k16, N / 2 for wgmma.
+  int accumulator_elements() const { return wgmma_n_ > 0 ? wgmma_n_ / 2 : 4; }
   int fragment_count(const std::vector<int> &dims) const;
   Stmt promote_partials() const;
   Stmt fold_update();
@@ -75,6 +82,7 @@ class ReductionKernelBuilder {
   // Matrix atom.
   bool atom_ = false;
   int atom_i_ = -1, atom_j_ = -1, atom_k_ = -1;
+  int wgmma_n_ = 0;  // the wgmma atom's N; 0 for mma.m16n8k16
   std::optional<Contraction> contraction_;
   Type accumulator_type_;
   int load_point_ = -1;    // the loop (index into dims) at the top of whose body fragments are loaded
@@ -126,15 +134,31 @@ void ReductionKernelBuilder::plan_atom() {
   atom_i_ = loops_.index(a.i), atom_j_ = loops_.index(a.j), atom_k_ = loops_.index(a.k);
   for (const std::string *n : {&a.i, &a.j, &a.k})
     if (loops_.index(*n) < 0) loops_.dim(*n);
-  const int want[3] = {16, 8, 16};
+  const bool wgmma = a.atom == MatrixAtom::wgmma;
+  if (wgmma && !req_.target.has_wgmma)
+    fail(
+        "schedule of '{}': the wgmma atom runs on sm_90a, but the program is lowered for {}; use the "
+        "mma_m16n8k16 atom there (apps::schedule_tensor_core)",
+        fname, req_.target.arch);
+  if (wgmma) {
+    const LoopDim &j = loops_.dims[atom_j_];
+    wgmma_n_ = j.constant_extent(fname, "a wgmma atom's N");
+    if (!hopper::is_wgmma_n(wgmma_n_))
+      fail(
+          "schedule of '{}': the wgmma atom's N is the extent of loop '{}', {}, but wgmma.m64nNk16 has N "
+          "from 8 to 256 in steps of 8; tile '{}' to such a width",
+          fname, j.name, wgmma_n_, j.name);
+  }
+  const int want[3] = {wgmma ? 64 : 16, wgmma ? wgmma_n_ : 8, 16};
   const int dims[3] = {atom_i_, atom_j_, atom_k_};
   for (int d = 0; d < 3; ++d) {
     const LoopDim &dim = loops_.dims[dims[d]];
     if (dim.constant_extent(fname, "a matrix atom") != want[d])
       fail(
-          "schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16 (i, j, k), but loop '{}' has extent "
-          "{}; split it to {}",
-          fname, dim.name, dim.extent, want[d]);
+          "schedule of '{}': the {} atom covers {} x {} x {} (i, j, k), but loop '{}' has extent {}; split "
+          "it to {}",
+          fname, wgmma ? "wgmma.m64nNk16" : "mma.m16n8k16", want[0], want[1], want[2], dim.name, dim.extent,
+          want[d]);
     if (dim.binding != Binding::serial && dim.binding != Binding::unrolled)
       fail("schedule of '{}': loop '{}' of the matrix atom must not be bound to {}", fname, dim.name,
            to_string(dim.binding));
@@ -168,7 +192,8 @@ void ReductionKernelBuilder::plan_atom() {
   if (acc.kind == Accumulation::Kind::f32 && state_type != f32)
     fail("schedule of '{}': f32 accumulation needs an f32 sum, but the monoid's state is {}", fname,
          type_name(state_type));
-  summary_ += fmt::format("  matrix atom mma.m16n8k16 {}.{} -> {} accumulation ({})\n",
+  summary_ += fmt::format("  matrix atom {} {}.{} -> {} accumulation ({})\n",
+                          wgmma ? fmt::format("wgmma.m64n{}k16", wgmma_n_) : std::string("mma.m16n8k16"),
                           type_name(contraction_->a.type), type_name(contraction_->b.type), to_string(acc),
                           type_name(state_type));
 }
@@ -231,10 +256,12 @@ Stmt ReductionKernelBuilder::for_each_point(const std::function<Stmt()> &body) c
     // accumulator_col(e)).
     const std::string e = "acc.e";
     std::vector<Stmt> per_element;
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < accumulator_elements(); ++k) {
       Stmt one = substitute(e, Halide::Expr(k), s);
-      one = LetStmt::make(loops_.dims[atom_j_].name, accumulator_col(k), one);
-      one = LetStmt::make(loops_.dims[atom_i_].name, accumulator_row(k), one);
+      one = LetStmt::make(loops_.dims[atom_j_].name, wgmma_n_ ? wgmma_accumulator_col(k) : accumulator_col(k),
+                          one);
+      one = LetStmt::make(loops_.dims[atom_i_].name, wgmma_n_ ? wgmma_accumulator_row(k) : accumulator_row(k),
+                          one);
       per_element.push_back(one);
     }
     s = block(per_element);
@@ -246,11 +273,11 @@ Stmt ReductionKernelBuilder::for_each_point(const std::function<Stmt()> &body) c
   return s;
 }
 
-// In atom mode a point's state lives at acc[register_index * 4 + e].
+// In atom mode a point's state lives at acc[register_index * accumulator_elements() + e].
 std::vector<Halide::Expr> ReductionKernelBuilder::state_values() const {
   std::vector<Halide::Expr> values;
   if (atom_) {
-    const Halide::Expr index = register_index(register_dims_) * 4 + var("acc.e");
+    const Halide::Expr index = register_index(register_dims_) * accumulator_elements() + var("acc.e");
     const bool hybrid = req_.schedule->accumulation().kind == Accumulation::Kind::hybrid;
     Halide::Expr v = load(hybrid ? f32 : accumulator_type_, hybrid ? "acc.f32" : "acc", index);
     values.push_back(Halide::cast(monoid_.state[0].type, v));
@@ -266,7 +293,7 @@ Stmt ReductionKernelBuilder::init_states() const {
   return for_each_point([&] {
     std::vector<Stmt> inits;
     if (atom_) {
-      const Halide::Expr index = register_index(register_dims_) * 4 + var("acc.e");
+      const Halide::Expr index = register_index(register_dims_) * accumulator_elements() + var("acc.e");
       inits.push_back(store("acc", make_zero(accumulator_type_), index));
       if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
         inits.push_back(store("acc.f32", make_zero(f32), index));
@@ -296,6 +323,16 @@ Stmt ReductionKernelBuilder::fold_update() {
 }
 
 Stmt ReductionKernelBuilder::atom_update() {
+  if (wgmma_n_) {
+    intrinsic::Wgmma w;
+    w.n = wgmma_n_;
+    w.d = "acc";
+    w.d_index = register_index(register_dims_) * accumulator_elements();
+    w.a = wgmma_operand(contraction_->a);
+    w.b = wgmma_operand(contraction_->b);
+    w.accumulate = 1;  // the accumulators start at zero (init_states)
+    return intrinsic::wgmma(w);
+  }
   const Halide::Expr acc = register_index(register_dims_) * 4;
   const Halide::Expr slice = fragment_slices_ > 1 ? loops_.dims[load_point_].var() : Halide::Expr(0);
   return intrinsic::mma({"acc", "frag.a", "frag.b", "acc", acc,
@@ -420,7 +457,7 @@ Stmt ReductionKernelBuilder::fragment_loads(const Halide::Expr &slice) {
 
 Stmt ReductionKernelBuilder::promote_partials() const {
   return for_each_point([&] {
-    const Halide::Expr index = register_index(register_dims_) * 4 + var("acc.e");
+    const Halide::Expr index = register_index(register_dims_) * accumulator_elements() + var("acc.e");
     return block(
         {store("acc.f32", load(f32, "acc.f32", index) + Halide::cast(f32, load(f16, "acc", index)), index),
          store("acc", make_zero(f16), index)});
@@ -443,8 +480,9 @@ Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &
   if (position == nest_.size()) return inner();
   const int dim = static_cast<int>(nest_[position]);
   Stmt body = nest(position + 1, inner);
-  if (atom_ && dim == load_point_) body = block({fragment_loads(), body});
-  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) {
+  if (atom_ && !wgmma_n_ && dim == load_point_) body = block({fragment_loads(), body});
+  // (The wgmma main loop promotes between k-tiles itself: its atoms are still in flight inside one.)
+  if (atom_ && !wgmma_n_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) {
     // Promote the f16 partials into f32 after every `promote_every` k-steps, counted at the innermost
     // reduction loop whose inner k-steps divide that number.
     const int every = req_.schedule->accumulation().promote_every;
@@ -533,7 +571,7 @@ Kernel ReductionKernelBuilder::build() {
     }
   }
 
-  Stmt reduction = pipelined_mainloop();
+  Stmt reduction = wgmma_n_ ? tma_wgmma_mainloop() : pipelined_mainloop();
   if (!reduction.defined()) reduction = nest(0, [&] { return atom_ ? atom_update() : fold_update(); });
   if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid && promote_loop_ < 0) {
     std::string steps;
@@ -557,15 +595,18 @@ Kernel ReductionKernelBuilder::build() {
   // Register arrays for the states (or accumulators and fragments), around the reduction.
   int points = 1;
   for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
-  if (atom_) {
+  if (atom_ && !wgmma_n_) {
     body = Allocate::make("frag.a", contraction_->a.type, Halide::MemoryType::Register,
                           {fragment_slices_ * fragment_count(a_dims_) * 8}, const_true(), body);
     body = Allocate::make("frag.b", contraction_->b.type, Halide::MemoryType::Register,
                           {fragment_slices_ * fragment_count(b_dims_) * 4}, const_true(), body);
-    body = Allocate::make("acc", accumulator_type_, Halide::MemoryType::Register, {points * 4}, const_true(),
-                          body);
+  }
+  if (atom_) {
+    body = Allocate::make("acc", accumulator_type_, Halide::MemoryType::Register,
+                          {points * accumulator_elements()}, const_true(), body);
     if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
-      body = Allocate::make("acc.f32", f32, Halide::MemoryType::Register, {points * 4}, const_true(), body);
+      body = Allocate::make("acc.f32", f32, Halide::MemoryType::Register, {points * accumulator_elements()},
+                            const_true(), body);
   } else {
     for (const Component &c : monoid_.state)
       body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {points}, const_true(),
@@ -579,10 +620,133 @@ Kernel ReductionKernelBuilder::build() {
   }
   check_register_budget();
   std::vector<std::string> instructions;
-  if (atom_) instructions = {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col"};
+  if (atom_ && !wgmma_n_) instructions = {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col"};
+  if (wgmma_n_)
+    instructions = {fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16", wgmma_n_), "cp.async.bulk.tensor",
+                    "mbarrier.try_wait.parity"};
   std::vector<StagePlan> plans = stages_;
   plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
   return assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
+}
+
+intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionOperand &operand) const {
+  const StagePlan *stage = nullptr;
+  for (const StagePlan &p : stages_)
+    if (p.input == operand.input) stage = &p;
+  if (!stage || stage->directive.transport != Transport::tma)
+    fail(
+        "schedule of '{}': the wgmma atom reads '{}' from shared memory through a matrix descriptor, so '{}' "
+        "must be staged with Transport::tma",
+        req_.reduction.name(), operand.input, operand.input);
+  // The operand's tile starts where the atom's loops are 0; it is K-major when its contiguous (last)
+  // coordinate moves with the atom's k.
+  std::vector<Halide::Expr> coords;
+  bool k_major = false;
+  for (size_t c = 0; c < operand.coords.size(); ++c) {
+    Halide::Expr e = simplify(lowering_.lower(operand.coords[c]));
+    if (c + 1 == operand.coords.size()) k_major = expr_uses_var(e, loops_.dims[atom_k_].name);
+    for (int d : {atom_i_, atom_j_, atom_k_}) e = substitute(loops_.dims[d].name, Halide::Expr(0), e);
+    coords.push_back(simplify(e));
+  }
+  const int width = hopper::swizzle_bytes(stage->swizzle);
+  const Halide::Expr slot =
+      stage->directive.depth > 1 ? var(stage->directive.at) % stage->directive.depth : Halide::Expr(0);
+  // K-major: 8-row groups of swizzled rows 8 * width bytes apart (the leading offset is unused). MN-major:
+  // the same along k, and the boxes of box_cols columns one box apart.
+  const int box_bytes = stage->rows * stage->box_cols * stage->elem_bytes;
+  return {stage->buffer,           simplify(stage->index_of(coords, slot)),
+          k_major ? 0 : box_bytes, 8 * width,
+          stage->swizzle,          !k_major};
+}
+
+Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
+  const std::string &fname = req_.reduction.name();
+  const int tile = static_cast<int>(nest_[0]);
+  const LoopDim &x = loops_.dims[tile];
+  std::vector<const StagePlan *> here;
+  for (const StagePlan &p : stages_) {
+    if (p.directive.transport != Transport::tma) continue;
+    if (p.at != tile)
+      fail(
+          "schedule of '{}': '{}' is staged by TMA at loop '{}', but the wgmma main loop stages its operands "
+          "at the outermost reduction loop '{}'",
+          fname, p.input, p.directive.at, x.name);
+    here.push_back(&p);
+  }
+  if (here.empty())
+    fail("schedule of '{}': the wgmma atom needs its operands staged with Transport::tma", fname);
+  const int depth = here[0]->directive.depth;
+  for (const StagePlan *p : here)
+    if (p->directive.depth != depth || depth < 2)
+      fail(
+          "schedule of '{}': the TMA stages of a wgmma main loop share one ring of 2 or more slots, but '{}' "
+          "has {}; give every TMA stage the same depth, at least 2",
+          fname, p->input, p->directive.depth);
+  int tile_bytes = 0;
+  for (const StagePlan *p : here) tile_bytes += p->slot_elems * p->elem_bytes;
+  const Halide::Expr t = x.var(), tiles = x.extent, first_thread = intrinsic::thread_index() == 0;
+  auto full = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.full", slot}; };
+  auto empty = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.empty", slot}; };
+  // One thread expects the tile's bytes on the slot's full barrier and issues its copies.
+  auto issue = [&](const Halide::Expr &k_tile, const Halide::Expr &slot) {
+    std::vector<Stmt> s = {intrinsic::mbarrier_arrive(full(slot), tile_bytes)};
+    for (const StagePlan *p : here) s.push_back(p->tma_copies(k_tile, slot, full(slot)));
+    return block(s);
+  };
+  auto each_slot = [&](const std::function<Stmt(const Halide::Expr &)> &body) {
+    return For::make("tma.slot", 0, depth, ForType::Unrolled, Halide::DeviceAPI::None, body(var("tma.slot")));
+  };
+  // The full barrier of a slot completes when its tile has landed (one arrival and the bytes); the empty one
+  // when every thread's wgmmas have finished reading it.
+  std::vector<Stmt> s;
+  s.push_back(guarded(first_thread, each_slot([&](const Halide::Expr &slot) {
+                        return block({intrinsic::mbarrier_init(full(slot), 1),
+                                      intrinsic::mbarrier_init(empty(slot), mapping_.threads)});
+                      })));
+  s.push_back(intrinsic::barrier());
+  s.push_back(guarded(first_thread, each_slot([&](const Halide::Expr &slot) {
+                        return guarded(simplify(slot < tiles), issue(slot, slot));
+                      })));
+  // Tile t computes on slot t % depth; once its wgmmas are issued, those of tile t - 1 are waited for (one
+  // group stays in flight), its slot is released, and the copies of tile t - 1 + depth go into it.
+  const Halide::Expr previous = t - 1, reuse = previous % depth;
+  const Stmt release =
+      guarded(t >= 1, block({intrinsic::mbarrier_arrive(empty(reuse)),
+                             guarded(first_thread && previous + depth < tiles,
+                                     block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
+                                            issue(previous + depth, reuse)}))}));
+  std::vector<Stmt> body = {intrinsic::mbarrier_wait(full(t % depth), (t / depth) % 2),
+                            intrinsic::wgmma_fence(),
+                            nest(1, [&] { return atom_update(); }),
+                            intrinsic::wgmma_commit(),
+                            intrinsic::wgmma_wait(1),
+                            release};
+  const Accumulation accumulation = req_.schedule->accumulation();
+  if (accumulation.kind == Accumulation::Kind::hybrid) {
+    // The f16 partials are promoted into f32 after every promote_every k-steps, which must be whole k-tiles:
+    // the tile's wgmmas are waited for first.
+    int steps = 1;
+    for (size_t p = 1; p < nest_.size(); ++p)
+      if (loops_.dims[nest_[p]].reduction)
+        steps *= loops_.dims[nest_[p]].constant_extent(loops_.func, "k-steps");
+    if (accumulation.promote_every % steps != 0)
+      fail(
+          "schedule of '{}': hybrid accumulation promotes every {} k-steps, but the wgmma main loop promotes "
+          "between k-tiles of {} k-steps; choose a multiple of {}",
+          fname, accumulation.promote_every, steps, steps);
+    const int per = accumulation.promote_every / steps;
+    promote_loop_ = tile;
+    body.push_back(
+        guarded(simplify((t + 1) % per == 0), block({intrinsic::wgmma_wait(0), promote_partials()})));
+  }
+  s.push_back(For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, block(body)));
+  s.push_back(intrinsic::wgmma_wait(0));
+  summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n",
+                          depth, tile_bytes, x.name);
+  Stmt loop = block(s);
+  for (const char *name : {"tma.empty", "tma.full"})
+    loop = Allocate::make(name, Halide::UInt(64), Halide::MemoryType::GPUShared, {depth}, const_true(), loop);
+  return loop;
 }
 
 void ReductionKernelBuilder::check_register_budget() const {
@@ -591,8 +755,9 @@ void ReductionKernelBuilder::check_register_budget() const {
   for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
   int bytes = 0;
   if (atom_) {
-    bytes = points * 4 * accumulator_type_.bytes();
-    if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid) bytes += points * 16;
+    bytes = points * accumulator_elements() * accumulator_type_.bytes();
+    if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
+      bytes += points * accumulator_elements() * 4;
   } else {
     for (const Component &c : monoid_.state) bytes += points * std::max(4, c.type.bytes());
   }
@@ -601,8 +766,8 @@ void ReductionKernelBuilder::check_register_budget() const {
     fail(
         "schedule of '{}' keeps {} state value(s) per thread in registers, at least {} registers, but {} "
         "allows {} per thread; use smaller register tiles",
-        req_.reduction.name(), points * (atom_ ? 4 : int(monoid_.state.size())), registers, req_.target.arch,
-        req_.target.max_registers_per_thread);
+        req_.reduction.name(), points * (atom_ ? accumulator_elements() : int(monoid_.state.size())),
+        registers, req_.target.arch, req_.target.max_registers_per_thread);
 }
 
 }  // namespace
@@ -641,6 +806,11 @@ void collect_arguments(const FuncGraph &graph, Kernel &k, const std::vector<Buff
   k.body.accept(&uses);
   for (const Halide::Expr &g : k.grid) g.accept(&uses);
   for (const Requirement &r : k.requirements) r.condition.accept(&uses);
+  // A buffer read only by TMA copies is named by its tensor map, whose extents may read scalars.
+  for (const TensorMap &m : k.tensor_maps) {
+    uses.buffers.insert(m.buffer);
+    for (const Halide::Expr &e : m.extents) e.accept(&uses);
+  }
   k.buffers.clear();
   for (const Input &in : graph.inputs)
     if (uses.buffers.count(in.name()) && !uses.allocated.count(in.name()))

@@ -22,6 +22,8 @@ const char *to_string(Binding b) {
     case Binding::block_z: return "block.z";
     case Binding::warp: return "warp";
     case Binding::thread: return "thread";
+    case Binding::warpgroup:
+      return "warpgroup";
   }
   return "?";
 }
@@ -160,7 +162,10 @@ std::string FuncSchedule::to_string() const {
   for (const StageDirective &st : stages_)
     s += fmt::format("  stage {} in shared memory at {}: {}, {} stage(s), {}\n", st.input, st.at,
                      twist::to_string(st.transport), st.depth, twist::to_string(st.layout));
-  if (atom_) s += fmt::format("  matrix atom mma.m16n8k16 over ({}, {}, {})\n", atom_->i, atom_->j, atom_->k);
+  if (atom_)
+    s += fmt::format("  matrix atom {} over ({}, {}, {})\n",
+                     atom_->atom == MatrixAtom::wgmma ? "wgmma.m64nNk16" : "mma.m16n8k16", atom_->i, atom_->j,
+                     atom_->k);
   s += fmt::format("  accumulate in {}\n", twist::to_string(accumulation_));
   if (reduction_split_)
     s += fmt::format("  split reduction {} into {} parts, combined by {}\n", reduction_split_->var, reduction_split_->parts,

@@ -33,15 +33,18 @@ enum class Binding {
   block_x,   // one iteration per block of the grid, along x, y or z
   block_y,
   block_z,
-  warp,    // one iteration per warp of the block
-  thread,  // one iteration per thread (per lane, where warps are bound too)
+  warp,       // one iteration per warp of the block
+  thread,     // one iteration per thread (per lane, where warps are bound too)
+  warpgroup,  // one iteration per warpgroup (4 warps, 128 threads: what a wgmma atom runs on)
 };
 
 // How a staged tile travels from global to shared memory.
 enum class Transport {
   plain,     // loads into registers, stores to shared memory
   cp_async,  // cp.async (sm_80+): 16-byte asynchronous copies in a multi-stage ring
-  tma,       // the Hopper tensor memory accelerator (reserved: not lowered yet)
+  tma,  // the Hopper tensor memory accelerator: one thread copies each tile (boxes of rows swizzled by the
+        // widest pattern the row allows, 32 to 128 bytes), completing on the slot's mbarrier (sm_90; the
+        // tile feeds a wgmma atom)
 };
 
 // How a staged tile is laid out in shared memory.
@@ -61,7 +64,10 @@ struct Accumulation {
 };
 std::string to_string(const Accumulation &a);
 
-enum class MatrixAtom { mma_m16n8k16 };
+// mma_m16n8k16: mma.sync by a warp, i 16 x j 8 x k 16, fragments loaded with ldmatrix. wgmma: the Hopper
+// wgmma.mma_async by a warpgroup, i 64 x j N x k 16 with N the j loop's extent (8 to 256, a multiple of 8),
+// both operands read from their TMA-staged tiles through matrix descriptors.
+enum class MatrixAtom { mma_m16n8k16, wgmma };
 
 // How the parts of a reduction split across blocks are combined.
 enum class SplitCombine {

@@ -61,15 +61,13 @@ StagePlan plan_tile(const StageDirective &d, const std::string &name, const Type
          loops.func, name, d.at, to_string(loops.dims[p.at].binding));
   if (accesses.empty())
     fail("schedule of '{}': input '{}' is staged, but '{}' does not read it", loops.func, name, loops.func);
-  if (d.transport == Transport::tma)
-    fail("schedule of '{}': the TMA transport for '{}' is not lowered yet; use Transport::cp_async",
-         loops.func, name);
 
   // Every thread of the block shares the box, and loops inside the stage's loop sweep it.
   Scope<Interval> inside;
   for (size_t k = 0; k < loops.dims.size(); ++k) {
     const LoopDim &dim = loops.dims[k];
-    const bool parallel = dim.binding == Binding::warp || dim.binding == Binding::thread;
+    const bool parallel =
+        dim.binding == Binding::warp || dim.binding == Binding::thread || dim.binding == Binding::warpgroup;
     const bool serial_inside = static_cast<int>(k) > p.at && !parallel && dim.binding != Binding::block_x &&
                                dim.binding != Binding::block_y && dim.binding != Binding::block_z;
     if (parallel || serial_inside) inside.push(dim.name, Interval(0, simplify(dim.extent - 1)));
@@ -116,6 +114,10 @@ StagePlan plan_tile(const StageDirective &d, const std::string &name, const Type
     break;
   }
 
+  if (d.transport == Transport::tma) {
+    plan_tma_boxes(p, loops.func);
+    return p;
+  }
   const int chunk16 = 16 / p.elem_bytes;
   p.layout = d.layout;
   if (p.layout == SharedLayout::swizzled && (p.cols % chunk16 != 0 || (p.rows * p.cols / chunk16) % 8 != 0))
@@ -152,6 +154,10 @@ Stmt with_shared_arrays(const std::vector<StagePlan> &plans, Stmt body) {
 Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Expr &col,
                                       const Halide::Expr &slot) const {
   Halide::Expr base = slot * slot_elems;
+  // TMA boxes of box_cols columns one after another, each row-major: the address before the hardware's
+  // swizzle, which TMA copies and wgmma descriptors both apply.
+  if (directive.transport == Transport::tma)
+    return base + (col / box_cols) * (rows * box_cols) + row * box_cols + col % box_cols;
   if (layout != SharedLayout::swizzled) return base + row * row_pitch + col;
   // XOR-swizzle 16-byte chunks: within each aligned group of 8 chunks, chunk c of a line moves to c ^ (line
   // bits), so the 8 rows an ldmatrix phase reads land in 8 different bank groups.
@@ -179,6 +185,11 @@ Halide::Expr StagePlan::index_of(const std::vector<Halide::Expr> &coords, const 
 
 Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads,
                      Guards guards) const {
+  if (directive.transport == Transport::tma)
+    fail(
+        "the TMA stage of '{}' is read by threads here, but TMA stages are lowered only as the operands of a "
+        "wgmma atom (MatrixAtom::wgmma, whose main loop issues the copies); use Transport::cp_async",
+        input);
   if (guards != Guards::by_tile) return copy_chunks(iteration, slot, threads, guards == Guards::all);
   // Inside the input, a box needs no guard per chunk: a tile whose whole box is in bounds (every tile but
   // the last along a dimension the tiles do not divide) copies with constant sizes and addresses affine in
@@ -293,6 +304,11 @@ std::string StagePlan::summary() const {
   if (write_back)
     return fmt::format("  {} <- shared {} [{}] {}, {} B, written back with {}-byte stores of whole rows\n",
                        input, buffer, box, to_string(layout), slot_elems * elem_bytes, copy_bytes);
+  if (directive.transport == Transport::tma)
+    return fmt::format(
+        "  {} -> shared {} [{}] in {} TMA box(es) of {} columns, {} swizzle, {} B per slot x {} slot(s)\n",
+        input, buffer, box, cols / box_cols, box_cols, swizzle_name(swizzle), slot_elems * elem_bytes,
+        directive.depth);
   return fmt::format("  {} -> shared {} [{}] {}, {} B per slot x {} slot(s), {}-byte {} copies\n", input,
                      buffer, box, to_string(layout), slot_elems * elem_bytes, directive.depth, copy_bytes,
                      directive.transport == Transport::cp_async ? "cp.async" : "plain");

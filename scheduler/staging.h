@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lang/input.h"
+#include "scheduler/intrinsics.h"
 #include "scheduler/loop_nest.h"
 #include "scheduler/loops.h"
 #include "scheduler/schedule.h"
@@ -33,6 +34,14 @@ struct StagePlan {
   SharedLayout layout = SharedLayout::row_major;  // the layout used (a swizzle that cannot apply falls back)
   int row_pitch = 1;                              // elements between rows (cols, or cols + padding)
   int slot_elems = 0;                             // elements of one pipeline slot
+  // TMA: the slot is cols / box_cols boxes of rows x box_cols elements, each with rows of `swizzle` bytes.
+  int box_cols = 0;
+  TensorMap::Swizzle swizzle = TensorMap::Swizzle::none;
+  // The tensor map the copies read through, and the copies of the stage loop's iteration `iteration` into
+  // `slot`, completing on the mbarrier `barrier` (issued by one thread; out-of-bounds elements read as zero).
+  TensorMap tensor_map() const;
+  Stmt tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
+                  const intrinsic::MbarrierRef &barrier) const;
 
   int bytes() const { return slot_elems * directive.depth * elem_bytes; }
   // The shared-array index of the element at input coordinates `coords`, in pipeline slot `slot`.
@@ -54,6 +63,9 @@ struct StagePlan {
   std::vector<Requirement> requirements;
   std::string summary() const;
 };
+
+// Lays out a TMA stage's slot as boxes of the widest swizzled rows its tile's rows allow (see StagePlan).
+void plan_tma_boxes(StagePlan &p, const std::string &func);
 
 // Plans the stage `d` of `input`, whose reads (lowered coordinates, one tuple per call) are `reads`. With
 // `element_copies` the copies move one element each, which needs no alignment (the fallback for shapes

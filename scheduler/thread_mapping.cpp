@@ -28,7 +28,7 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
   ThreadMapping m;
   m.grid = {Halide::Expr(1), Halide::Expr(1), Halide::Expr(1)};
   const LoopDim *block_dims[3] = {nullptr, nullptr, nullptr};
-  std::vector<const LoopDim *> warp_dims, thread_dims;
+  std::vector<const LoopDim *> warp_dims, thread_dims, warpgroup_dims;
   for (const LoopDim &d : loops.dims) {
     int axis = d.binding == Binding::block_x ? 0 : d.binding == Binding::block_y ? 1 : d.binding == Binding::block_z ? 2 : -1;
     if (axis >= 0) {
@@ -40,6 +40,9 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
     } else if (d.binding == Binding::warp) {
       d.constant_extent(loops.func, "binding it to warps");
       warp_dims.push_back(&d);
+    } else if (d.binding == Binding::warpgroup) {
+      d.constant_extent(loops.func, "binding it to warpgroups");
+      warpgroup_dims.push_back(&d);
     } else if (d.binding == Binding::thread) {
       d.constant_extent(loops.func, "binding it to threads");
       thread_dims.push_back(&d);
@@ -53,7 +56,21 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
          "bind it to warps or make it serial",
          loops.func, thread_dims[0]->name);
   const Halide::Expr tid = intrinsic::thread_index();
-  if (!warp_dims.empty() || lanes_taken) {
+  if (!warpgroup_dims.empty()) {
+    // A warpgroup's 128 threads run its wgmma atoms together: no loop inside it is bound to warps or threads.
+    if (!warp_dims.empty() || !thread_dims.empty())
+      fail(
+          "schedule of '{}': loop '{}' is bound to warpgroups, and '{}' to {}; a warpgroup's threads run its "
+          "wgmma atoms together, so bind loops to warpgroups only (or to warps and threads only)",
+          loops.func, warpgroup_dims[0]->name, (warp_dims.empty() ? thread_dims : warp_dims)[0]->name,
+          warp_dims.empty() ? "threads" : "warps");
+    int warpgroups = 1;
+    for (const LoopDim *d : warpgroup_dims)
+      warpgroups *= d->constant_extent(loops.func, "binding it to warpgroups");
+    m.warps = 4 * warpgroups;
+    m.threads = 128 * warpgroups;
+    decompose(warpgroup_dims, tid / 128, m.bound_values);
+  } else if (!warp_dims.empty() || lanes_taken) {
     if (!lanes_taken && thread_count != 32)
       fail("schedule of '{}': with loops bound to warps, the loops bound to threads must cover exactly the 32 lanes of "
            "a warp, but they cover {}",

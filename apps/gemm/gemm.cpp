@@ -99,6 +99,36 @@ Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t) {
   return s;
 }
 
+std::string HopperTiling::name() const {
+  std::string s = fmt::format("wgmma_{}x{}x{}_wg{}_s{}_tma", block_m, block_n, block_k, warpgroups, stages);
+  if (accumulation.kind == Accumulation::Kind::f16) s += "_f16acc";
+  return s;
+}
+
+Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
+  Schedule s;
+  FuncSchedule &c = s[g.C];
+  const std::string k = g.k.x.name();
+  c.tile("i", "j", "io", "jo", "ii", "ji", t.block_m, t.block_n)
+      .split("ii", "iw", "im", t.block_m / t.warpgroups)
+      .split("im", "imt", "ia", 64)
+      .split(k, "ko", "kk", t.block_k)
+      .split("kk", "kt", "ka", 16)
+      .reorder({"ka", "ji", "ia", "imt", "kt", "ko", "iw"})
+      .bind("io", Binding::block_y)
+      .bind("jo", Binding::block_x)
+      .bind("iw", Binding::warpgroup)
+      .unroll("imt")
+      .unroll("kt")
+      .matrix_atom(MatrixAtom::wgmma, "ia", "ji", "ka")
+      .stage(g.A, "ko", Transport::tma, t.stages)
+      .stage(g.B, "ko", Transport::tma, t.stages)
+      .accumulate(t.accumulation)
+      .raster(t.raster_group);
+  if (g.options.batched) c.bind("b", Binding::block_z);
+  return s;
+}
+
 Schedule schedule_simt(const Gemm &g, int block, int thread_tile, int block_k) {
   Schedule s;
   const std::string k = g.k.x.name();

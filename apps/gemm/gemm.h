@@ -67,6 +67,21 @@ struct GemmTiling {
 // and B staged in shared memory by the tiling's transport.
 Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t);
 
+// The tiling of a Hopper (sm_90) schedule: TMA copies into a ring of `stages` slots, wgmma atoms of N =
+// block_n by `warpgroups` warpgroups, each owning block_m / warpgroups rows (64 per atom).
+struct HopperTiling {
+  int block_m = 128, block_n = 128, block_k = 64;
+  int warpgroups = 2;
+  int stages = 4;
+  Accumulation accumulation = Accumulation::fp32();
+  int raster_group = 8;
+  std::string name() const;
+};
+
+// Hopper schedule: block tiles over the grid, each warpgroup's rows in wgmma.m64nNk16 atoms (N = block_n),
+// A and B staged by TMA with the 128-byte swizzle (block_k = 64 f16 elements a row).
+Schedule schedule_hopper(const Gemm &g, const HopperTiling &t);
+
 // A CUDA-core schedule: each thread folds a 4x4 register tile; any monoid can take it (max-plus GEMMs do).
 Schedule schedule_simt(const Gemm &g, int block = 64, int thread_tile = 4, int block_k = 16);
 

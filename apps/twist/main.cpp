@@ -278,9 +278,24 @@ int export_gemm(const Options &o) {
       if (o.values.count(chosen))
         fail("--rule true chooses the tiling (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
              chosen);
+  // --atom wgmma: the Hopper schedule (TMA ring, wgmma atoms) with --block MxNxK, --warpgroups and --stages.
+  const bool wgmma = o.get("atom", "mma") == "wgmma";
+  if (wgmma && by_rule)
+    fail("--atom wgmma takes its tiling from --block, --warpgroups and --stages, not --rule");
   const apps::GemmTiling tiling =
       by_rule ? apps::gemm_tiling_by_rule({shape[0], shape[1], shape[2], 1, dtype}) : parse_tiling(o);
-  const Schedule s = apps::schedule_tensor_core(g, tiling);
+  apps::HopperTiling hopper;
+  if (wgmma) {
+    const std::vector<int> block = parse_dims(o.get("block", "128x128x64"), 3, "--block");
+    hopper.block_m = block[0], hopper.block_n = block[1], hopper.block_k = block[2];
+    hopper.warpgroups = std::stoi(o.get("warpgroups", "2"));
+    hopper.stages = std::stoi(o.get("stages", "4"));
+    hopper.accumulation = parse_accumulation(o.get("accumulation", "f32"));
+    hopper.raster_group = std::stoi(o.get("raster", "8"));
+  }
+  const std::string schedule_name = wgmma ? hopper.name() : tiling.name();
+  const Accumulation accumulation = wgmma ? hopper.accumulation : tiling.accumulation;
+  const Schedule s = wgmma ? apps::schedule_hopper(g, hopper) : apps::schedule_tensor_core(g, tiling);
   const LoweredProgram p = lower(g.out, s, Target::sm90a());
   dump(o, g.out, s, p);
   const Scalars scalars = {{"M", shape[0]}, {"N", shape[1]}, {"K", shape[2]}};
@@ -289,14 +304,14 @@ int export_gemm(const Options &o) {
   const std::string types =
       output == dtype ? type_name(dtype) : type_name(dtype) + "_" + type_name(output) + "out";
   r.label =
-      o.get("label", fmt::format("gemm_{}_{}x{}x{}_{}", types, shape[0], shape[1], shape[2], tiling.name()));
+      o.get("label", fmt::format("gemm_{}_{}x{}x{}_{}", types, shape[0], shape[1], shape[2], schedule_name));
   r.scalars = scalars;
   r.notes = {{"op", "gemm"},
              {"dtype", type_name(dtype)},
              {"output", type_name(output)},
-             {"schedule", tiling.name()},
+             {"schedule", schedule_name},
              {"shape", fmt::format("{}x{}x{}", shape[0], shape[1], shape[2])},
-             {"accumulation", accumulation_flag(tiling.accumulation)},
+             {"accumulation", accumulation_flag(accumulation)},
              {"chosen_by", by_rule ? "rule" : "flags"}};
   std::cout << cuda::export_program(p, r, out_dir).string() << "\n";
   return 0;
@@ -379,6 +394,7 @@ int usage() {
                "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
                "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
                "                         [--rule true (the tiling by apps/gemm/gemm_rule.h)]\n"
+               "                         [--atom wgmma [--block 128x128x64] [--warpgroups 2] [--stages 4] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"

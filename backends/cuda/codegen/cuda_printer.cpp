@@ -9,6 +9,7 @@
 #include "lang/error.h"
 #include "lang/expr.h"
 #include "lang/float_formats.h"
+#include "scheduler/hopper_layouts.h"
 #include "scheduler/intrinsics.h"
 
 namespace twist::cuda {
@@ -44,6 +45,7 @@ std::string c_type(const Type &t) {
   if (t.is_int() && t.bits() == 32) return "int";
   if (t.is_int() && t.bits() == 64) return "long long";
   if (t.is_uint() && t.bits() == 32) return "unsigned";
+  if (t.is_uint() && t.bits() == 64) return "unsigned long long";
   fail("the CUDA printer has no C type for {}", type_name(t));
 }
 
@@ -158,6 +160,43 @@ const std::map<std::string, std::string> &helper_definitions() {
        "      : \"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), \"r\"(B[0]), \"r\"(B[1]), \"r\"(C[0]), "
        "\"r\"(C[1]));\n"
        "}\n"},
+      {"mbarrier",
+       "__device__ __forceinline__ void twist_mbarrier_init(unsigned bar, unsigned arrivals) {\n"
+       "  asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" ::\"r\"(bar), \"r\"(arrivals) : "
+       "\"memory\");\n"
+       "}\n"
+       "__device__ __forceinline__ void twist_mbarrier_arrive(unsigned bar) {\n"
+       "  asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\\n\" ::\"r\"(bar) : \"memory\");\n"
+       "}\n"
+       "__device__ __forceinline__ void twist_mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes) {\n"
+       "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n\" ::\"r\"(bar), "
+       "\"r\"(bytes)\n"
+       "               : \"memory\");\n"
+       "}\n"
+       "__device__ __forceinline__ void twist_mbarrier_wait(unsigned bar, unsigned parity) {\n"
+       "  unsigned done;\n"
+       "  do {\n"
+       "    asm volatile(\n"
+       "        \"{\\n .reg .pred p;\\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n selp.u32 "
+       "%0, 1, 0, "
+       "p;\\n}\\n\"\n"
+       "        : \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");\n"
+       "  } while (!done);\n"
+       "}\n"},
+      {"matrix_descriptor",
+       "// A wgmma matrix descriptor (PTX ISA, \"Matrix descriptor format\"): start address, leading and "
+       "stride "
+       "byte\n"
+       "// offsets, each >> 4 in 14 bits, and the swizzle mode in bits 62-63.\n"
+       "__device__ __forceinline__ unsigned long long twist_matrix_descriptor(unsigned address, unsigned "
+       "lbo, "
+       "unsigned sbo,\n"
+       "                                                                    unsigned mode) {\n"
+       "  return (unsigned long long)((address & 0x3FFFFu) >> 4) | (unsigned long long)((lbo >> 4) & "
+       "0x3FFFu) << "
+       "16 |\n"
+       "         (unsigned long long)((sbo >> 4) & 0x3FFFu) << 32 | (unsigned long long)mode << 62;\n"
+       "}\n"},
       {"ex2",
        "__device__ __forceinline__ float twist_ex2_approx(float x) {\n"
        "  float y;\n"
@@ -176,6 +215,14 @@ class Printer {
   void stmt(const Stmt &s, int indent);
   std::string body() const { return out_.str(); }
   const std::set<std::string> &helpers() const { return helpers_; }
+  // A helper's text: a fixed one (helper_definitions) or one generated for an instruction's shape.
+  const std::string &helper_text(const std::string &name) const {
+    const auto generated = generated_helpers_.find(name);
+    return generated != generated_helpers_.end() ? generated->second : helper_definitions().at(name);
+  }
+  // Whether the body addresses shared memory through TMA or wgmma descriptors, whose swizzle patterns
+  // need the shared arrays at 1024-byte aligned addresses.
+  bool uses_swizzled_tiles() const { return swizzled_tiles_; }
   // The shared arrays whose 32-bit addresses the body uses (see shared_address).
   const std::set<std::string> &shared_addressed() const { return shared_addressed_; }
   void declare_array(const std::string &name, const Type &t) { array_types_[name] = t; }
@@ -206,6 +253,14 @@ class Printer {
   const CodegenOptions &options_;
   std::ostringstream out_;
   std::set<std::string> helpers_;
+  std::map<std::string, std::string> generated_helpers_;
+  bool swizzled_tiles_ = false;
+  // The accumulator arrays of the wgmmas printed so far (name -> registers): fenced around wgmma waits.
+  std::map<std::string, int> wgmma_accumulators_;
+  std::string tma_helper(bool load, size_t dims);
+  std::string wgmma_helper(const intrinsic::Wgmma &w, const Type &in, const Type &acc);
+  std::string descriptor(const intrinsic::WgmmaOperand &o);
+  void fence_accumulators(int indent);
   std::set<std::string> shared_addressed_;
   std::map<std::string, Type> array_types_;
 };
@@ -387,9 +442,156 @@ void Printer::intrinsic(const Stmt &s, int n) {
          << expr(sh->value) << ", " << sh->lane_mask << ");\n";
   } else if (auto a = intrinsic::as_atomic_add(s)) {
     out_ << ind(n) << "atomicAdd(" << address(a->buffer, a->index) << ", " << expr(a->value) << ");\n";
+  } else if (auto b = intrinsic::as_mbarrier(s)) {
+    helpers_.insert("mbarrier");
+    const std::string bar = shared_address(b->barrier.array, b->barrier.index);
+    using Kind = intrinsic::MbarrierOp::Kind;
+    if (b->kind == Kind::init)
+      out_ << ind(n) << "twist_mbarrier_init(" << bar << ", " << b->arrivals << ");\n";
+    else if (b->kind == Kind::arrive && b->expect_tx_bytes.defined())
+      out_ << ind(n) << "twist_mbarrier_arrive_expect_tx(" << bar << ", " << expr(b->expect_tx_bytes)
+           << ");\n";
+    else if (b->kind == Kind::arrive)
+      out_ << ind(n) << "twist_mbarrier_arrive(" << bar << ");\n";
+    else
+      out_ << ind(n) << "twist_mbarrier_wait(" << bar << ", " << expr(b->parity) << ");\n";
+  } else if (auto t = intrinsic::as_tma_copy(s)) {
+    swizzled_tiles_ = true;
+    const std::string helper = tma_helper(t->load, t->coordinates.size());
+    out_ << ind(n) << helper << "(" << shared_address(t->shared, t->shared_index) << ", &"
+         << c_name(t->tensor_map);
+    if (t->load) out_ << ", " << shared_address(t->barrier.array, t->barrier.index);
+    // PTX lists the coordinates innermost first.
+    for (size_t d = t->coordinates.size(); d-- > 0;) out_ << ", " << expr(t->coordinates[d]);
+    out_ << ");\n";
+  } else if (intrinsic::is_tma_store_commit(s)) {
+    out_ << ind(n) << "asm volatile(\"cp.async.bulk.commit_group;\\n\" ::: \"memory\");\n";
+  } else if (auto w = intrinsic::as_tma_store_wait(s)) {
+    out_ << ind(n) << "asm volatile(\"cp.async.bulk.wait_group.read " << *w << ";\\n\" ::: \"memory\");\n";
+  } else if (intrinsic::is_fence_proxy_async(s)) {
+    out_ << ind(n) << "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
+  } else if (auto g = intrinsic::as_wgmma(s)) {
+    swizzled_tiles_ = true;
+    const Type acc = array_type(g->d), in = array_type(g->b.array);
+    wgmma_accumulators_[g->d] = acc.bits() == 32 ? g->n / 2 : g->n / 4;
+    out_ << ind(n) << wgmma_helper(*g, in, acc) << "(" << address(g->d, g->d_index) << ", "
+         << (g->a ? descriptor(*g->a) : address(g->a_registers, g->a_index)) << ", " << descriptor(g->b)
+         << ", " << expr(g->accumulate) << ");\n";
+  } else if (intrinsic::is_wgmma_fence(s)) {
+    fence_accumulators(n);
+    out_ << ind(n) << "asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+  } else if (intrinsic::is_wgmma_commit(s)) {
+    out_ << ind(n) << "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+  } else if (auto w = intrinsic::as_wgmma_wait(s)) {
+    out_ << ind(n) << "asm volatile(\"wgmma.wait_group.sync.aligned " << *w << ";\\n\" ::: \"memory\");\n";
+    fence_accumulators(n);
+  } else if (auto r = intrinsic::as_setmaxnreg(s)) {
+    out_ << ind(n) << "asm volatile(\"setmaxnreg." << (r->increase ? "inc" : "dec") << ".sync.aligned.u32 "
+         << r->registers << ";\\n\");\n";
   } else {
     fail("the CUDA printer does not know the intrinsic {}", s.as<Evaluate>()->value);
   }
+}
+
+std::string Printer::descriptor(const intrinsic::WgmmaOperand &o) {
+  helpers_.insert("matrix_descriptor");
+  return fmt::format("twist_matrix_descriptor({}, {}, {}, {})", shared_address(o.array, o.index),
+                     o.leading_bytes, o.stride_bytes, hopper::swizzle_mode_code(o.swizzle));
+}
+
+// The compiler must not move the accumulators' reads and writes across a wgmma's fence or wait (the asm
+// statements of wgmma name them, the fence and the wait do not): an empty asm that "changes" each one pins
+// them there.
+void Printer::fence_accumulators(int n) {
+  for (const auto &[name, registers] : wgmma_accumulators_) {
+    const bool f32 = array_type(name).bits() == 32;
+    out_ << ind(n) << "#pragma unroll\n"
+         << ind(n) << "for (int r = 0; r < " << registers << "; ++r) asm volatile(\"\" : \"+"
+         << (f32 ? "f" : "r") << "\"("
+         << (f32 ? c_name(name) + "[r]" : "reinterpret_cast<unsigned *>(" + c_name(name) + ")[r]")
+         << ")::\"memory\");\n";
+  }
+}
+
+// twist_tma_{load,store}_<dims>d(shared address, tensor map, [mbarrier,] coordinates innermost first).
+std::string Printer::tma_helper(bool load, size_t dims) {
+  const std::string name = fmt::format("twist_tma_{}_{}d", load ? "load" : "store", dims);
+  if (generated_helpers_.count(name)) {
+    helpers_.insert(name);
+    return name;
+  }
+  std::string params = "unsigned dst, const CUtensorMap *map", coords, operands;
+  if (!load) params = "unsigned src, const CUtensorMap *map";
+  if (load) params += ", unsigned bar";
+  const size_t first = load ? 3 : 2;
+  for (size_t d = 0; d < dims; ++d) {
+    params += fmt::format(", int c{}", d);
+    coords += fmt::format("{}%{}", d ? ", " : "", first + d);
+    operands += fmt::format(", \"r\"(c{})", d);
+  }
+  std::string text = "__device__ __forceinline__ void " + name + "(" + params + ") {\n";
+  if (load)
+    text += fmt::format(
+        "  asm volatile(\"cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+        "[%0], [%1, {{{}}}], [%2];\\n\"\n"
+        "               ::\"r\"(dst), \"l\"(map), \"r\"(bar){} : \"memory\");\n",
+        dims, coords, operands);
+  else
+    text += fmt::format(
+        "  asm volatile(\"cp.async.bulk.tensor.{}d.global.shared::cta.tile.bulk_group [%1, {{{}}}], "
+        "[%0];\\n\"\n"
+        "               ::\"r\"(src), \"l\"(map){} : \"memory\");\n",
+        dims, coords, operands);
+  text += "}\n";
+  generated_helpers_[name] = text;
+  helpers_.insert(name);
+  return name;
+}
+
+// twist_wgmma_m64n<N>k16_<acc>_<in>_<ss|rs><transposes>(d, A descriptor or registers, B descriptor,
+// accumulate): one asm statement naming each accumulator register.
+std::string Printer::wgmma_helper(const intrinsic::Wgmma &w, const Type &in, const Type &acc) {
+  const bool f32 = acc.bits() == 32, registers_a = !w.a.has_value();
+  const std::string in_name = in.is_bfloat() ? "bf16" : "f16", acc_name = f32 ? "f32" : "f16";
+  const int ta = w.a && w.a->mn_major ? 1 : 0, tb = w.b.mn_major ? 1 : 0;
+  const std::string name = fmt::format("twist_wgmma_m64n{}k16_{}_{}_{}{}{}", w.n, acc_name, in_name,
+                                       registers_a ? "rs" : "ss", ta, tb);
+  helpers_.insert(name);
+  if (generated_helpers_.count(name)) return name;
+  const int d_registers = f32 ? w.n / 2 : w.n / 4;
+  std::string d_list, d_operands;
+  for (int r = 0; r < d_registers; ++r) {
+    d_list += fmt::format("{}%{}", r ? ", " : "", r);
+    d_operands += fmt::format("{}\"+{}\"(D[{}])", r ? ", " : "", f32 ? "f" : "r", r);
+  }
+  int next = d_registers;
+  std::string a_text, a_operands;
+  if (registers_a) {
+    a_text = fmt::format("{{%{}, %{}, %{}, %{}}}", next, next + 1, next + 2, next + 3);
+    a_operands = "\"r\"(A[0]), \"r\"(A[1]), \"r\"(A[2]), \"r\"(A[3]), ";
+    next += 4;
+  } else {
+    a_text = fmt::format("%{}", next++);
+    a_operands = "\"l\"(a), ";
+  }
+  const int b_operand = next++, accumulate_operand = next++;
+  const std::string transposes = registers_a ? fmt::format("{}", tb) : fmt::format("{}, {}", ta, tb);
+  std::string text = fmt::format(
+      "__device__ __forceinline__ void {}({} *d, {}, unsigned long long b, int accumulate) {{\n", name,
+      f32 ? "float" : "__half", registers_a ? "const void *a_registers" : "unsigned long long a");
+  text += f32 ? "  float *D = d;\n" : "  unsigned *D = reinterpret_cast<unsigned *>(d);\n";
+  if (registers_a) text += "  const unsigned *A = reinterpret_cast<const unsigned *>(a_registers);\n";
+  text += fmt::format(
+      "  asm volatile(\n"
+      "      \"{{\\n .reg .pred p;\\n setp.ne.b32 p, %{}, 0;\\n\"\n"
+      "      \" wgmma.mma_async.sync.aligned.m64n{}k16.{}.{}.{} {{{}}}, {}, %{}, p, 1, 1, {};\\n}}\\n\"\n"
+      "      : {}\n"
+      "      : {}\"l\"(b), \"r\"(accumulate)\n"
+      "      : \"memory\");\n}}\n",
+      accumulate_operand, w.n, acc_name, in_name, in_name, d_list, a_text, b_operand, transposes, d_operands,
+      a_operands);
+  generated_helpers_[name] = text;
+  return name;
 }
 
 void Printer::stmt(const Stmt &s, int n) {
@@ -465,7 +667,9 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   printer.stmt(k.body, 1);
   // The shared arrays, and the 32-bit addresses of those that ldmatrix or cp.async address.
   std::ostringstream body;
-  if (!shared.arrays.empty()) body << "  extern __shared__ __align__(128) unsigned char twist_smem[];\n";
+  if (!shared.arrays.empty())
+    body << "  extern __shared__ __align__(" << (printer.uses_swizzled_tiles() ? 1024 : 128)
+         << ") unsigned char twist_smem[];\n";
   if (!printer.shared_addressed().empty())
     body << "  const unsigned twist_smem_base = "
             "static_cast<unsigned>(__cvta_generic_to_shared(twist_smem));\n";
@@ -486,7 +690,7 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   // and read by cp.async.bulk.tensor through its parameter-space address.
   if (!k.tensor_maps.empty())
     unit << "struct alignas(128) CUtensorMap {\n  unsigned long long opaque[16];\n};\n\n";
-  for (const std::string &h : printer.helpers()) unit << helper_definitions().at(h) << "\n";
+  for (const std::string &h : printer.helpers()) unit << printer.helper_text(h) << "\n";
   unit << "extern \"C\" __global__ void __launch_bounds__(" << k.threads << ", " << k.min_blocks_per_sm
        << ") " << c_name(k.name) << "(" << params.str() << ") {\n"
        << body.str() << printer.body() << "}\n";

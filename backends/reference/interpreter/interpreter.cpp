@@ -144,6 +144,8 @@ void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
         m.epoch = 0;
         // Copies a block never waits for die with it, as on the GPU: nothing can read what they write.
         m.async.assign(m.threads, AsyncCopies{});
+        m.wgmma_groups.assign(m.threads, HeldGroups{});
+        m.bulk_store_groups.assign(m.threads, HeldGroups{});
         m.where = nullptr;
         body(all);
       }

@@ -19,4 +19,16 @@ Exec compile_ldmatrix(StatementCompiler& sc, const intrinsic::Ldmatrix& op, Wher
 Exec compile_mma(StatementCompiler& sc, const intrinsic::Mma& op, Where where);
 Exec compile_shuffle_xor(StatementCompiler& sc, const intrinsic::ShuffleXor& op, Where where);
 
+// hopper_intrinsics.cpp: mbarriers, TMA copies, wgmma. fence.proxy.async is a no-op here: the interpreter
+// does not tell the generic proxy from the asynchronous one.
+Exec compile_mbarrier(StatementCompiler &sc, const intrinsic::MbarrierOp &op, Where where);
+Exec compile_tma_copy(StatementCompiler &sc, const intrinsic::TmaCopy &op, Where where);
+Exec compile_wgmma(StatementCompiler &sc, const intrinsic::Wgmma &op, Where where);
+// The groups that wgmma and TMA stores hold their operands in, committed and waited for alike.
+enum class HeldKind { wgmma, bulk_store };
+Exec compile_held_commit(StatementCompiler &sc, HeldKind kind, Where where);
+Exec compile_held_wait(StatementCompiler &sc, HeldKind kind, int pending, Where where);
+// wgmma.fence and setmaxnreg: checked to run on whole warpgroups, nothing else to do on the CPU.
+Exec compile_warpgroup_sync(StatementCompiler &sc, const char *instruction, Where where);
+
 }  // namespace twist::reference::interpreter

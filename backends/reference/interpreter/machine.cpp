@@ -15,8 +15,12 @@ std::string quoted(Where where) {
 
 }  // namespace
 
-Machine::Machine(const Kernel& kernel, const InterpretOptions& options)
-    : kernel(kernel), options(options), compiler(options.arithmetic), threads(kernel.threads) {}
+Machine::Machine(const Kernel &kernel, const InterpretOptions &options)
+    : kernel(kernel),
+      options(options),
+      compiler(options.arithmetic),
+      threads(kernel.threads),
+      shared_layout(shared_arrays(kernel.body)) {}
 
 Where Machine::describe(std::string text) {
   if (text.size() > kMaxStatementText) {
@@ -50,6 +54,7 @@ int64_t Machine::element(const Array& a, Real index, const char* access) const {
 Real Machine::read(Array& a, int64_t e) {
   switch (a.space) {
     case Space::registers:
+      if (!a.wgmma_holds.empty() && a.wgmma_holds[thread * a.size + e] > 0) held_register(a, e, "read of");
       return a.values[thread * a.size + e];
     case Space::shared:
       if (!a.accesses.empty()) check_read(a, e);
@@ -63,6 +68,7 @@ Real Machine::read(Array& a, int64_t e) {
 void Machine::write(Array& a, int64_t e, Real value) {
   switch (a.space) {
     case Space::registers:
+      if (!a.wgmma_holds.empty() && a.wgmma_holds[thread * a.size + e] > 0) held_register(a, e, "write of");
       a.values[thread * a.size + e] = value;
       return;
     case Space::shared:
@@ -73,6 +79,7 @@ void Machine::write(Array& a, int64_t e, Real value) {
         access.writer = thread;
         access.written_at = where;
       }
+      if (!a.origins.empty()) a.origins[e] = TmaOrigin{};
       a.values[e] = value;
       return;
     case Space::global:
@@ -81,13 +88,14 @@ void Machine::write(Array& a, int64_t e, Real value) {
   }
 }
 
-void Machine::begin_copy_into(Array& a, int64_t e) {
+void Machine::begin_copy_into(Array &a, int64_t e, bool by_tma) {
   if (a.accesses.empty()) return;
-  check_write(a, e, "cp.async into");
+  check_write(a, e, by_tma ? "TMA load into" : "cp.async into");
   SharedAccess& access = a.accesses[e];
   ++access.copies_in_flight;
   access.copier = thread;
   access.copied_at = where;
+  access.copied_by_tma = by_tma;
 }
 
 void Machine::land_copy(const PendingCopy& copy, int issuer) {
@@ -106,10 +114,65 @@ void Machine::land_copy(const PendingCopy& copy, int issuer) {
 
 void Machine::in_flight(const Array& a, int64_t e, const char* access) const {
   const SharedAccess& s = a.accesses[e];
+  if (s.copied_by_tma)
+    fail(
+        "{} {}[{}] by thread {} while a TMA load into it (issued by thread {} at {}) is in flight: missing "
+        "mbarrier_wait on the barrier the load completes on",
+        access, a.name, e, thread, s.copier, quoted(s.copied_at));
   fail(
       "{} {}[{}] by thread {} while a cp.async into it (issued by thread {} at {}) is in flight: missing "
       "async_wait/barrier",
       access, a.name, e, thread, s.copier, quoted(s.copied_at));
+}
+
+void Machine::held_register(const Array &a, int64_t e, const char *access) const {
+  fail(
+      "{} {}[{}] by thread {} while a wgmma that uses it is in flight: a wgmma's accumulators (and register "
+      "A) may be touched only after the wgmma_wait that retires its group",
+      access, a.name, e, thread);
+}
+
+void Machine::hold(HeldGroups &groups, Array &a, int64_t index) {
+  if (a.space == Space::registers) {
+    if (a.wgmma_holds.empty()) a.wgmma_holds.assign(a.values.size(), 0);
+    ++a.wgmma_holds[index];
+  } else if (!a.accesses.empty()) {
+    SharedAccess &access = a.accesses[index];
+    ++access.async_readers;
+    access.async_read_at = where;
+  } else {
+    return;
+  }
+  groups.open.push_back({&a, index});
+}
+
+void Machine::release(const AsyncHold &h) {
+  if (h.array->space == Space::registers)
+    --h.array->wgmma_holds[h.index];
+  else
+    --h.array->accesses[h.index].async_readers;
+}
+
+void Machine::retire(HeldGroups &groups, int pending) {
+  while (static_cast<int>(groups.committed.size()) > pending) {
+    for (const AsyncHold &h : groups.committed.front()) release(h);
+    groups.committed.pop_front();
+  }
+}
+
+void Machine::land_tma(Array &a, int64_t e, Real value, const TmaOrigin &origin, int issuer,
+                       Where issued_at) {
+  a.values[e] = value;
+  if (a.origins.empty()) a.origins.assign(a.size, TmaOrigin{});
+  a.origins[e] = origin;
+  if (a.accesses.empty()) return;
+  SharedAccess &access = a.accesses[e];
+  --access.copies_in_flight;
+  // The wait that landed it orders it before every later access of the waiting threads; the interpreter
+  // takes it as written before the current barrier interval.
+  access.write_epoch = -1;
+  access.writer = issuer;
+  access.written_at = issued_at;
 }
 
 void Machine::check_read(Array& a, int64_t e) {
@@ -134,6 +197,11 @@ void Machine::check_read(Array& a, int64_t e) {
 void Machine::check_write(Array& a, int64_t e, const char* access) {
   const SharedAccess& s = a.accesses[e];
   if (s.copies_in_flight > 0) in_flight(a, e, access);
+  if (s.async_readers > 0)
+    fail(
+        "{} {}[{}] by thread {} while an asynchronous read of it (a wgmma or TMA store at {}) is in flight: "
+        "wait for it (wgmma_wait, tma_store_wait) before the tile is overwritten",
+        access, a.name, e, thread, quoted(s.async_read_at));
   if (s.write_epoch == epoch && s.writer != thread)
     fail(
         "race on {}[{}]: thread {} writes it after thread {} wrote it at {} with no barrier in between; add "

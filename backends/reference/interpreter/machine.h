@@ -39,6 +39,18 @@ struct AsyncCopies {
   std::deque<std::vector<PendingCopy>> committed;
 };
 
+// What an asynchronous operation (a wgmma, a TMA store) holds until the wait that retires it: a register
+// element (index: thread * size + element) it writes or reads, or a shared element it reads.
+struct AsyncHold {
+  Array *array = nullptr;
+  int64_t index = 0;
+};
+// A thread's holds: those of operations issued since its last commit, and the committed groups, oldest first.
+struct HeldGroups {
+  std::vector<AsyncHold> open;
+  std::deque<std::vector<AsyncHold>> committed;
+};
+
 class Machine {
  public:
   Machine(const Kernel& kernel, const InterpretOptions& options);
@@ -47,14 +59,17 @@ class Machine {
   const InterpretOptions options;
   ExprCompiler compiler;
   const int threads;
+  // Where the kernel's shared arrays live (shared_arrays), in the order their Allocates are compiled.
+  const SharedArrays shared_layout;
 
-  std::vector<Slots> slots;        // each thread's variables, by ExprCompiler slot
-  std::vector<AsyncCopies> async;  // each thread's copies in flight
-  std::array<int64_t, 3> block{};  // the block now running
-  int thread = -1;                 // the thread now executing; -1 for a step of the whole block or warp
-  Where where = nullptr;           // the statement now executing (or being compiled)
-  int64_t epoch = 0;               // barriers the block has passed: accesses in one epoch are unordered
-  bool running = false;            // false while the kernel is being compiled
+  std::vector<Slots> slots;                                 // each thread's variables, by ExprCompiler slot
+  std::vector<AsyncCopies> async;                           // each thread's copies in flight
+  std::vector<HeldGroups> wgmma_groups, bulk_store_groups;  // each thread's wgmmas and TMA stores
+  std::array<int64_t, 3> block{};                           // the block now running
+  int thread = -1;        // the thread now executing; -1 for a step of the whole block or warp
+  Where where = nullptr;  // the statement now executing (or being compiled)
+  int64_t epoch = 0;      // barriers the block has passed: accesses in one epoch are unordered
+  bool running = false;   // false while the kernel is being compiled
 
   // Keeps a description of a statement for messages; the pointer stays valid as long as the machine.
   Where describe(std::string text);
@@ -67,9 +82,16 @@ class Machine {
   void write(Array& a, int64_t element, Real value);
   // The write of a completed asynchronous copy, made by the thread that issued it.
   void land_copy(const PendingCopy& copy, int issuer);
+  // An asynchronous operation takes or gives back its hold on an element (see AsyncHold).
+  void hold(HeldGroups &groups, Array &a, int64_t index);
+  static void release(const AsyncHold &h);
+  // Retires the committed groups of `groups` beyond the newest `pending`.
+  static void retire(HeldGroups &groups, int pending);
+  // The write of an element by a completed TMA load issued by `issuer` at `issued_at`.
+  void land_tma(Array &a, int64_t element, Real value, const TmaOrigin &origin, int issuer, Where issued_at);
   // The checks an asynchronous copy makes when it is issued into a shared element: the write may land at
   // any moment until it is waited for.
-  void begin_copy_into(Array& a, int64_t element);
+  void begin_copy_into(Array &a, int64_t element, bool by_tma = false);
 
   // "kernel 'k', block (1, 0, 0), thread 5, at `stmt`": where execution is.
   std::string location() const;
@@ -79,6 +101,7 @@ class Machine {
   // `access` says what the access is, as in "write of" or "cp.async into".
   void check_write(Array& a, int64_t element, const char* access);
   [[noreturn]] void in_flight(const Array& a, int64_t element, const char* access) const;
+  [[noreturn]] void held_register(const Array &a, int64_t element, const char *access) const;
 
   std::deque<std::string> texts_;
   std::deque<Array> arrays_;

@@ -35,6 +35,9 @@ void reset(Array& a, int threads, bool track_accesses) {
   const int64_t copies = a.space == Space::registers ? threads : 1;
   a.values.assign(a.size * copies, poison(a.type));
   if (a.space == Space::shared && track_accesses) a.accesses.assign(a.size, SharedAccess{});
+  a.origins.clear();
+  a.mbarriers.clear();
+  if (!a.wgmma_holds.empty()) a.wgmma_holds.assign(a.values.size(), 0);
 }
 
 }  // namespace twist::reference::interpreter

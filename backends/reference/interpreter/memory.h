@@ -2,6 +2,7 @@
 // The memories an interpreted kernel reads and writes: global buffers, a block's shared arrays and each
 // thread's register arrays, all holding values already rounded to their element type.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@ namespace twist::reference::interpreter {
 
 // The text of the statement that made an access, kept for error messages (owned by the Machine).
 using Where = const std::string*;
+
+struct Array;
 
 enum class Space { global, shared, registers };
 const char* space_name(Space space);
@@ -27,9 +30,42 @@ struct SharedAccess {
   Where read_at = nullptr;
   int other_reader = -1;  // a second thread that read it in that interval, if any
   Where other_read_at = nullptr;
-  int copies_in_flight = 0;  // cp.async issued into it and not yet completed
+  int copies_in_flight = 0;  // cp.async or TMA loads issued into it and not yet completed
   int copier = -1;           // the thread that issued the latest of them
   Where copied_at = nullptr;
+  bool copied_by_tma = false;  // whether the latest of them is a TMA load (waited for on its mbarrier)
+  int async_readers = 0;       // wgmma and TMA stores that read it and are not yet retired by their wait
+  Where async_read_at = nullptr;
+};
+
+// Where a TMA load took a shared element from: the tensor map (its index in Kernel::tensor_maps) and the
+// element's row (its outer coordinates, linearized) and column (its innermost coordinate) in the tensor. A
+// wgmma reading a tile through its descriptor checks that it meets the tile the copy wrote.
+struct TmaOrigin {
+  int tensor_map = -1;  // -1: not written by a TMA load (or written since)
+  int64_t row = 0, col = 0;
+};
+
+// An mbarrier's state (scheduler/intrinsics.h): `completed` phases have completed, and the current one waits
+// for `pending` arrivals and `tx` transaction bytes. TMA loads whose bytes it counts land in shared memory
+// when a thread's wait observes the phase they completed.
+struct TmaLanding {
+  Array *dst = nullptr;
+  std::vector<int64_t> elements;
+  std::vector<Real> values;
+  std::vector<TmaOrigin> origins;
+  int issuer = -1;
+  Where issued_at = nullptr;
+  int64_t phase = 0;  // the phase whose completion it belongs to
+};
+struct Mbarrier {
+  int expected = 0;
+  int pending = 0;
+  int64_t tx = 0;
+  int64_t completed = 0;
+  std::vector<TmaLanding> in_flight;   // issued in the current phase
+  std::vector<TmaLanding> unlanded;    // of completed phases, waiting for a wait
+  std::map<int, int64_t> last_waited;  // by thread: the phase its last wait observed
 };
 
 struct Array {
@@ -43,6 +79,10 @@ struct Array {
   bool writable;                       // false for a kernel's input buffers
   std::vector<Real> values;            // register arrays: thread t's elements at [t * size, (t + 1) * size)
   std::vector<SharedAccess> accesses;  // shared arrays under race checks: one per element
+  int64_t base_address = 0;            // shared arrays: the byte address of element 0 (see shared_arrays)
+  std::vector<TmaOrigin> origins;      // shared arrays a TMA load wrote: one per element
+  std::map<int64_t, Mbarrier> mbarriers;  // by element: the initialized mbarriers of a u64 shared array
+  std::vector<int> wgmma_holds;  // register arrays a wgmma uses: wgmmas in flight per element, as values
 
   std::string describe() const;  // "A_smem (shared f16[4096])"
 };

@@ -276,6 +276,13 @@ Exec StatementCompiler::allocate(const Allocate *op) {
     size *= *extent;
   }
   Array &array = m->add_array(Array(op->name, op->type, space, size));
+  if (space == Space::shared) {
+    const std::vector<SharedArray> &placed = m->shared_layout.arrays;
+    const size_t k = shared_arrays_compiled_++;
+    TWIST_CHECK(k < placed.size() && placed[k].allocate->name == op->name,
+                "shared array {} is not where shared_arrays placed the kernel's arrays", op->name);
+    array.base_address = placed[k].offset;
+  }
   poison(op->type);  // refuses element types that arrays cannot hold, now rather than at run time
   buffers_[op->name].push_back(&array);
   Exec body = compile(op->body);
@@ -330,6 +337,18 @@ Exec StatementCompiler::evaluate(const Stmt &s) {
   if (auto op = intrinsic::as_mma(s)) return compile_mma(*this, *op, where);
   if (auto op = intrinsic::as_shuffle_xor(s)) return compile_shuffle_xor(*this, *op, where);
   if (auto op = intrinsic::as_atomic_add(s)) return compile_atomic_add(*this, *op, where);
+  if (auto op = intrinsic::as_mbarrier(s)) return compile_mbarrier(*this, *op, where);
+  if (auto op = intrinsic::as_tma_copy(s)) return compile_tma_copy(*this, *op, where);
+  if (intrinsic::is_tma_store_commit(s)) return compile_held_commit(*this, HeldKind::bulk_store, where);
+  if (auto pending = intrinsic::as_tma_store_wait(s))
+    return compile_held_wait(*this, HeldKind::bulk_store, *pending, where);
+  if (intrinsic::is_fence_proxy_async(s)) return [](const ActiveThreads &) {};
+  if (auto op = intrinsic::as_wgmma(s)) return compile_wgmma(*this, *op, where);
+  if (intrinsic::is_wgmma_fence(s)) return compile_warpgroup_sync(*this, "wgmma.fence", where);
+  if (intrinsic::as_setmaxnreg(s)) return compile_warpgroup_sync(*this, "setmaxnreg", where);
+  if (intrinsic::is_wgmma_commit(s)) return compile_held_commit(*this, HeldKind::wgmma, where);
+  if (auto pending = intrinsic::as_wgmma_wait(s))
+    return compile_held_wait(*this, HeldKind::wgmma, *pending, where);
   if (intrinsic::is_intrinsic(s))
     fail("this twist intrinsic is unknown to the interpreter; scheduler/intrinsics.h lists the ones it runs");
   // Halide's no-op statement.

@@ -53,6 +53,7 @@ class StatementCompiler {
   std::map<std::string, std::vector<Array *>> buffers_;  // by name, innermost last
   std::map<std::string, int> bound_;                     // variable names bound around the statement
   int renames_ = 0;
+  size_t shared_arrays_compiled_ = 0;  // allocations compile in the order shared_arrays lists them
 };
 
 }  // namespace twist::reference::interpreter

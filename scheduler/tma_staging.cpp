@@ -1,0 +1,85 @@
+// The TMA transport of a stage: its slots as boxes of swizzled rows, its tensor map and its copies.
+#include "lang/error.h"
+#include "scheduler/hopper_layouts.h"
+#include "scheduler/staging.h"
+
+namespace twist {
+
+void plan_tma_boxes(StagePlan &p, const std::string &func) {
+  // The widest swizzle whose row the tile's row fills: 128 bytes, else 64 or 32.
+  const int row_bytes = p.cols * p.elem_bytes;
+  int width = 0;
+  for (int w : {128, 64, 32})
+    if (row_bytes % w == 0) {
+      width = w;
+      break;
+    }
+  if (width == 0)
+    fail(
+        "schedule of '{}': the TMA stage of '{}' has rows of {} elements ({} bytes), which no swizzle "
+        "allows: "
+        "the 32, 64 and 128-byte swizzles need rows of a multiple of 32 bytes ({} elements); tile the "
+        "contiguous dimension to a multiple of that",
+        func, p.input, p.cols, row_bytes, 32 / p.elem_bytes);
+  p.swizzle = width == 128  ? TensorMap::Swizzle::b128
+              : width == 64 ? TensorMap::Swizzle::b64
+                            : TensorMap::Swizzle::b32;
+  p.box_cols = width / p.elem_bytes;
+  for (size_t c = 0; c + 1 < p.box_extent.size(); ++c)
+    if (p.box_extent[c] > 256)
+      fail(
+          "schedule of '{}': the TMA stage of '{}' needs a box of {} elements in dimension {}, but TMA boxes "
+          "have at most 256 elements per dimension; use a smaller tile",
+          func, p.input, p.box_extent[c], c);
+  // Each box must start at a multiple of the swizzle pattern (8 rows), so that the pattern the wgmma
+  // descriptor assumes is the one the copy wrote.
+  if ((p.rows * width) % hopper::swizzle_alignment(p.swizzle) != 0)
+    fail(
+        "schedule of '{}': the TMA stage of '{}' has boxes of {} rows; swizzled boxes need a multiple of 8 "
+        "rows",
+        func, p.input, p.rows);
+  p.layout = SharedLayout::swizzled;
+  p.row_pitch = p.cols;
+  p.slot_elems = p.rows * p.cols;
+  p.copy_bytes = 16;
+  // The tensor's rows must start at 16-byte aligned addresses: TMA's global strides are multiples of 16.
+  const int elems = 16 / p.elem_bytes;
+  if (p.shape.size() > 1) {
+    const Halide::Expr pitch = p.shape.back();
+    const auto *c = Halide::Internal::as_const_int(Halide::Internal::simplify(pitch));
+    if (c && *c % elems != 0)
+      fail(
+          "schedule of '{}': '{}' has rows of {} elements; TMA needs rows that are a multiple of 16 bytes "
+          "({} "
+          "elements); use Transport::cp_async for it",
+          func, p.input, *c, elems);
+    if (!c)
+      p.requirements.push_back(
+          {pitch % elems == 0,
+           fmt::format(
+               "the last extent of '{}' ({}) must be a multiple of {} for its TMA copies (global rows "
+               "are 16-byte aligned); lower with Transport::cp_async for other shapes",
+               p.input, pitch, elems)});
+  }
+}
+
+TensorMap StagePlan::tensor_map() const {
+  std::vector<int> box = box_extent;
+  box.back() = box_cols;
+  return TensorMap{input + "_map", input, shape, box, swizzle};
+}
+
+Stmt StagePlan::tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
+                           const intrinsic::MbarrierRef &barrier) const {
+  std::vector<Stmt> copies;
+  for (int b = 0; b < cols / box_cols; ++b) {
+    std::vector<Halide::Expr> coordinates;
+    for (size_t c = 0; c < box_extent.size(); ++c) coordinates.push_back(box_min_at(iteration, c));
+    coordinates.back() = Halide::Internal::simplify(coordinates.back() + b * box_cols);
+    copies.push_back(intrinsic::tma_copy(
+        {true, tensor_map().name, buffer, slot * slot_elems + b * rows * box_cols, coordinates, barrier}));
+  }
+  return Halide::Internal::Block::make(copies);
+}
+
+}  // namespace twist

@@ -1,0 +1,137 @@
+// The Hopper intrinsics on the hardware: the hand-written TMA + mbarrier + wgmma products of the
+// interpreter's tests (tests/reference/interpreter/hopper_kernels.h) run on the GPU, with their tensor maps
+// encoded by the runtime, and must give the product the interpreter's layouts promise: the swizzle the TMA
+// writes, the descriptors wgmma reads through, the accumulator and register-A fragments. Skipped without an
+// sm_90 GPU.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "algebra/builtins.h"
+#include "apps/gemm/gemm.h"
+#include "backends/cuda/program/gpu_program.h"
+#include "backends/reference/evaluate_funcs.h"
+#include "backends/reference/interpreter/interpreter.h"
+#include "lang/float_formats.h"
+#include "scheduler/lower.h"
+#include "tests/gpu_support.h"
+#include "tests/reference/interpreter/hopper_kernels.h"
+
+using namespace twist::reference;
+using namespace twist::reference::testing;
+
+namespace {
+
+HostTensor dyadic(const twist::Type &type, std::vector<int64_t> shape, uint64_t seed) {
+  HostTensor t = random_uniform(twist::i32, shape, seed, -32, 32);
+  HostTensor out(type, shape);
+  for (int64_t i = 0; i < t.size(); ++i) out.set_linear(i, t.get_linear(i) / 8.0);
+  return out;
+}
+
+// Exact for f32 accumulators (the values' products and sums are exact); f16 accumulators round inside each
+// k-step in an order the hardware does not specify, so they are compared to a relative 2^-9.
+void check_on_gpu(const HopperProduct &p) {
+  LoweredProgram program;
+  program.name = "hopper_product";
+  program.kernels = {hopper_product_kernel(p)};
+  program.inputs = {program.kernels[0].buffers[0], program.kernels[0].buffers[1]};
+  program.outputs = {program.kernels[0].buffers[2]};
+  const HostTensor A = dyadic(p.input, {p.m, p.k}, 1);
+  const HostTensor B =
+      dyadic(p.input, p.b_k_major ? std::vector<int64_t>{p.n, p.k} : std::vector<int64_t>{p.k, p.n}, 2);
+  static twist::cuda::Device device;
+  twist::cuda::GpuProgram gpu(program, device);
+  const HostTensor D = gpu.run({{"A", A}, {"B", B}}).at("D");
+  const HostTensor want = run_program(program, {{"A", A}, {"B", B}}, {}).at("D");
+  for (int64_t r = 0; r < p.m; ++r) {
+    for (int64_t c = 0; c < p.n; ++c) {
+      INFO("D[" << r << ", " << c << "]");
+      if (p.accumulator == twist::f32)
+        REQUIRE(D.get({r, c}) == want.get({r, c}));
+      else
+        REQUIRE(std::abs(D.get({r, c}) - want.get({r, c})) <= std::ldexp(std::abs(want.get({r, c})) + 1, -9));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPU: TMA + mbarrier + wgmma products match the interpreter's layouts") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA and wgmma");
+  for (const int n : {64, 72, 256}) {
+    INFO("MN-major B, N = " << n);
+    check_on_gpu({.m = 64, .n = n});
+  }
+  for (const int n : {8, 56, 256}) {
+    INFO("K-major B, N = " << n);
+    check_on_gpu({.m = 64, .n = n, .b_k_major = true});
+  }
+  check_on_gpu({.m = 37, .n = 72});
+  check_on_gpu({.m = 50, .n = 64, .input = twist::bf16});
+  check_on_gpu({.m = 64, .n = 64, .a_in_registers = true});
+  check_on_gpu({.m = 45, .n = 136, .a_in_registers = true, .input = twist::bf16});
+  check_on_gpu({.m = 64, .n = 128, .accumulator = twist::f16});
+}
+
+namespace {
+
+// The relative L2 error of the GPU's output against the oracle (exact arithmetic) on the same inputs.
+double hopper_gemm_error(const twist::Func &out, const twist::Schedule &s,
+                         const std::map<std::string, double> &scalars,
+                         const std::map<std::string, HostTensor> &inputs) {
+  static twist::cuda::Device device;
+  const LoweredProgram p = twist::lower(out, s, twist::Target::sm90a());
+  twist::cuda::GpuProgram gpu(p, device);
+  const HostTensor got = gpu.run(inputs, scalars).at(out.name());
+  const HostTensor want = evaluate(out, {inputs, scalars}, twist::Arithmetic::exact)[0];
+  HostTensor wide(twist::f64, got.shape());
+  for (int64_t e = 0; e < got.size(); ++e) wide.set_linear(e, got.get_linear(e));
+  return relative_l2_error(wide, want);
+}
+
+}  // namespace
+
+TEST_CASE("GPU: Hopper GEMM (TMA ring and wgmma) on odd shapes with epilogues and batching matches the oracle") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA and wgmma");
+  using namespace twist::apps;
+  struct Case {
+    HopperTiling tiling;
+    int m, n, k;
+  };
+  HopperTiling small, wide, tall;
+  small.block_m = 128, small.block_n = 64, small.stages = 2;
+  wide.block_m = 128, wide.block_n = 256, wide.stages = 3;
+  tall.block_m = 256, tall.block_n = 128, tall.stages = 3;  // two 64-row atoms per warpgroup
+  for (const twist::Type &type : {twist::f16, twist::bf16}) {
+    Gemm g = make_gemm({.input = type, .output = twist::f32, .prefix = twist::type_name(type)});
+    for (const Case &c :
+         {Case{small, 100, 72, 200}, Case{small, 1, 8, 8}, Case{HopperTiling{}, 257, 136, 1000},
+          Case{wide, 300, 264, 520}, Case{tall, 513, 392, 136}}) {
+      INFO(twist::type_name(type), " ", c.tiling.name(), " ", c.m, "x", c.n, "x", c.k);
+      const std::map<std::string, double> scalars = {{g.M.name(), c.m}, {g.N.name(), c.n}, {g.K.name(), c.k}};
+      const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {c.m, c.k}, 1)},
+                                                        {g.B.name(), random_normal(type, {c.k, c.n}, 2)}};
+      CHECK(hopper_gemm_error(g.out, schedule_hopper(g, c.tiling), scalars, inputs) < 1e-5);
+    }
+  }
+  {
+    Gemm g = make_gemm(
+        {.input = twist::bf16, .output = twist::f32, .epilogue = Epilogue::bias_silu, .prefix = "e"});
+    const std::map<std::string, double> scalars = {
+        {g.M.name(), 300}, {g.N.name(), 200}, {g.K.name(), 256}, {g.alpha->name(), 0.5}};
+    const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::bf16, {300, 256}, 3)},
+                                                      {g.B.name(), random_normal(twist::bf16, {256, 200}, 4)},
+                                                      {g.bias->name(), random_normal(twist::f32, {200}, 5)}};
+    CHECK(hopper_gemm_error(g.out, schedule_hopper(g, small), scalars, inputs) < 1e-5);
+  }
+  {
+    Gemm g = make_gemm({.input = twist::f16, .output = twist::f32, .batched = true, .prefix = "b"});
+    const std::map<std::string, double> scalars = {
+        {g.M.name(), 70}, {g.N.name(), 96}, {g.K.name(), 96}, {g.batch.name(), 3}};
+    const std::map<std::string, HostTensor> inputs = {
+        {g.A.name(), random_normal(twist::f16, {3, 70, 96}, 6)},
+        {g.B.name(), random_normal(twist::f16, {3, 96, 96}, 7)}};
+    CHECK(hopper_gemm_error(g.out, schedule_hopper(g, small), scalars, inputs) < 1e-5);
+  }
+}

@@ -1,0 +1,160 @@
+// The Hopper GEMM through the general lowering: TMA stages in a ring of mbarrier-guarded slots and wgmma
+// atoms, run on the interpreter at small odd shapes against the oracle, and compiled for sm_90a with the
+// instructions the schedule asks for.
+#include <doctest/doctest.h>
+
+#include "apps/gemm/gemm.h"
+#include "backends/cuda/codegen/cuda_printer.h"
+#include "backends/cuda/runtime/kernel_cache.h"
+#include "scheduler/lower.h"
+#include "tests/error_capture.h"
+#include "tests/scheduler/lowering_support.h"
+
+using namespace twist;
+using namespace twist::apps;
+using twist::testing::lowered_error;
+using twist::testing::random_inputs;
+
+namespace {
+
+std::map<std::string, double> sizes(const Gemm &g, int m, int n, int k) {
+  return {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
+}
+
+struct Shape {
+  int m, n, k;
+};
+
+}  // namespace
+
+TEST_CASE("Hopper GEMM (TMA ring, wgmma) matches the oracle on odd shapes, f16 and bf16") {
+  for (const Type &type : {f16, bf16}) {
+    Gemm g = make_gemm({.input = type, .output = f32});
+    HopperTiling t;
+    t.block_m = 128, t.block_n = 64, t.warpgroups = 2, t.stages = 2;
+    const Schedule s = schedule_hopper(g, t);
+    // K = 200: a last k-tile mostly past the edge (TMA's zero fill); 5 k-tiles through a 2-slot ring.
+    for (const Shape shape : {Shape{100, 72, 200}, Shape{130, 64, 64}, Shape{8, 8, 8}}) {
+      const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+      const double err = lowered_error(g.out, s, random_inputs(g.out, scalars, 7), scalars);
+      INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k);
+      CHECK(err < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("Hopper GEMM with 128-row warpgroups, N = 256 atoms and f16 accumulation") {
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  HopperTiling t;
+  t.block_m = 128, t.block_n = 128, t.warpgroups = 1, t.stages = 3;  // two atoms of 64 rows per warpgroup
+  const auto scalars = sizes(g, 70, 264, 136);
+  CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 3), scalars) < 2e-3);
+  t.block_n = 256, t.warpgroups = 2;
+  CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 3), scalars) < 2e-3);
+  t.block_n = 128;
+  t.accumulation = Accumulation::fp16();
+  CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 3), scalars) < 2e-2);
+}
+
+TEST_CASE("the Hopper GEMM source holds wgmma, TMA and mbarrier waits, and compiles for sm_90a") {
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  const LoweredProgram p = lower(g.out, schedule_hopper(g, HopperTiling{}), Target::sm90a());
+  const Kernel &k = p.kernels[0];
+  REQUIRE(k.tensor_maps.size() == 2);
+  CHECK(k.tensor_maps[0].swizzle == TensorMap::Swizzle::b128);
+  CHECK(k.tensor_maps[0].box == std::vector<int>{128, 64});
+  CHECK(k.tensor_maps[1].box == std::vector<int>{64, 64});
+  const std::string source = cuda::cuda_source(k);
+  INFO(source);
+  for (const char *instruction :
+       {"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "cp.async.bulk.tensor.2d",
+        "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "wgmma.wait_group.sync.aligned 1"})
+    CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
+  for (const std::string &instruction : k.required_instructions)
+    CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+}
+
+TEST_CASE("Hopper schedules that cannot lower are refused with the reason") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  HopperTiling t;
+  t.block_n = 100;
+  std::string e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e, "wgmma.m64nNk16 has N from 8 to 256 in steps of 8"));
+  t = HopperTiling{};
+  t.block_n = 264;
+  e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(contains(e, "has N from 8 to 256"));
+  t = HopperTiling{};
+  t.block_m = 512, t.warpgroups = 2;
+  e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(contains(e, "TMA boxes have at most 256 elements per dimension"));
+  t = HopperTiling{};
+  t.block_n = 8;  // B's rows of 8 f16 elements: 16 bytes
+  e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(contains(e, "no swizzle allows"));
+  t = HopperTiling{};
+  t.block_n = 256, t.block_m = 256;  // 256 accumulators per thread
+  e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(contains(e, "at least 256 registers, but sm_90a allows 255"));
+  e = error_of([&] { lower(g.out, schedule_hopper(g, HopperTiling{}), Target::sm80()); });
+  CHECK(contains(e, "the wgmma atom runs on sm_90a, but the program is lowered for sm_80"));
+  {
+    GemmTiling mma;
+    mma.transport = Transport::tma;
+    e = error_of([&] { lower(g.out, schedule_tensor_core(g, mma), Target::sm90a()); });
+    CHECK(contains(e, "TMA stages are lowered only as the operands of a wgmma atom"));
+  }
+  t = HopperTiling{};
+  t.block_n = 256, t.stages = 8;
+  e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(contains(e, "bytes of shared memory per block"));
+}
+
+TEST_CASE("Hopper GEMM with hybrid accumulation: f16 wgmma partials promoted into f32 between k-tiles") {
+  Gemm g = make_gemm({.input = f16, .output = f32});
+  HopperTiling t;
+  t.block_m = 128, t.block_n = 64, t.stages = 2;
+  const auto scalars = sizes(g, 100, 72, 520);
+  const auto inputs = random_inputs(g.out, scalars, 9);
+  t.accumulation = Accumulation::fp16();
+  const double f16_error = lowered_error(g.out, schedule_hopper(g, t), inputs, scalars);
+  t.accumulation = Accumulation::hybrid(4);  // one 64-deep k-tile of f16 partials
+  const double hybrid_error = lowered_error(g.out, schedule_hopper(g, t), inputs, scalars);
+  t.accumulation = Accumulation::fp32();
+  const double f32_error = lowered_error(g.out, schedule_hopper(g, t), inputs, scalars);
+  INFO("f16 " << f16_error << ", hybrid " << hybrid_error << ", f32 " << f32_error);
+  // Promoting every k-tile keeps the f16 error of 64-term sums, not of 520-term ones.
+  CHECK(f32_error < 1e-5);
+  CHECK(hybrid_error < f16_error / 2);
+  CHECK(hybrid_error < 2e-3);
+  t.accumulation = Accumulation::hybrid(8);
+  const Kernel k = lower(g.out, schedule_hopper(g, t), Target::sm90a()).kernels[0];
+  const std::string source = cuda::cuda_source(k);
+  CHECK(source.find("wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16") != std::string::npos);
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  t.accumulation = Accumulation::hybrid(6);
+  const std::string e =
+      twist::testing::error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(twist::testing::contains(e, "promotes between k-tiles of 4 k-steps; choose a multiple of 4"));
+}
+
+TEST_CASE("Hopper GEMM with fused epilogues and batching matches the oracle") {
+  HopperTiling t;
+  t.block_m = 128, t.block_n = 64, t.stages = 2;
+  {
+    Gemm g = make_gemm({.input = bf16, .output = f32, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
+    auto scalars = sizes(g, 70, 88, 72);
+    scalars[g.alpha->name()] = 0.5;
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 5), scalars) < 1e-5);
+  }
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});
+    auto scalars = sizes(g, 70, 64, 96);
+    scalars[g.batch.name()] = 2;
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 6), scalars) < 1e-5);
+  }
+}
