@@ -1,5 +1,6 @@
 #include "algebra/builtins.h"
 
+#include <algorithm>
 #include <map>
 
 #include "algebra/provenance.h"
@@ -59,6 +60,7 @@ Monoid single(const std::string& family, const std::string& component, const Typ
           .identity({identity})
           .combine([op](const State& a, const State& b) { return std::vector<Expr>{op(a[0], b[0])}; })
           .origin(Origin::builtin)
+          .commutative()
           .build());
 }
 
@@ -76,6 +78,7 @@ Monoid arg_extremum(const std::string& family, const Type& t, bool largest) {
                                                                 select(take_b, b["index"], a["index"])};
                                      })
                                      .origin(Origin::builtin)
+                                     .commutative()
                                      .build());
 }
 
@@ -234,6 +237,8 @@ Monoid product(const std::vector<Monoid>& factors, const std::vector<std::string
                              return Substitution().bind(f.one(), slice(s, state_at, k))(f.finalize);
                            }))
                  .origin(Origin::product)
+                 .commutative(std::all_of(factors.begin(), factors.end(),
+                                          [](const Monoid& f) { return f.commutative; }))
                  .build();
   for (const Monoid& f : factors) m.factors.push_back(std::make_shared<const Monoid>(f));
   return m;

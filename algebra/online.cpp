@@ -130,7 +130,8 @@ struct RescaledSums {
     MonoidBuilder builder(name);
     describe(builder)
         .combine([this](const State& a, const State& b) { return combine(a, b); })
-        .origin(Monoid::Origin::builtin);
+        .origin(Monoid::Origin::builtin)
+        .commutative();
     return with_twist_of(builder.build(), twisted(), reference);
   }
 };
@@ -201,7 +202,8 @@ struct Welford {
           return with_exact_identity(a, b, {Expr(0.0), Expr(0.0), Expr(0.0)}, chan(a, b),
                                      BothIdentity::general);
         })
-        .origin(Monoid::Origin::builtin);
+        .origin(Monoid::Origin::builtin)
+        .commutative();
     return with_twist_of(builder.build(), twisted(), reference);
   }
 };

@@ -137,7 +137,8 @@ Monoid TwistBuilder::build() const {
     fail("twisted monoid '{}' declares a reference but neither psi nor psi^-1 uses it", name_);
 
   MonoidBuilder builder(name_);
-  builder.state(state_).identity(identity_).origin(Monoid::Origin::twisted);
+  // psi carries the combine onto the base's, so it commutes where the base's does.
+  builder.state(state_).identity(identity_).origin(Monoid::Origin::twisted).commutative(base_->commutative);
   if (!elements_.empty()) builder.elements(elements_);
   if (lift_) builder.lift(lift_);
   if (finalize_) builder.finalize(outputs_, finalize_);

@@ -193,6 +193,11 @@ MonoidBuilder &MonoidBuilder::step(const Fn2 &fn) {
   return *this;
 }
 
+MonoidBuilder &MonoidBuilder::commutative(bool known) {
+  m_.commutative = known;
+  return *this;
+}
+
 MonoidBuilder &MonoidBuilder::origin(Monoid::Origin origin) {
   m_.origin = origin;
   return *this;

@@ -76,6 +76,10 @@ class Monoid {
   // fold(x ++ y) == combine(fold(x), fold(y)), and equal the rightward fold by the combine.
   std::vector<Expr> step;
   Origin origin = Origin::user;
+  // a . b == b . a for every pair of states, known by construction (the library's monoids but the affine
+  // maps, products of such, twists of such). A lowering may fold the points of a reduction out of order
+  // (threads dealt points in turn) only when this holds; otherwise each thread folds a contiguous run.
+  bool commutative = false;
   std::vector<std::shared_ptr<const Monoid>> factors;  // for a product
   std::optional<Twist> twist;
 
@@ -116,6 +120,10 @@ class MonoidBuilder {
   // The sequential step the combine must reproduce: (state, element) -> state (see Monoid::step).
   MonoidBuilder &step(const Fn2 &fn);
   MonoidBuilder &origin(Monoid::Origin origin);
+  // Declares that the combine commutes, so that a cooperative tree may deal points to threads in turn
+  // (coalesced loads) rather than in contiguous runs. It is the user's assertion, like
+  // FuncSchedule::assume_associative: the checker does not test it.
+  MonoidBuilder &commutative(bool known = true);
   Monoid build() const;
 
  private:

@@ -1,5 +1,7 @@
 #include "scheduler/cooperative_tree.h"
 
+#include <algorithm>
+
 #include "lang/error.h"
 #include "scheduler/intrinsics.h"
 #include "scheduler/stmt_building.h"
@@ -21,9 +23,10 @@ bool serial(Binding b) {
 }
 
 // Replaces the serial reduction loops (adjacent, outermost first) by one flat loop dealt to `threads`
-// threads: flat = serial * threads + lane, the original loops recovered from flat, and flat < (their points)
-// guarded.
-void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefix) {
+// threads, the original loops recovered from flat and flat < (their points) guarded. `in_turn` (for a
+// commutative monoid): flat = serial * threads + lane, so a warp's loads are coalesced; otherwise each lane
+// folds a contiguous run, flat = lane * run + serial, so that the lanes' states are in the points' order.
+void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefix, bool in_turn) {
   std::vector<int> at;
   for (size_t k = 0; k < loops.dims.size(); ++k)
     if (loops.dims[k].reduction && serial(loops.dims[k].binding)) at.push_back(static_cast<int>(k));
@@ -37,23 +40,28 @@ void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefi
           loops.func, loops.names());
   const LoopDim serial_dim{prefix + ".serial", Halide::Expr(), true, Binding::serial};
   const LoopDim lane_dim{prefix + ".lane", Halide::Expr(threads), true, Binding::thread};
-  const Halide::Expr flat = serial_dim.var() * threads + lane_dim.var();
-  Halide::Expr points = 1, stride = 1;
+  Halide::Expr points = 1;
+  for (int k : at) points = points * loops.dims[k].extent;
+  const Halide::Expr run = simplify((points + (threads - 1)) / threads);
+  const Halide::Expr flat =
+      in_turn ? serial_dim.var() * threads + lane_dim.var() : lane_dim.var() * run + serial_dim.var();
+  Halide::Expr stride = 1;
   std::map<std::string, Halide::Expr> values;
   for (auto it = at.rbegin(); it != at.rend(); ++it) {
     const LoopDim &d = loops.dims[*it];
     values[d.name] = it == at.rend() - 1 ? flat / stride : (flat / stride) % d.extent;
     stride = stride * d.extent;
-    points = points * d.extent;
   }
   for (auto *m : {&loops.value_of, &loops.unclamped_value_of})
     for (auto &[name, v] : *m) v = simplify(substitute(values, v));
   for (Halide::Expr &g : loops.reduction_guards) g = simplify(substitute(values, g));
   loops.reduction_guards.push_back(simplify(flat < points));
   LoopDim s = serial_dim;
-  s.extent = simplify((points + (threads - 1)) / threads);
+  s.extent = run;
   loops.dims.erase(loops.dims.begin() + at.front(), loops.dims.begin() + at.back() + 1);
-  loops.dims.insert(loops.dims.begin() + at.front(), {s, lane_dim});
+  // Outermost first in the order of the points: the lane is the outer digit of flat when runs are contiguous.
+  loops.dims.insert(loops.dims.begin() + at.front(), in_turn ? std::initializer_list<LoopDim>{s, lane_dim}
+                                                             : std::initializer_list<LoopDim>{lane_dim, s});
 }
 
 std::string array(const CooperativeTree &t, const char *what, const Component &c) {
@@ -95,7 +103,8 @@ std::vector<int> masks_below(int lanes) {
   std::vector<int> masks;
   int top = 1;
   while (top < lanes) top *= 2;
-  for (int mask = top / 2; mask >= 1; mask /= 2) masks.push_back(mask);
+  // Lowest bit first: after mask m each lane holds the combined run of the 2m lanes around it, in order.
+  for (int mask = 1; mask < top; mask *= 2) masks.push_back(mask);
   return masks;
 }
 
@@ -153,11 +162,29 @@ CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, i
         "schedule of '{}': reduction loop '{}' is bound to warps, so bind a loop of 32 to the lanes "
         "(threads) too",
         name, t.warp_loop);
+  const Monoid &monoid = *reduction.definition().reduction->monoid;
   if (t.lane_loop.empty()) {
-    deal_to_threads(t.loops, default_threads, name);
+    deal_to_threads(t.loops, default_threads, name, monoid.commutative);
     t.lane_loop = name + ".lane";
-    t.summary +=
-        fmt::format("  {}: default tree, its points dealt in turn to {} threads\n", name, default_threads);
+    t.summary += fmt::format("  {}: default tree, its points dealt {} to {} threads\n", name,
+                             monoid.commutative ? "in turn" : "in contiguous runs", default_threads);
+  }
+  if (!monoid.commutative) {
+    // The parts, warps and lanes combine in their index order, so they must split the points into runs.
+    std::vector<std::string> reduction_loops, distributed;
+    for (const LoopDim &d : t.loops.dims)
+      if (d.reduction) reduction_loops.push_back(d.name);
+    for (const std::string &l : {t.part_loop, t.warp_loop, t.lane_loop})
+      if (!l.empty()) distributed.push_back(l);
+    if (!std::equal(distributed.begin(), distributed.end(), reduction_loops.begin()))
+      fail(
+          "schedule of '{}': its monoid '{}' is not known to be commutative, so a tree must keep the points "
+          "in order: the reduction loops split across blocks, bound to warps and bound to threads ({}) must "
+          "be "
+          "the outermost reduction loops, in that order (the loops are {}); split the reduction loop and "
+          "bind "
+          "its outer part to threads",
+          name, monoid.name, fmt::join(distributed, ", "), t.loops.names());
   }
   const int lanes = t.loops.dim(t.lane_loop).constant_extent(name, "a loop bound to threads");
   const int warps =

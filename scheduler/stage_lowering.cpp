@@ -40,8 +40,9 @@ void reductions_called(const FuncGraph &g, const Halide::Expr &e, std::vector<st
 }
 
 // The second kernel of a split reduction: folds the parts' states with the monoid's combine, then finalizes.
-// The parts go into `chains` interleaved folds (part p into chain p % chains), which are then combined
-// pairwise: a reassociation of the fold that the split's own associativity check already approved. The
+// The parts go into `chains` folds of consecutive parts (chain c folds parts c * run .. c * run + run - 1),
+// which are then combined pairwise in order, neighbours first: a reassociation of the fold that the split's
+// own associativity check already approved, keeping the parts' order (the monoid need not commute). The
 // chains' loads are independent and the dependent chain is parts / chains combines long instead of parts.
 Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials,
                       int parts) {
@@ -67,7 +68,7 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
           return stmt::let_all(operands, Block::make(stores));
         };
         const Halide::Expr chain = stmt::var("chain"), step = stmt::var("step");
-        std::vector<Halide::Expr> at = {step * chains + chain};
+        std::vector<Halide::Expr> at = {chain * (parts / chains) + step};
         at.insert(at.end(), coords.begin(), coords.end());
         Stmt fold = combine_into(
             chain, [&](size_t c) { return load(m.state[c].type, partials[c].name, flat_index(at, shape)); });
@@ -77,11 +78,11 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
               stmt::unrolled("chain", chains, stmt::store("state." + m.state[c].name, m.identity[c], chain)));
         steps.push_back(For::make("step", 0, parts / chains, ForType::Serial, Halide::DeviceAPI::None,
                                   stmt::unrolled("chain", chains, fold)));
-        for (int half = chains / 2; half >= 1; half /= 2)
-          steps.push_back(stmt::unrolled("chain", half, combine_into(chain, [&](size_t c) {
-                                           return load(m.state[c].type, "state." + m.state[c].name,
-                                                       chain + half);
-                                         })));
+        for (int stride = 1; stride < chains; stride *= 2)
+          steps.push_back(stmt::unrolled(
+              "chain", chains / (2 * stride), combine_into(chain * (2 * stride), [&](size_t c) {
+                return load(m.state[c].type, "state." + m.state[c].name, chain * (2 * stride) + stride);
+              })));
         std::vector<Halide::Expr> state;
         for (const Component &c : m.state) state.push_back(load(c.type, "state." + c.name, 0));
         steps.push_back(epilogue_stores(values, coords, state, Halide::Expr()));
@@ -91,9 +92,9 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
                                 const_true(), body);
         return body;
       });
-  k.schedule_summary =
-      fmt::format("  folds {} partial states per point with {}'s combine, in {} interleaved chains\n", parts,
-                  m.name, chains);
+  k.schedule_summary = fmt::format(
+      "  folds {} partial states per point with {}'s combine, in {} chains of consecutive parts\n", parts,
+      m.name, chains);
   return k;
 }
 
@@ -157,7 +158,8 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
   std::optional<algebra::AssociativityOverride> user_override;
   if (request.schedule->associativity_override())
     user_override = algebra::AssociativityOverride{*request.schedule->associativity_override()};
-  const algebra::CheckOptions check_options = schedule_check_options(request.reduction, extents, request.schedule);
+  const algebra::CheckOptions check_options =
+      schedule_check_options(request.reduction, extents, request.schedule);
   auto approve = [&](const std::string &what) {
     approvals +=
         "  " + algebra::require_reassociable(monoid, what, user_override, check_options).to_string() + "\n";

@@ -23,7 +23,8 @@ def online_softmax():
             .state([("m", f32), ("l", f32)])
             .elements([("s", f32)])
             .identity([twist.neg_infinity(f32), 0.0])
-            .lift(lambda x: [x["s"], 1.0])
+            # A masked score (-inf) holds no element, as the identity does: its l is 0.
+            .lift(lambda x: [x["s"], twist.cast(f32, twist.select(x["s"] == twist.neg_infinity(f32), 0.0, 1.0))])
             .reference(f32, lambda a, b: twist.max(a["m"], b["m"]))
             .to_base(lambda s, r: [s["m"], s["l"] * rescale(s["m"], r)])
             .from_base(lambda b, r: [b["m"], twist.select(b["m"] == twist.neg_infinity(f32), 0,

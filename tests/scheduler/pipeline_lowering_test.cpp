@@ -219,6 +219,7 @@ TEST_CASE(
           })
           .finalize({{"mean", f32}},
                     [](const State &s) { return std::vector<Expr>{select(s[0] > 0.0f, s[1] / s[0], 0.0f)}; })
+          .commutative()  // so that its tree may deal the points to threads in turn
           .build();
   struct Case {
     Monoid monoid;
@@ -517,4 +518,36 @@ TEST_CASE("rows of several dimensions, and a whole func as one row") {
   CHECK(Halide::Internal::is_const_one(p.kernels[0].grid[0]));  // one block: the whole func is the row
   const std::map<std::string, double> one = {{"rd_n", 1000}};
   CHECK(lowered_error(unit, Schedule(), random_inputs(unit, one, 16), one) < 1e-6);
+}
+
+TEST_CASE("a monoid that does not commute keeps its points' order in trees and in split combines") {
+  // The affine maps h -> a h + b compose in sequence order only: a lowering that folds points out of order
+  // (threads dealt points in turn, lanes combined high bit first, split parts combined in interleaved chains)
+  // gives another map.
+  SizeParam rows("ord_rows"), cols("ord_cols");
+  Input a("ord_a", f64, {rows, cols}), b("ord_b", f64, {rows, cols});
+  Var i("i");
+  RDom r({{0, cols}}, "ord_r");
+  Func f("ord_f");
+  f(i) = reduce(algebra::affine(f64), r, std::vector<Expr>{a(i, r.x), b(i, r.x)});
+  f.set_shape({rows});
+  REQUIRE_FALSE(algebra::affine(f64).commutative);
+  Schedule by_default, split_parts;
+  split_parts[f]
+      .split("i", "io", "it", 32)
+      .bind("io", Binding::block_x)
+      .bind("it", Binding::thread)
+      .split_reduction("ord_r.x", 8);
+  for (const Schedule *s : {&by_default, &split_parts}) {
+    for (const int n : {1, 37, 1000}) {
+      INFO("length ", n);
+      const std::map<std::string, double> sizes = {{"ord_rows", 3}, {"ord_cols", n}};
+      CHECK(lowered_error(f, *s, random_inputs(f, sizes, 11), sizes) < 1e-9);
+    }
+  }
+  Schedule lanes_inside;
+  lanes_inside[f].split("ord_r.x", "ro", "rt", 32).bind("rt", Binding::thread);
+  const std::string error = error_of([&] { lower(f, lanes_inside, Target::sm90a()); });
+  CHECK(contains(error, "not known to be commutative"));
+  CHECK(contains(error, "ord_f"));
 }
