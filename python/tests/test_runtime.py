@@ -66,7 +66,7 @@ def test_parameters_are_the_buffers_addresses_then_the_scalars_in_the_kernels_or
 
 
 def test_the_dsl_without_the_extension_module_says_how_to_install_it():
-    script = "import twist, twist.runtime\ntry:\n    twist.Func\nexcept ImportError as e:\n    print(e)\n"
+    script = "import twist, twist.runtime\ntry:\n    twist.Func\nexcept AttributeError as e:\n    print(e)\n"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                             env={"PYTHONPATH": str(SOURCES), "PATH": ""}, cwd="/")
     assert "scripts/install-python-package.sh" in result.stdout

@@ -31,7 +31,8 @@ except ImportError as error:  # the runtime below works without the extension; t
 
 def __getattr__(name: str):
     if _MISSING is not None:
-        raise ImportError(f"twist.{name} needs twist's C++ extension module (twist._twist), which is not "
+        # An AttributeError, as the module protocol asks (hasattr and pickling probe attributes), with the reason.
+        raise AttributeError(f"twist.{name} needs twist's C++ extension module (twist._twist), which is not "
                           f"importable here ({_MISSING}). Install the package from the repository with "
                           "scripts/install-python-package.sh (README, 'The two commands'); twist.runtime, "
                           "twist.tensor_map and twist.torch_ops work without it.")

@@ -14,7 +14,7 @@ using namespace twist;
 using namespace twist::apps;
 
 TEST_CASE(
-    "GPU: GpuProgram::time gives the median of the timed runs of a GEMM, and run() still matches the "
+    "GPU: GpuProgram::time gives the median of the timed runs of a GEMM and run() still matches the "
     "oracle") {
   TWIST_REQUIRE_GPU();
   cuda::Device device;
@@ -36,7 +36,7 @@ TEST_CASE(
   CHECK(reference::relative_l2_error(got.at(g.out.name()), want[0]) < 1e-5);
 }
 
-TEST_CASE("GPU: GpuProgram::time refuses a timing with no timed runs, naming TimingOptions") {
+TEST_CASE("GPU: GpuProgram::time refuses a timing with no timed runs and names TimingOptions") {
   TWIST_REQUIRE_GPU();
   cuda::Device device;
   const Gemm g = make_gemm({.input = f16, .output = f32});
