@@ -36,23 +36,7 @@ Schedule with_default_schedules(const FuncGraph &graph, const Schedule &schedule
   const Definition &d = output.definition();
   const std::string i = d.args[0].name(), j = d.args[1].name(), k = d.reduction->domain[0].name();
   const Contraction c = *as_contraction(*d.reduction->monoid, d.reduction->elements);
-  FuncSchedule &s = completed[output];
-  s.tile(i, j, "io", "jo", "ii", "ji", 128, 128)
-      .split("ii", "iw", "im", 64)
-      .split("ji", "jw", "jn", 64)
-      .split("im", "imt", "ia", 16)
-      .split("jn", "jnt", "ja", 8)
-      .split(k, "ko", "kk", 32)
-      .split("kk", "kt", "ka", 16)
-      .reorder({"ka", "ja", "ia", "jnt", "imt", "kt", "ko", "jw", "iw"})
-      .bind("io", Binding::block_y)
-      .bind("jo", Binding::block_x)
-      .bind("iw", Binding::warp)
-      .bind("jw", Binding::warp)
-      .unroll("imt")
-      .unroll("jnt")
-      .unroll("kt")
-      .matrix_atom(MatrixAtom::mma_m16n8k16, "ia", "ja", "ka");
+  FuncSchedule &s = tile_for_mma(completed[output], i, j, k, 128, 128, 32, 64, 64);
   for (const std::string &operand : {c.a.input, c.b.input})
     for (const Input &in : graph.inputs)
       if (in.name() == operand) s.stage(in, "ko", Transport::cp_async, 3);

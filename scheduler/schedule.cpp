@@ -206,4 +206,24 @@ std::string Schedule::to_string() const {
   return s;
 }
 
+FuncSchedule &tile_for_mma(FuncSchedule &s, const LoopVar &i, const LoopVar &j, const LoopVar &k, int block_m,
+                           int block_n, int block_k, int warp_m, int warp_n) {
+  return s.tile(i, j, "io", "jo", "ii", "ji", block_m, block_n)
+      .split("ii", "iw", "im", warp_m)
+      .split("ji", "jw", "jn", warp_n)
+      .split("im", "imt", "ia", 16)
+      .split("jn", "jnt", "ja", 8)
+      .split(k, "ko", "kk", block_k)
+      .split("kk", "kt", "ka", 16)
+      .reorder({"ka", "ja", "ia", "jnt", "imt", "kt", "ko", "jw", "iw"})
+      .bind("io", Binding::block_y)
+      .bind("jo", Binding::block_x)
+      .bind("iw", Binding::warp)
+      .bind("jw", Binding::warp)
+      .unroll("imt")
+      .unroll("jnt")
+      .unroll("kt")
+      .matrix_atom(MatrixAtom::mma_m16n8k16, "ia", "ja", "ka");
+}
+
 }  // namespace twist

@@ -201,6 +201,14 @@ class Schedule {
   std::map<std::string, FuncSchedule> funcs_;
 };
 
+// The loops of a contraction over (i, j) reduced over k, laid out for mma.m16n8k16 atoms: block tiles of
+// block_m x block_n over the grid (io on block_y, jo on block_x), warp tiles of warp_m x warp_n over the
+// block's warps (iw, jw), 16 x 8 x 16 atoms (ia, ja, ka) inside unrolled loops (imt, jnt, kt), and k in tiles
+// of block_k (ko, the loop that stages and split_reduction name). The library's GEMM schedules and the default
+// schedule of a contraction are this plus their stages.
+FuncSchedule &tile_for_mma(FuncSchedule &s, const LoopVar &i, const LoopVar &j, const LoopVar &k, int block_m,
+                           int block_n, int block_k, int warp_m, int warp_n);
+
 const char *to_string(Binding b);
 const char *to_string(Transport t);
 const char *to_string(SharedLayout l);

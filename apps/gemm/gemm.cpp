@@ -73,22 +73,7 @@ Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t) {
   Schedule s;
   FuncSchedule &c = s[g.C];
   const std::string k = g.k.x.name();
-  c.tile("i", "j", "io", "jo", "ii", "ji", t.block_m, t.block_n)
-      .split("ii", "iw", "im", t.warp_m)
-      .split("ji", "jw", "jn", t.warp_n)
-      .split("im", "imt", "ia", 16)
-      .split("jn", "jnt", "ja", 8)
-      .split(k, "ko", "kk", t.block_k)
-      .split("kk", "kt", "ka", 16)
-      .reorder({"ka", "ja", "ia", "jnt", "imt", "kt", "ko", "jw", "iw"})
-      .bind("io", Binding::block_y)
-      .bind("jo", Binding::block_x)
-      .bind("iw", Binding::warp)
-      .bind("jw", Binding::warp)
-      .unroll("imt")
-      .unroll("jnt")
-      .unroll("kt")
-      .matrix_atom(MatrixAtom::mma_m16n8k16, "ia", "ja", "ka")
+  tile_for_mma(c, "i", "j", k, t.block_m, t.block_n, t.block_k, t.warp_m, t.warp_n)
       .stage(g.A, "ko", t.transport, t.stages, t.layout)
       .stage(g.B, "ko", t.transport, t.stages, t.layout)
       .accumulate(t.accumulation)
