@@ -22,21 +22,10 @@ using namespace twist::reference::testing;
 
 namespace {
 
-HostTensor dyadic(const twist::Type &type, std::vector<int64_t> shape, uint64_t seed) {
-  HostTensor t = random_uniform(twist::i32, shape, seed, -32, 32);
-  HostTensor out(type, shape);
-  for (int64_t i = 0; i < t.size(); ++i) out.set_linear(i, t.get_linear(i) / 8.0);
-  return out;
-}
-
 // Exact for f32 accumulators (the values' products and sums are exact); f16 accumulators round inside each
 // k-step in an order the hardware does not specify, so they are compared to a relative 2^-9.
 void check_on_gpu(const HopperProduct &p) {
-  LoweredProgram program;
-  program.name = "hopper_product";
-  program.kernels = {hopper_product_kernel(p)};
-  program.inputs = {program.kernels[0].buffers[0], program.kernels[0].buffers[1]};
-  program.outputs = {program.kernels[0].buffers[2]};
+  const LoweredProgram program = program_of(p);
   const HostTensor A = dyadic(p.input, {p.m, p.k}, 1);
   const HostTensor B =
       dyadic(p.input, p.b_k_major ? std::vector<int64_t>{p.n, p.k} : std::vector<int64_t>{p.k, p.n}, 2);

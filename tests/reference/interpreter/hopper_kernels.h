@@ -3,6 +3,7 @@
 // 128-byte swizzled) and B (K x N row-major, so MN-major, or N x K, K-major) completing on one mbarrier,
 // then K / 16 chained wgmma m64nNk16 reading both through descriptors, and the accumulators stored with
 // the PTX ISA's fragment layout. The interpreter tests run it; the CUDA tests compile it for sm_90a.
+#include "backends/reference/host_tensor.h"
 #include "lang/evaluate.h"
 #include "scheduler/hopper_layouts.h"
 #include "tests/reference/interpreter/kernel_builder.h"
@@ -113,6 +114,24 @@ inline Kernel hopper_product_kernel(const HopperProduct &p) {
   kernel.shared_bytes = shared_arrays(s).bytes;
   kernel.body = s;
   return kernel;
+}
+
+// The product as a program of one kernel, inputs A and B, output D.
+inline LoweredProgram program_of(const HopperProduct &p) {
+  LoweredProgram program;
+  program.name = "hopper_product";
+  program.kernels = {hopper_product_kernel(p)};
+  program.inputs = {program.kernels[0].buffers[0], program.kernels[0].buffers[1]};
+  program.outputs = {program.kernels[0].buffers[2]};
+  return program;
+}
+
+// Multiples of 1/8 in [-4, 4]: every product and sum is exact, so D is the product rounded once per wgmma.
+inline HostTensor dyadic(const Type &type, std::vector<int64_t> shape, uint64_t seed) {
+  HostTensor t = random_uniform(i32, shape, seed, -32, 32);
+  HostTensor out(type, shape);
+  for (int64_t i = 0; i < t.size(); ++i) out.set_linear(i, t.get_linear(i) / 8.0);
+  return out;
 }
 
 }  // namespace twist::reference::testing

@@ -95,23 +95,6 @@ TEST_CASE("wgmma fragment layouts: accumulators for N up to 256 and register A")
 
 namespace {
 
-// Multiples of 1/8 in [-4, 4]: every product and sum is exact, so D is the product rounded once per wgmma.
-HostTensor dyadic(const twist::Type &type, std::vector<int64_t> shape, uint64_t seed) {
-  HostTensor t = random_uniform(twist::i32, shape, seed, -32, 32);
-  HostTensor out(type, shape);
-  for (int64_t i = 0; i < t.size(); ++i) out.set_linear(i, t.get_linear(i) / 8.0);
-  return out;
-}
-
-LoweredProgram program_of(const HopperProduct &p) {
-  LoweredProgram program;
-  program.name = "hopper_product";
-  program.kernels = {hopper_product_kernel(p)};
-  program.inputs = {program.kernels[0].buffers[0], program.kernels[0].buffers[1]};
-  program.outputs = {program.kernels[0].buffers[2]};
-  return program;
-}
-
 void check_product(const HopperProduct &p) {
   const HostTensor A = dyadic(p.input, {p.m, p.k}, 1);
   const HostTensor B =
