@@ -22,6 +22,10 @@ const char *to_string(NormKind k) {
   return "?";
 }
 
+const char *to_string(LayerNormStatistics s) {
+  return s == LayerNormStatistics::welford ? "welford" : "two_pass";
+}
+
 std::vector<NormKind> all_norm_kinds() {
   return {NormKind::softmax, NormKind::layernorm, NormKind::rmsnorm, NormKind::add_rmsnorm, NormKind::swiglu};
 }
@@ -70,11 +74,24 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
       const Input w(p + "w", t, {hidden}), b(p + "b", t, {hidden});
       n.inputs.push_back(w);
       n.inputs.push_back(b);
-      Func stats(p + "layernorm_stats");
-      stats(i) = reduce(algebra::welford(f32), r, f32_of(x(i, r.x)));
-      n.out(i, j) =
-          cast(t, (f32_of(x(i, j)) - stats(i)[0]) * rsqrt(stats(i)[1] + eps) * f32_of(w(j)) + f32_of(b(j)));
-      n.reductions = {stats};
+      const auto normalized = [&](const Expr &mean, const Expr &variance) {
+        return cast(t, (f32_of(x(i, j)) - mean) * rsqrt(variance + eps) * f32_of(w(j)) + f32_of(b(j)));
+      };
+      if (o.layernorm == LayerNormStatistics::welford) {
+        Func stats(p + "layernorm_stats");
+        stats(i) = reduce(algebra::welford(f32), r, f32_of(x(i, r.x)));
+        n.out(i, j) = normalized(stats(i)[0], stats(i)[1]);
+        n.reductions = {stats};
+        break;
+      }
+      Func total(p + "layernorm_sum"), deviations(p + "layernorm_m2");
+      RDom q({{0, hidden}}, p + "q");
+      total(i) = reduce(algebra::sum(f32), r, f32_of(x(i, r.x)));
+      const Expr mean = total(i) / float(o.hidden);
+      deviations(i) = reduce(algebra::sum(f32), q,
+                             (f32_of(x(i, q.x)) - mean) * (f32_of(x(i, q.x)) - mean));
+      n.out(i, j) = normalized(mean, deviations(i) / float(o.hidden));
+      n.reductions = {total, deviations};
       break;
     }
     case NormKind::rmsnorm: {
