@@ -135,7 +135,10 @@ Kernel pointwise_stage(const StageKernelRequest &r) {
           stores.push_back(vector_store(r.output_buffers[o].name, r.output_buffers[o].type,
                                         Halide::cast(r.output_buffers[o].type, lowering.lower(d.values[o])),
                                         flat_index(at, r.extents), run));
-        conditions.insert(conditions.end(), reads.conditions().begin(), reads.conditions().end());
+        for (const Halide::Expr &c : reads.conditions())
+          if (std::none_of(conditions.begin(), conditions.end(),
+                           [&](const Halide::Expr &known) { return equal(known, c); }))
+            conditions.push_back(c);
         vector_reads = reads.vectorized();
         return reads.around(block(stores));
       },
