@@ -68,9 +68,15 @@ std::string join(const std::vector<Halide::Expr> &v) {
   return fmt::format("{}", fmt::join(v, ", "));
 }
 
+// The arguments and shared memory of a stage's kernel, and what the stage's schedule says of its every kernel:
+// approximate math and the blocks each SM must hold (__launch_bounds__).
 void finish(Kernel &k, const StageKernelRequest &r) {
   collect_arguments(*r.graph, k, r.output_buffers, r.intermediates);
   k.shared_bytes = shared_arrays(k.body).bytes;
+  if (const FuncSchedule *fs = r.schedule->find(r.stage.name())) {
+    k.fast_math = fs->approximate();
+    k.min_blocks_per_sm = fs->min_blocks();
+  }
 }
 
 int widest_output_bytes(const Func &stage) {

@@ -65,7 +65,9 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
       peak(i) = reduce(algebra::max(f32), r, f32_of(x(i, r.x)));
       e(i, j) = exp(f32_of(x(i, j)) - peak(i));
       total(i) = reduce(algebra::sum(f32), q, e(i, q.x));
-      n.out(i, j) = cast(t, e(i, j) / total(i));
+      // One reciprocal per row, then a multiply per element, where a division per element costs about ten
+      // instructions: the row is read from registers at the memory's pace only if the arithmetic keeps up.
+      n.out(i, j) = cast(t, e(i, j) * (1.0f / total(i)));
       n.reductions = {peak, total};
       n.inlined = {e};
       break;
@@ -126,6 +128,9 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
 Schedule schedule_norm(const Norm &n) {
   Schedule s;
   for (const Func &f : n.reductions) s[f].compute_at(n.out, n.i);
+  // Softmax and SwiGLU take an exp per element (softmax two): on the special-function unit (__expf), as
+  // torch.compile's Triton kernels do, or the arithmetic and not the memory sets their pace.
+  if (n.kind == NormKind::softmax || n.kind == NormKind::swiglu) s[n.out].approximate_math();
   return s;
 }
 

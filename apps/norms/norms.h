@@ -56,9 +56,10 @@ struct Norm {
 
 Norm make_norm(NormKind kind, const NormOptions &options = {});
 
-// Every row statistic computed at loop i of the output: one block per row, the row kept in shared memory
-// (read from global memory once) and folded by the block's threads as a tree; the block size follows from the
-// row length (scheduler/row_kernel.h). SwiGLU has no statistic: its output is elementwise.
+// Every row statistic computed at loop i of the output: one block per row, the row kept in registers (or in
+// shared memory where it is not a whole number of 16-byte runs; read from global memory once) and folded by the
+// block's threads as a tree; the block size follows from the row length (scheduler/row_kernel.h). SwiGLU has
+// no statistic: its output is elementwise. Softmax and SwiGLU compute exp with approximate math.
 Schedule schedule_norm(const Norm &n);
 
 // The bytes the op must move: every input read once and every output written once, for `rows` rows.
