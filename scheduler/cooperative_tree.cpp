@@ -41,17 +41,17 @@ void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefi
           "not adjacent (the loops are {}); bind a reduction loop to threads yourself",
           loops.func, loops.names());
   const bool runs = in_turn && width > 1;
-  const LoopDim serial_dim{prefix + ".serial", Halide::Expr(), true, runs ? Binding::unrolled : Binding::serial};
+  const LoopDim serial_dim{prefix + ".serial", Halide::Expr(), true,
+                           runs ? Binding::unrolled : Binding::serial};
   const LoopDim lane_dim{prefix + ".lane", Halide::Expr(threads), true, Binding::thread};
   const LoopDim vector_dim{prefix + ".vector", Halide::Expr(width), true, Binding::unrolled};
   Halide::Expr points = 1;
   for (int k : at) points = points * loops.dims[k].extent;
   const int per_serial = threads * (runs ? width : 1);
   const Halide::Expr run = simplify((points + (per_serial - 1)) / per_serial);
-  const Halide::Expr flat =
-      runs      ? (serial_dim.var() * threads + lane_dim.var()) * width + vector_dim.var()
-      : in_turn ? serial_dim.var() * threads + lane_dim.var()
-                : lane_dim.var() * run + serial_dim.var();
+  const Halide::Expr flat = runs ? (serial_dim.var() * threads + lane_dim.var()) * width + vector_dim.var()
+                            : in_turn ? serial_dim.var() * threads + lane_dim.var()
+                                      : lane_dim.var() * run + serial_dim.var();
   Halide::Expr stride = 1;
   std::map<std::string, Halide::Expr> values;
   for (auto it = at.rbegin(); it != at.rend(); ++it) {

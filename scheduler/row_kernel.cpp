@@ -68,8 +68,8 @@ std::string join(const std::vector<Halide::Expr> &v) {
   return fmt::format("{}", fmt::join(v, ", "));
 }
 
-// The arguments and shared memory of a stage's kernel, and what the stage's schedule says of its every kernel:
-// approximate math and the blocks each SM must hold (__launch_bounds__).
+// The arguments and shared memory of a stage's kernel, and what the stage's schedule says of its every
+// kernel: approximate math and the blocks each SM must hold (__launch_bounds__).
 void finish(Kernel &k, const StageKernelRequest &r) {
   collect_arguments(*r.graph, k, r.output_buffers, r.intermediates);
   k.shared_bytes = shared_arrays(k.body).bytes;
@@ -323,9 +323,9 @@ class RowKernelBuilder {
       column_vars_.insert(def_.args[a].name());
   }
 
-  // Rows in registers: runs of 16 bytes of the row per thread where the row is one constant dimension of whole
-  // runs, few enough per thread, and every tree a default one over a commutative monoid (which can deal its
-  // points in the same runs). Otherwise width_ stays 1: rows in shared memory, one point at a time.
+  // Rows in registers: runs of 16 bytes of the row per thread where the row is one constant dimension of
+  // whole runs, few enough per thread, and every tree a default one over a commutative monoid (which can deal
+  // its points in the same runs). Otherwise width_ stays 1: rows in shared memory, one point at a time.
   void choose_runs(int element_bytes) {
     const int width = kVectorBytes / element_bytes;
     if (column_extents_.size() != 1 || width < 2) return;
@@ -476,15 +476,17 @@ class RowKernelBuilder {
     for (const Halide::Expr &p : c.prefix) at.push_back(lowering.lower(p));
     const Halide::Expr chunk = var("fill.s") * threads_ + intrinsic::thread_index();
     at.push_back(chunk * width_);
-    return unrolled("fill.s", runs_,
-                    guarded(chunk < columns_ / width_,
-                            vector_copies(register_row(c), var("fill.s") * width_, c.input.name(),
-                                          flat_index(at, to_halide(c.input.shape())), c.input.type(), width_)));
+    return unrolled(
+        "fill.s", runs_,
+        guarded(chunk < columns_ / width_,
+                vector_copies(register_row(c), var("fill.s") * width_, c.input.name(),
+                              flat_index(at, to_halide(c.input.shape())), c.input.type(), width_)));
   }
 
   static std::string register_row(const CachedRow &c) { return c.input.name() + ".regs"; }
 
-  // Reads of `c` in its row at a point some RunLayout visits come from the registers; the others from `other`.
+  // Reads of `c` in its row at a point some RunLayout visits come from the registers; the others from
+  // `other`.
   ExprLowering::Reader read_registers(const CachedRow &c, const ExprLowering &lowering,
                                       ExprLowering::Reader other) const {
     std::vector<Halide::Expr> prefix;
@@ -515,7 +517,8 @@ class RowKernelBuilder {
     for (size_t k = 0; k < column_coords.size(); ++k)
       column_lets.push_back({def_.args[row_dims_ + k].name(), column_coords[k]});
     return For::make("column.s", 0, simplify((columns + (threads_ - 1)) / threads_), ForType::Serial,
-                     Halide::DeviceAPI::None, guarded(simplify(c < columns), let_all(column_lets, block(stores))));
+                     Halide::DeviceAPI::None,
+                     guarded(simplify(c < columns), let_all(column_lets, block(stores))));
   }
 
   // The row's points of the stage in runs of 16 bytes: each output stored with 16-byte copies.
@@ -568,9 +571,10 @@ class RowKernelBuilder {
           c.input.name(), c.length, runs_, width_);
       const Input in = c.input;
       VectorReads *reads = &epilogue_reads;
-      lowering.read_input_with(in.name(), read_registers(c, lowering, [reads, in](const std::vector<Halide::Expr> &coords) {
-                                 return reads->read(in, coords);
-                               }));
+      lowering.read_input_with(
+          in.name(), read_registers(c, lowering, [reads, in](const std::vector<Halide::Expr> &coords) {
+            return reads->read(in, coords);
+          }));
     }
     lowering.on_func_call(
         [this](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
@@ -610,12 +614,12 @@ class RowKernelBuilder {
     for (int a = 0; a < row_dims_; ++a) row_names.push_back(def_.args[a].name());
     const Halide::Expr columns = product(column_extents_);
     k.schedule_summary =
-        fmt::format("  {}: one block of {} threads per row ({}), {} point(s) of the row per thread{}\n",
-                    req_.stage.name(), threads_,
-                    row_names.empty() ? "the whole func" : fmt::format("{}", fmt::join(row_names, ", ")),
-                    simplify((columns + (threads_ - 1)) / threads_),
-                    width_ > 1 ? fmt::format(" in {} run(s) of {}, stored with 16-byte stores", runs_, width_)
-                               : "") +
+        fmt::format(
+            "  {}: one block of {} threads per row ({}), {} point(s) of the row per thread{}\n",
+            req_.stage.name(), threads_,
+            row_names.empty() ? "the whole func" : fmt::format("{}", fmt::join(row_names, ", ")),
+            simplify((columns + (threads_ - 1)) / threads_),
+            width_ > 1 ? fmt::format(" in {} run(s) of {}, stored with 16-byte stores", runs_, width_) : "") +
         summary_;
     finish(k, req_);
     if (k.shared_bytes > req_.target.max_shared_bytes_per_block)

@@ -8,7 +8,6 @@ namespace twist {
 
 using namespace Halide::Internal;
 
-
 Stmt vector_copies(const std::string &dst, const Halide::Expr &dst_index, const std::string &src,
                    const Halide::Expr &src_index, const Type &type, int width) {
   const int bytes = vector_copy_bytes(type, width);
@@ -20,7 +19,9 @@ Stmt vector_copies(const std::string &dst, const Halide::Expr &dst_index, const 
   return stmt::block(out);
 }
 
-Halide::Expr VectorRun::lane_var() const { return stmt::var(lane); }
+Halide::Expr VectorRun::lane_var() const {
+  return stmt::var(lane);
+}
 
 int vector_copy_bytes(const Type &type, int width) {
   const int bytes = type.bytes() * width;
@@ -57,8 +58,8 @@ Halide::Expr VectorReads::read(const Input &input, const std::vector<Halide::Exp
       if (is_const_zero(aligned_rows)) return clamped_input_load(input, coords);
       if (!is_const_one(aligned_rows)) conditions_.push_back(aligned_rows);
     }
-    arrays_.push_back({fmt::format("{}.v{}", input.name(), arrays_.size()), input.name(), key, input.type(),
-                       source});
+    arrays_.push_back(
+        {fmt::format("{}.v{}", input.name(), arrays_.size()), input.name(), key, input.type(), source});
     array = &arrays_.back();
   }
   return load(input.type(), array->name, lane);
@@ -66,8 +67,8 @@ Halide::Expr VectorReads::read(const Input &input, const std::vector<Halide::Exp
 
 void VectorReads::install(ExprLowering &lowering) {
   for (const Input &in : graph_.inputs)
-    lowering.read_input_with(in.name(),
-                             [this, in](const std::vector<Halide::Expr> &coords) { return read(in, coords); });
+    lowering.read_input_with(
+        in.name(), [this, in](const std::vector<Halide::Expr> &coords) { return read(in, coords); });
 }
 
 Stmt VectorReads::around(const Stmt &body) const {

@@ -2,8 +2,8 @@
 // 16-byte accesses. A thread that computes a run of `width` consecutive points along its stage's innermost
 // dimension (an unrolled loop, the run's lane) reads each input that moves along its last dimension with the
 // lane, and stores each output, with 16-byte copies (ld.global.v4 / st.global.v4) through register arrays
-// instead of `width` scalar accesses. The copies are the synchronous copy intrinsic, so the interpreter checks
-// their alignment as the GPU needs it.
+// instead of `width` scalar accesses. The copies are the synchronous copy intrinsic, so the interpreter
+// checks their alignment as the GPU needs it.
 //
 // A read moves with the lane when its coordinates before the last do not depend on the lane and its last one
 // is `first + lane + offset`, with `offset` a constant multiple of the copy's elements such that the whole
@@ -22,9 +22,9 @@ namespace twist {
 constexpr int kVectorBytes = 16;
 
 struct VectorRun {
-  std::string lane;    // the unrolled loop over the run's points, 0 .. width - 1
-  int width = 1;       // points per run
-  Halide::Expr first;  // the innermost coordinate of the run's first point, a multiple of `width`
+  std::string lane;     // the unrolled loop over the run's points, 0 .. width - 1
+  int width = 1;        // points per run
+  Halide::Expr first;   // the innermost coordinate of the run's first point, a multiple of `width`
   Halide::Expr extent;  // the innermost extent of the points: first + width <= extent
   Halide::Expr lane_var() const;
 };
@@ -35,8 +35,9 @@ int vector_copy_bytes(const Type &type, int width);
 
 // The copies that move `width` elements of `type` from element `src_index` of `src` to `dst_index` of `dst`
 // (global buffers or register arrays), vector_copy_bytes at a time; both indices aligned to them.
-Halide::Internal::Stmt vector_copies(const std::string &dst, const Halide::Expr &dst_index, const std::string &src,
-                                     const Halide::Expr &src_index, const Type &type, int width);
+Halide::Internal::Stmt vector_copies(const std::string &dst, const Halide::Expr &dst_index,
+                                     const std::string &src, const Halide::Expr &src_index, const Type &type,
+                                     int width);
 
 class VectorReads {
  public:

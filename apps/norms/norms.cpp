@@ -90,8 +90,7 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
       RDom q({{0, hidden}}, p + "q");
       total(i) = reduce(algebra::sum(f32), r, f32_of(x(i, r.x)));
       const Expr mean = total(i) / float(o.hidden);
-      deviations(i) = reduce(algebra::sum(f32), q,
-                             (f32_of(x(i, q.x)) - mean) * (f32_of(x(i, q.x)) - mean));
+      deviations(i) = reduce(algebra::sum(f32), q, (f32_of(x(i, q.x)) - mean) * (f32_of(x(i, q.x)) - mean));
       n.out(i, j) = normalized(mean, deviations(i) / float(o.hidden));
       n.reductions = {total, deviations};
       break;

@@ -1,6 +1,6 @@
 #pragma once
 // The row-wise ops LLMs run between their GEMMs, as twist programs over rows of `hidden` elements:
-//   softmax      y = exp(x - m) / l, m = reduce(max, over the row, x), l = reduce(sum, over the row, exp(x - m))
+//   softmax      y = exp(x - m) / l, m = reduce(max, over the row, x), l = reduce(sum, the row, exp(x - m))
 //   layernorm    y = (x - mean) rsqrt(var + eps) w + b, mean and var by one of LayerNormStatistics
 //   rmsnorm      y = x rsqrt(ss / hidden + eps) w, ss = reduce(sum, over the row, x^2)
 //   add_rmsnorm  h = x + residual, y = rmsnorm(h): two outputs, h and y (the residual stream and the norm)
@@ -57,9 +57,9 @@ struct Norm {
 Norm make_norm(NormKind kind, const NormOptions &options = {});
 
 // Every row statistic computed at loop i of the output: one block per row, the row kept in registers (or in
-// shared memory where it is not a whole number of 16-byte runs; read from global memory once) and folded by the
-// block's threads as a tree; the block size follows from the row length (scheduler/row_kernel.h). SwiGLU has
-// no statistic: its output is elementwise. Softmax and SwiGLU compute exp with approximate math.
+// shared memory where it is not a whole number of 16-byte runs; read from global memory once) and folded by
+// the block's threads as a tree; the block size follows from the row length (scheduler/row_kernel.h). SwiGLU
+// has no statistic: its output is elementwise. Softmax and SwiGLU compute exp with approximate math.
 Schedule schedule_norm(const Norm &n);
 
 // The bytes the op must move: every input read once and every output written once, for `rows` rows.

@@ -372,20 +372,22 @@ int export_norms(const Options &o) {
   const int rows = std::stoi(o.get("rows", "")), hidden = std::stoi(o.get("hidden", ""));
   const std::string statistics = o.get("layernorm", "two_pass");
   if (statistics != "two_pass" && statistics != "welford")
-    fail("--layernorm {}: use two_pass (a mean, then the deviations around it) or welford (one fold)", statistics);
-  const apps::Norm n = apps::make_norm(
-      *kind, {.dtype = dtype,
-              .hidden = hidden,
-              .eps = 1e-6f,
-              .prefix = "",
-              .layernorm = statistics == "welford" ? apps::LayerNormStatistics::welford
-                                                   : apps::LayerNormStatistics::two_pass});
+    fail("--layernorm {}: use two_pass (a mean, then the deviations around it) or welford (one fold)",
+         statistics);
+  const apps::Norm n =
+      apps::make_norm(*kind, {.dtype = dtype,
+                              .hidden = hidden,
+                              .eps = 1e-6f,
+                              .prefix = "",
+                              .layernorm = statistics == "welford" ? apps::LayerNormStatistics::welford
+                                                                   : apps::LayerNormStatistics::two_pass});
   const Schedule s = apps::schedule_norm(n);
   const LoweredProgram p = lower(n.out, s, Target::sm90a());
   dump(o, n.out, s, p);
   cuda::ExportRequest r;
-  r.label = o.get("label", fmt::format("{}_{}_{}x{}{}", op, type_name(dtype), rows, hidden,
-                                       statistics == "welford" && *kind == apps::NormKind::layernorm ? "_welford" : ""));
+  r.label = o.get(
+      "label", fmt::format("{}_{}_{}x{}{}", op, type_name(dtype), rows, hidden,
+                           statistics == "welford" && *kind == apps::NormKind::layernorm ? "_welford" : ""));
   r.scalars = {{n.rows.name(), rows}};
   r.notes = {{"op", op},
              {"dtype", type_name(dtype)},

@@ -405,7 +405,8 @@ TEST_CASE("row kernels keep the row in registers and move it with 16-byte loads 
   CHECK(!contains(k.schedule_summary, "16-byte stores"));
 }
 
-TEST_CASE("elementwise kernels move 16-byte vectors, with a scalar fallback where rows are not whole vectors") {
+TEST_CASE(
+    "elementwise kernels move 16-byte vectors, with a scalar fallback where rows are not whole vectors") {
   SizeParam n("vw_n"), m("vw_m");
   Input a("vw_a", f16, {n, m}), b("vw_b", f16, {n, m});
   Var i("i"), j("j");
@@ -431,7 +432,8 @@ TEST_CASE("elementwise kernels move 16-byte vectors, with a scalar fallback wher
     const Tensors inputs = random_inputs(out, sizes, 17);
     CHECK(lowered_error(out, Schedule(), inputs, sizes) < 2e-3);
     if (cols % 8 == 0) continue;
-    // Without its requirement the vector kernel's copies would be misaligned, and the interpreter refuses them.
+    // Without its requirement the vector kernel's copies would be misaligned, and the interpreter refuses
+    // them.
     Kernel unchecked = k;
     unchecked.requirements.clear();
     std::map<std::string, reference::HostTensor> buffers = inputs;
