@@ -85,7 +85,7 @@ int widest_output_bytes(const Func &stage) {
   return bytes;
 }
 
-// One point per thread's step, each a block's width apart (the fallback of the vectorized kernel).
+// Scalar accesses: a thread's points a block's width apart (the fallback of the 16-byte kernel below).
 Kernel scalar_pointwise_stage(const StageKernelRequest &r) {
   const Definition &d = r.stage.definition();
   const int points_per_thread = std::max(1, kVectorBytes / widest_output_bytes(r.stage));
@@ -373,7 +373,11 @@ class RowKernelBuilder {
             "(one block); compute it with compute_root() to split it",
             r.realization->func.name(), req_.stage.name());
       r.tree = plan_tree(r.realization->func, fs, threads_, width_);
-      if (!r.tree.vector_loop.empty())
+      // Its fold reads the registers only where its runs are the row's (a longer reduction would index past
+      // them).
+      const int64_t *tree_runs =
+          r.tree.run_loop.empty() ? nullptr : as_const_int(r.tree.loops.dim(r.tree.run_loop).extent);
+      if (tree_runs && *tree_runs <= runs_)
         layouts_.push_back({r.tree.run_loop, r.tree.vector_loop, var(r.tree.lane_loop)});
       summary_ += r.tree.summary;
     }
