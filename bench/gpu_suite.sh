@@ -89,6 +89,17 @@ if wants sass; then
       "$(count 'HMMA')" "$(count 'LDSM')" "$(count 'LDGSTS')" "$hgmma" "$utmaldg" "$(count 'UTMASTG')" "$local" \
       "$verdict" | tee -a "$log"
   done
+  # The norms at 8192x4096 f16: rows and outputs moved with 16-byte accesses (LDG/STG .128) and no local
+  # memory (LDL/STL: a row kept in registers that spilled), or the section fails.
+  for cubin in .gpu/manifests/norms/*_f16_8192x4096.*.cubin; do
+    [[ -e $cubin ]] || continue
+    sass=$(cuobjdump --dump-sass "$cubin")
+    ldg128=$(count 'LDG\.[A-Z0-9.]*128') stg128=$(count 'STG\.[A-Z0-9.]*128') local=$(count '\bLDL|\bSTL')
+    verdict=" [PASS 16-byte]"
+    if (( ldg128 == 0 || stg128 == 0 || local > 0 )); then verdict=" [FAIL: needs LDG.128 and STG.128, no LDL/STL]"; status=1; fi
+    printf '%s: LDG %d (128-bit %d) STG %d (128-bit %d) LDS %d LDL/STL %d%s\n' "${cubin#.gpu/manifests/}" \
+      "$(count '\bLDG\.')" "$ldg128" "$(count '\bSTG\.')" "$stg128" "$(count '\bLDS\b|\bLDS\.')" "$local" "$verdict" | tee -a "$log"
+  done
 fi
 
 if wants gemm; then

@@ -24,9 +24,11 @@ bool serial(Binding b) {
 
 // Replaces the serial reduction loops (adjacent, outermost first) by one flat loop dealt to `threads`
 // threads, the original loops recovered from flat and flat < (their points) guarded. `in_turn` (for a
-// commutative monoid): flat = serial * threads + lane, so a warp's loads are coalesced; otherwise each lane
-// folds a contiguous run, flat = lane * run + serial, so that the lanes' states are in the points' order.
-void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefix, bool in_turn) {
+// commutative monoid): flat = serial * threads + lane, so a warp's loads are coalesced, or with runs of
+// `width` > 1 consecutive points flat = (serial * threads + lane) * width + vector, both serial loops
+// unrolled (the runs of a row kept in registers); otherwise each lane folds a contiguous run,
+// flat = lane * run + serial, so that the lanes' states are in the points' order.
+void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefix, bool in_turn, int width) {
   std::vector<int> at;
   for (size_t k = 0; k < loops.dims.size(); ++k)
     if (loops.dims[k].reduction && serial(loops.dims[k].binding)) at.push_back(static_cast<int>(k));
@@ -38,13 +40,18 @@ void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefi
           "are "
           "not adjacent (the loops are {}); bind a reduction loop to threads yourself",
           loops.func, loops.names());
-  const LoopDim serial_dim{prefix + ".serial", Halide::Expr(), true, Binding::serial};
+  const bool runs = in_turn && width > 1;
+  const LoopDim serial_dim{prefix + ".serial", Halide::Expr(), true,
+                           runs ? Binding::unrolled : Binding::serial};
   const LoopDim lane_dim{prefix + ".lane", Halide::Expr(threads), true, Binding::thread};
+  const LoopDim vector_dim{prefix + ".vector", Halide::Expr(width), true, Binding::unrolled};
   Halide::Expr points = 1;
   for (int k : at) points = points * loops.dims[k].extent;
-  const Halide::Expr run = simplify((points + (threads - 1)) / threads);
-  const Halide::Expr flat =
-      in_turn ? serial_dim.var() * threads + lane_dim.var() : lane_dim.var() * run + serial_dim.var();
+  const int per_serial = threads * (runs ? width : 1);
+  const Halide::Expr run = simplify((points + (per_serial - 1)) / per_serial);
+  const Halide::Expr flat = runs ? (serial_dim.var() * threads + lane_dim.var()) * width + vector_dim.var()
+                            : in_turn ? serial_dim.var() * threads + lane_dim.var()
+                                      : lane_dim.var() * run + serial_dim.var();
   Halide::Expr stride = 1;
   std::map<std::string, Halide::Expr> values;
   for (auto it = at.rbegin(); it != at.rend(); ++it) {
@@ -60,8 +67,10 @@ void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefi
   s.extent = run;
   loops.dims.erase(loops.dims.begin() + at.front(), loops.dims.begin() + at.back() + 1);
   // Outermost first in the order of the points: the lane is the outer digit of flat when runs are contiguous.
-  loops.dims.insert(loops.dims.begin() + at.front(), in_turn ? std::initializer_list<LoopDim>{s, lane_dim}
-                                                             : std::initializer_list<LoopDim>{lane_dim, s});
+  loops.dims.insert(loops.dims.begin() + at.front(),
+                    runs      ? std::initializer_list<LoopDim>{s, lane_dim, vector_dim}
+                    : in_turn ? std::initializer_list<LoopDim>{s, lane_dim}
+                              : std::initializer_list<LoopDim>{lane_dim, s});
 }
 
 std::string array(const CooperativeTree &t, const char *what, const Component &c) {
@@ -118,7 +127,8 @@ bool binds_reduction_to_threads(const Func &f, const FuncSchedule *schedule) {
   return false;
 }
 
-CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, int default_threads) {
+CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, int default_threads,
+                          int run_width) {
   CooperativeTree t;
   t.reduction = reduction;
   const std::string &name = reduction.name();
@@ -164,10 +174,18 @@ CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, i
         name, t.warp_loop);
   const Monoid &monoid = *reduction.definition().reduction->monoid;
   if (t.lane_loop.empty()) {
-    deal_to_threads(t.loops, default_threads, name, monoid.commutative);
+    deal_to_threads(t.loops, default_threads, name, monoid.commutative, run_width);
     t.lane_loop = name + ".lane";
+    if (t.loops.index(name + ".vector") >= 0) {
+      t.run_loop = name + ".serial";
+      t.vector_loop = name + ".vector";
+    }
     t.summary += fmt::format("  {}: default tree, its points dealt {} to {} threads\n", name,
-                             monoid.commutative ? "in turn" : "in contiguous runs", default_threads);
+                             !monoid.commutative ? "in contiguous runs"
+                             : t.vector_loop.empty()
+                                 ? "in turn"
+                                 : fmt::format("in turn in runs of {} consecutive points", run_width),
+                             default_threads);
   }
   if (!monoid.commutative) {
     // The parts, warps and lanes combine in their index order, so they must split the points into runs.
@@ -238,7 +256,9 @@ Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then
   Stmt fold = guarded(all_of(guards), let_all(lets, block(folds)));
   for (auto it = t.loops.dims.rbegin(); it != t.loops.dims.rend(); ++it)
     if (it->reduction && serial(it->binding))
-      fold = For::make(it->name, 0, it->extent, ForType::Serial, Halide::DeviceAPI::None, fold);
+      fold = For::make(it->name, 0, it->extent,
+                       it->binding == Binding::unrolled ? ForType::Unrolled : ForType::Serial,
+                       Halide::DeviceAPI::None, fold);
   const Halide::Expr lane = intrinsic::thread_index() % kWarp, warp = intrinsic::thread_index() / kWarp;
   std::vector<Stmt> steps = {block(inits), fold, butterfly(t, m, masks_below(kWarp))};
   if (warps > 1) {

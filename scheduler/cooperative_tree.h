@@ -25,6 +25,9 @@ struct CooperativeTree {
   int threads = 0;      // the block's threads, all of which take part
   std::string lane_loop, warp_loop;  // the reduction loops bound to threads and to warps ("" where none)
   std::string part_loop;  // the loop of a split_reduction's parts, defined by the kernel ("" where none)
+  // A default tree dealing runs of consecutive points: point (run * threads + lane) * width + vector, over
+  // the unrolled loops `run_loop` and `vector_loop` ("" where the points are dealt one by one).
+  std::string run_loop, vector_loop;
   std::string summary;
 };
 
@@ -33,8 +36,11 @@ bool binds_reduction_to_threads(const Func &f, const FuncSchedule *schedule);
 
 // The tree of `reduction` under `schedule` (which may be null): `default_threads` is the block size when the
 // schedule binds no reduction loop to threads. A split_reduction in the schedule becomes the loop
-// `part_loop`, one part per block, which the kernel defines.
-CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, int default_threads);
+// `part_loop`, one part per block, which the kernel defines. With `run_width` > 1 a default tree over a
+// commutative monoid deals its points in runs of that many consecutive points (the layout of a row kept in
+// registers by 16-byte loads, see row_kernel.h).
+CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, int default_threads,
+                          int run_width = 1);
 
 // Folds the tree's reduction at the point where `lowering` binds its pure variables, then runs `then`, in
 // which the combined state is in the shared arrays that tree_state() reads (every thread sees it).

@@ -41,7 +41,7 @@ class LoweringMutator : public IRMutator {
     for (const Halide::Expr &a : c->args) args.push_back(mutate(a));
     if (c->call_type == Call::Image) {
       if (auto it = l_.readers_.find(c->name); it != l_.readers_.end()) return it->second(args);
-      return global_read(c->name, c->type, args);
+      return global_read(c->name, args);
     }
     if (auto it = l_.func_readers_.find(c->name); it != l_.func_readers_.end()) {
       TWIST_CHECK(c->value_index == 0, "func '{}' is read from its buffer, which holds one value", c->name);
@@ -70,15 +70,12 @@ class LoweringMutator : public IRMutator {
     return inner.mutate(e);
   }
 
-  Halide::Expr global_read(const std::string &name, const Type &t, const std::vector<Halide::Expr> &coords) {
+  Halide::Expr global_read(const std::string &name, const std::vector<Halide::Expr> &coords) {
     const Input *input = nullptr;
     for (const Input &in : l_.graph_.inputs)
       if (in.name() == name) input = &in;
     TWIST_CHECK(input, "input '{}' is not in the program", name);
-    std::vector<Halide::Expr> clamped;
-    for (size_t d = 0; d < coords.size(); ++d)
-      clamped.push_back(Halide::clamp(coords[d], 0, input->shape()[d] - 1));
-    return load(t, name, flat_index(clamped, to_halide(input->shape())));
+    return clamped_input_load(*input, coords);
   }
 
   const ExprLowering &l_;
@@ -91,13 +88,22 @@ class LoweringMutator : public IRMutator {
   }
 };
 
+std::vector<Halide::Expr> clamped_coords(const std::vector<Halide::Expr> &coords,
+                                         const std::vector<Halide::Expr> &shape) {
+  std::vector<Halide::Expr> clamped;
+  for (size_t d = 0; d < coords.size(); ++d) clamped.push_back(Halide::clamp(coords[d], 0, shape[d] - 1));
+  return clamped;
+}
+
+Halide::Expr clamped_input_load(const Input &input, const std::vector<Halide::Expr> &coords) {
+  const std::vector<Halide::Expr> shape = to_halide(input.shape());
+  return load(input.type(), input.name(), flat_index(clamped_coords(coords, shape), shape));
+}
+
 void read_intermediates(ExprLowering &lowering, const std::vector<BufferArg> &intermediates) {
   for (const BufferArg &b : intermediates)
     lowering.read_func_with(b.name, [b](const std::vector<Halide::Expr> &coords) {
-      std::vector<Halide::Expr> clamped;
-      for (size_t d = 0; d < coords.size(); ++d)
-        clamped.push_back(Halide::clamp(coords[d], 0, b.shape[d] - 1));
-      return load(b.type, b.name, flat_index(clamped, b.shape));
+      return load(b.type, b.name, flat_index(clamped_coords(coords, b.shape), b.shape));
     });
 }
 

@@ -19,6 +19,14 @@ Halide::Expr flat_index(const std::vector<Halide::Expr> &coords, const std::vect
 // A global load of buffer `name` at a flat element index.
 Halide::Expr load(const Type &t, const std::string &name, const Halide::Expr &index);
 
+// `coords` clamped into a tensor of extents `shape`: a point outside the tensor is only ever computed in a
+// tail that is not stored, and must not fault.
+std::vector<Halide::Expr> clamped_coords(const std::vector<Halide::Expr> &coords,
+                                         const std::vector<Halide::Expr> &shape);
+// The global load of `input` at `coords`, clamped into its extents: how inputs are read unless a reader says
+// otherwise.
+Halide::Expr clamped_input_load(const Input &input, const std::vector<Halide::Expr> &coords);
+
 struct BufferArg;
 
 class ExprLowering {

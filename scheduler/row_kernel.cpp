@@ -10,6 +10,7 @@
 #include "scheduler/pointwise_kernel.h"
 #include "scheduler/reduction_kernel.h"
 #include "scheduler/stmt_building.h"
+#include "scheduler/vector_accesses.h"
 
 namespace twist {
 
@@ -18,8 +19,11 @@ using namespace twist::stmt;
 
 namespace {
 
-constexpr int kVectorBytes = 16;
 constexpr int kDefaultThreads = 256;
+// The most runs of 16 bytes a thread keeps of a row in registers; longer rows stay in shared memory.
+constexpr int kMaxRegisterRuns = 8;
+// The 16-byte vectors an elementwise thread moves per output, a block's width apart: loads in flight.
+constexpr int kPointwiseRuns = 2;
 
 Halide::Expr product(const std::vector<Halide::Expr> &extents) {
   Halide::Expr n = 1;
@@ -64,17 +68,27 @@ std::string join(const std::vector<Halide::Expr> &v) {
   return fmt::format("{}", fmt::join(v, ", "));
 }
 
+// The arguments and shared memory of a stage's kernel, and what the stage's schedule says of its every
+// kernel: approximate math and the blocks each SM must hold (__launch_bounds__).
 void finish(Kernel &k, const StageKernelRequest &r) {
   collect_arguments(*r.graph, k, r.output_buffers, r.intermediates);
   k.shared_bytes = shared_arrays(k.body).bytes;
+  if (const FuncSchedule *fs = r.schedule->find(r.stage.name())) {
+    k.fast_math = fs->approximate();
+    k.min_blocks_per_sm = fs->min_blocks();
+  }
 }
 
-Kernel pointwise_stage(const StageKernelRequest &r) {
+int widest_output_bytes(const Func &stage) {
+  int bytes = 1;
+  for (const Type &t : stage.output_types()) bytes = std::max(bytes, t.bytes());
+  return bytes;
+}
+
+// Scalar accesses: a thread's points a block's width apart (the fallback of the 16-byte kernel below).
+Kernel scalar_pointwise_stage(const StageKernelRequest &r) {
   const Definition &d = r.stage.definition();
-  // A 16-byte vector's worth of points per thread, loads in flight enough to cover the memory's latency.
-  int element_bytes = 1;
-  for (const Type &t : r.stage.output_types()) element_bytes = std::max(element_bytes, t.bytes());
-  const int points_per_thread = std::max(1, kVectorBytes / element_bytes);
+  const int points_per_thread = std::max(1, kVectorBytes / widest_output_bytes(r.stage));
   Kernel k = pointwise_kernel(
       r.kernel_name, r.extents,
       [&](const std::vector<Halide::Expr> &coords) {
@@ -96,6 +110,63 @@ Kernel pointwise_stage(const StageKernelRequest &r) {
   return k;
 }
 
+// Runs of 16 bytes of the outputs per thread: each output stored, and each input that moves along its last
+// dimension with the run read, with 16-byte copies. Needs the innermost extent to be a whole number of runs
+// (a requirement when it is not a constant, with the scalar kernel as the fallback).
+Kernel pointwise_stage(const StageKernelRequest &r) {
+  const Definition &d = r.stage.definition();
+  const int width = std::max(1, kVectorBytes / widest_output_bytes(r.stage));
+  bool vectors = width > 1 && !r.extents.empty();
+  for (const BufferArg &b : r.output_buffers) vectors = vectors && vector_copy_bytes(b.type, width) > 0;
+  const Halide::Expr whole_runs = vectors ? simplify(r.extents.back() % width == 0) : const_false();
+  if (is_const_zero(whole_runs)) return scalar_pointwise_stage(r);
+  std::vector<Halide::Expr> runs = r.extents;
+  runs.back() = simplify(runs.back() / width);
+  std::vector<Halide::Expr> conditions = {whole_runs};
+  int vector_reads = 0;
+  Kernel k = pointwise_kernel(
+      r.kernel_name, runs,
+      [&](const std::vector<Halide::Expr> &coords) {
+        const VectorRun run{"point.e", width, coords.back() * width, r.extents.back()};
+        VectorReads reads(*r.graph, run);
+        ExprLowering lowering(*r.graph);
+        reads.install(lowering);
+        read_intermediates(lowering, r.intermediates);
+        for (size_t a = 0; a + 1 < d.args.size(); ++a) lowering.bind(d.args[a].name(), coords[a]);
+        lowering.bind(d.args.back().name(), run.first + run.lane_var());
+        std::vector<Halide::Expr> at = coords;
+        at.back() = run.first;
+        std::vector<Stmt> stores;
+        for (size_t o = 0; o < d.values.size(); ++o)
+          stores.push_back(vector_store(r.output_buffers[o].name, r.output_buffers[o].type,
+                                        Halide::cast(r.output_buffers[o].type, lowering.lower(d.values[o])),
+                                        flat_index(at, r.extents), run));
+        for (const Halide::Expr &c : reads.conditions())
+          if (std::none_of(conditions.begin(), conditions.end(),
+                           [&](const Halide::Expr &known) { return equal(known, c); }))
+            conditions.push_back(c);
+        vector_reads = reads.vectorized();
+        return reads.around(block(stores));
+      },
+      kPointwiseRuns);
+  k.schedule_summary = fmt::format(
+      "  {}: elementwise, {} runs of {} points per thread a block apart, 256 threads per block: 16-byte "
+      "stores, {} input run(s) read with 16-byte loads\n",
+      r.stage.name(), kPointwiseRuns, width, vector_reads);
+  finish(k, r);
+  for (const Halide::Expr &c : conditions)
+    if (!is_const_one(c))
+      k.requirements.push_back(
+          {c, fmt::format("the rows of '{}' and of the inputs it reads along them are whole 16-byte vectors",
+                          r.stage.name())});
+  if (!k.requirements.empty()) {
+    StageKernelRequest narrow = r;
+    narrow.kernel_name += "_fallback";
+    k.fallback = std::make_shared<const Kernel>(scalar_pointwise_stage(narrow));
+  }
+  return k;
+}
+
 // A reduction computed at the rows of the stage.
 struct RowReduction {
   const FuncRealization *realization = nullptr;
@@ -104,11 +175,19 @@ struct RowReduction {
   CooperativeTree tree;
 };
 
-// An input whose row is kept in shared memory.
+// An input whose row is kept in shared memory, or in registers: each thread its runs of the row.
 struct CachedRow {
   Input input;
   std::vector<Halide::Expr> prefix;  // its coordinates before the last, over the stage's row variables
   int length = 0;
+};
+
+// Where a loop nest of the row kernel visits the row in runs: point (run * threads + thread) * width + lane
+// in the iteration (run, lane) of two unrolled loops, the register run * width + lane of a row kept in
+// registers.
+struct RunLayout {
+  std::string run, lane;
+  Halide::Expr thread;
 };
 
 class RowKernelBuilder {
@@ -244,10 +323,33 @@ class RowKernelBuilder {
       column_vars_.insert(def_.args[a].name());
   }
 
+  // Rows in registers: runs of 16 bytes of the row per thread where the row is one constant dimension of
+  // whole runs, few enough per thread, and every tree a default one over a commutative monoid (which can deal
+  // its points in the same runs). Otherwise width_ stays 1: rows in shared memory, one point at a time.
+  void choose_runs(int element_bytes) {
+    const int width = kVectorBytes / element_bytes;
+    if (column_extents_.size() != 1 || width < 2) return;
+    const int64_t *columns = as_const_int(simplify(column_extents_[0]));
+    if (!columns || *columns % width != 0) return;
+    for (const BufferArg &b : req_.output_buffers)
+      if (vector_copy_bytes(b.type, width) == 0) return;
+    for (const RowReduction &r : reductions_) {
+      const Func &f = r.realization->func;
+      const FuncSchedule *fs = req_.schedule->find(f.name());
+      if (binds_reduction_to_threads(f, fs) || !f.definition().reduction->monoid->commutative) return;
+    }
+    const int64_t runs = (*columns + threads_ * width - 1) / (threads_ * width);
+    if (runs > kMaxRegisterRuns) return;
+    width_ = width;
+    runs_ = static_cast<int>(runs);
+    columns_ = static_cast<int>(*columns);
+  }
+
   void plan_trees() {
     int element_bytes = 1;
     for (const Type &t : req_.stage.output_types()) element_bytes = std::max(element_bytes, t.bytes());
     threads_ = row_threads(product(column_extents_), element_bytes);
+    choose_runs(element_bytes);
     const RowReduction *bound = nullptr;
     for (const RowReduction &r : reductions_) {
       const FuncSchedule *fs = req_.schedule->find(r.realization->func.name());
@@ -270,7 +372,13 @@ class RowKernelBuilder {
             "of '{}' "
             "(one block); compute it with compute_root() to split it",
             r.realization->func.name(), req_.stage.name());
-      r.tree = plan_tree(r.realization->func, fs, threads_);
+      r.tree = plan_tree(r.realization->func, fs, threads_, width_);
+      // Its fold reads the registers only where its runs are the row's (a longer reduction would index past
+      // them).
+      const int64_t *tree_runs =
+          r.tree.run_loop.empty() ? nullptr : as_const_int(r.tree.loops.dim(r.tree.run_loop).extent);
+      if (tree_runs && *tree_runs <= runs_)
+        layouts_.push_back({r.tree.run_loop, r.tree.vector_loop, var(r.tree.lane_loop)});
       summary_ += r.tree.summary;
     }
   }
@@ -305,6 +413,10 @@ class RowKernelBuilder {
             "  input '{}' is read {} times per row from global memory: its row length {} is not a "
             "constant, so it is not kept in shared memory\n",
             in.name(), reads.size(), in.shape().back());
+        continue;
+      }
+      if (width_ > 1 && *length == columns_ && vector_copy_bytes(in.type(), width_) > 0) {
+        registers_.push_back({in, prefix, static_cast<int>(*length)});
         continue;
       }
       const int demand = static_cast<int>(*length) * in.type().bytes();
@@ -362,8 +474,85 @@ class RowKernelBuilder {
 
   static std::string row_buffer(const CachedRow &c) { return c.input.name() + ".row"; }
 
+  // Copies this thread's runs of the row of `c` into its registers with 16-byte copies.
+  Stmt fill_registers(const CachedRow &c, const ExprLowering &lowering) const {
+    std::vector<Halide::Expr> at;
+    for (const Halide::Expr &p : c.prefix) at.push_back(lowering.lower(p));
+    const Halide::Expr chunk = var("fill.s") * threads_ + intrinsic::thread_index();
+    at.push_back(chunk * width_);
+    return unrolled(
+        "fill.s", runs_,
+        guarded(chunk < columns_ / width_,
+                vector_copies(register_row(c), var("fill.s") * width_, c.input.name(),
+                              flat_index(at, to_halide(c.input.shape())), c.input.type(), width_)));
+  }
+
+  static std::string register_row(const CachedRow &c) { return c.input.name() + ".regs"; }
+
+  // Reads of `c` in its row at a point some RunLayout visits come from the registers; the others from
+  // `other`.
+  ExprLowering::Reader read_registers(const CachedRow &c, const ExprLowering &lowering,
+                                      ExprLowering::Reader other) const {
+    std::vector<Halide::Expr> prefix;
+    for (const Halide::Expr &p : c.prefix) prefix.push_back(lowering.lower(p));
+    return [this, c, prefix, other](const std::vector<Halide::Expr> &coords) {
+      bool same_row = true;
+      for (size_t k = 0; k < prefix.size(); ++k) same_row = same_row && can_prove(coords[k] == prefix[k]);
+      for (const RunLayout &l : layouts_)
+        if (same_row && can_prove(coords.back() == (var(l.run) * threads_ + l.thread) * width_ + var(l.lane)))
+          return load(c.input.type(), register_row(c), var(l.run) * width_ + var(l.lane));
+      return other(coords);
+    };
+  }
+
+  // The row's points of the stage, dealt to the threads in turn, one point at a time.
+  Stmt scalar_epilogue(const ExprLowering &lowering) const {
+    const Halide::Expr columns = product(column_extents_);
+    const Halide::Expr c = var("column.s") * threads_ + intrinsic::thread_index();
+    std::vector<Halide::Expr> at;
+    for (const Var &v : def_.args) at.push_back(Halide::Expr(v));
+    std::vector<Stmt> stores;
+    for (size_t o = 0; o < def_.values.size(); ++o)
+      stores.push_back(store(req_.output_buffers[o].name,
+                             Halide::cast(req_.output_buffers[o].type, lowering.lower(def_.values[o])),
+                             flat_index(at, req_.extents)));
+    std::vector<std::pair<std::string, Halide::Expr>> column_lets;
+    const std::vector<Halide::Expr> column_coords = point_coords(column_extents_, c);
+    for (size_t k = 0; k < column_coords.size(); ++k)
+      column_lets.push_back({def_.args[row_dims_ + k].name(), column_coords[k]});
+    return For::make("column.s", 0, simplify((columns + (threads_ - 1)) / threads_), ForType::Serial,
+                     Halide::DeviceAPI::None,
+                     guarded(simplify(c < columns), let_all(column_lets, block(stores))));
+  }
+
+  // The row's points of the stage in runs of 16 bytes: each output stored with 16-byte copies.
+  Stmt run_epilogue(ExprLowering lowering, VectorReads &reads) const {
+    const VectorRun &run = epilogue_run();
+    lowering.bind(def_.args[row_dims_].name(), run.first + run.lane_var());
+    std::vector<Halide::Expr> at;
+    for (const Var &v : def_.args) at.push_back(Halide::Expr(v));
+    at.back() = run.first;
+    std::vector<Stmt> stores;
+    for (size_t o = 0; o < def_.values.size(); ++o)
+      stores.push_back(vector_store(req_.output_buffers[o].name, req_.output_buffers[o].type,
+                                    Halide::cast(req_.output_buffers[o].type, lowering.lower(def_.values[o])),
+                                    flat_index(at, req_.extents), run));
+    const Halide::Expr chunk = var("column.s") * threads_ + intrinsic::thread_index();
+    return unrolled("column.s", runs_, guarded(chunk < columns_ / width_, reads.around(block(stores))));
+  }
+
+  VectorRun epilogue_run() const {
+    const Halide::Expr chunk = var("column.s") * threads_ + intrinsic::thread_index();
+    return {"column.e", width_, chunk * width_, Halide::Expr(columns_)};
+  }
+
   Kernel assemble() {
     ExprLowering lowering(*req_.graph);
+    VectorReads epilogue_reads(*req_.graph, epilogue_run());
+    if (width_ > 1) {
+      epilogue_reads.install(lowering);
+      layouts_.push_back({"column.s", "column.e", intrinsic::thread_index()});
+    }
     read_intermediates(lowering, req_.intermediates);
     std::vector<Stmt> fills;
     for (const CachedRow &c : cached_) {
@@ -378,6 +567,19 @@ class RowKernelBuilder {
         return load(t, buffer, Halide::clamp(coords.back(), 0, length - 1));
       });
     }
+    for (const CachedRow &c : registers_) {
+      fills.push_back(fill_registers(c, lowering));
+      summary_ += fmt::format(
+          "  input '{}': its row of {} elements read once into registers, {} run(s) of {} per thread with "
+          "16-byte loads\n",
+          c.input.name(), c.length, runs_, width_);
+      const Input in = c.input;
+      VectorReads *reads = &epilogue_reads;
+      lowering.read_input_with(
+          in.name(), read_registers(c, lowering, [reads, in](const std::vector<Halide::Expr> &coords) {
+            return reads->read(in, coords);
+          }));
+    }
     lowering.on_func_call(
         [this](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
           const RowReduction *r = find(c->name);
@@ -389,32 +591,19 @@ class RowKernelBuilder {
           return tree_values(r->tree)[c->value_index];
         });
 
-    // The row's points of the stage, dealt to the threads in turn.
-    const Halide::Expr columns = product(column_extents_);
-    const Halide::Expr c = var("column.s") * threads_ + intrinsic::thread_index();
-    std::vector<Halide::Expr> at;
-    for (const Var &v : def_.args) at.push_back(Halide::Expr(v));
-    std::vector<Stmt> stores;
-    for (size_t o = 0; o < def_.values.size(); ++o)
-      stores.push_back(store(req_.output_buffers[o].name,
-                             Halide::cast(req_.output_buffers[o].type, lowering.lower(def_.values[o])),
-                             flat_index(at, req_.extents)));
-    std::vector<std::pair<std::string, Halide::Expr>> column_lets;
-    const std::vector<Halide::Expr> column_coords = point_coords(column_extents_, c);
-    for (size_t k = 0; k < column_coords.size(); ++k)
-      column_lets.push_back({def_.args[row_dims_ + k].name(), column_coords[k]});
-    Stmt body = For::make("column.s", 0, simplify((columns + (threads_ - 1)) / threads_), ForType::Serial,
-                          Halide::DeviceAPI::None,
-                          guarded(simplify(c < columns), let_all(column_lets, block(stores))));
+    Stmt body = width_ > 1 ? run_epilogue(lowering, epilogue_reads) : scalar_epilogue(lowering);
     for (auto it = reductions_.rbegin(); it != reductions_.rend(); ++it) {
       ExprLowering own = lowering;
       own.bind(pure_binding(*it));
       body = tree_fold(it->tree, own, body);
     }
-    if (!fills.empty()) body = block({block(fills), intrinsic::barrier(), body});
+    if (!fills.empty()) body = block({block(fills), cached_.empty() ? Stmt() : intrinsic::barrier(), body});
     for (const CachedRow &cached : cached_)
       body = Allocate::make(row_buffer(cached), cached.input.type(), Halide::MemoryType::GPUShared,
                             {cached.length}, const_true(), body);
+    for (const CachedRow &cached : registers_)
+      body = Allocate::make(register_row(cached), cached.input.type(), Halide::MemoryType::Register,
+                            {runs_ * width_}, const_true(), body);
     std::vector<std::pair<std::string, Halide::Expr>> row_lets;
     const std::vector<Halide::Expr> row_coords = point_coords(row_extents_, intrinsic::block_index(0));
     for (size_t k = 0; k < row_coords.size(); ++k) row_lets.push_back({def_.args[k].name(), row_coords[k]});
@@ -427,11 +616,14 @@ class RowKernelBuilder {
     k.body = simplify_exprs(body);
     std::vector<std::string> row_names;
     for (int a = 0; a < row_dims_; ++a) row_names.push_back(def_.args[a].name());
+    const Halide::Expr columns = product(column_extents_);
     k.schedule_summary =
-        fmt::format("  {}: one block of {} threads per row ({}), {} point(s) of the row per thread\n",
-                    req_.stage.name(), threads_,
-                    row_names.empty() ? "the whole func" : fmt::format("{}", fmt::join(row_names, ", ")),
-                    simplify((columns + (threads_ - 1)) / threads_)) +
+        fmt::format(
+            "  {}: one block of {} threads per row ({}), {} point(s) of the row per thread{}\n",
+            req_.stage.name(), threads_,
+            row_names.empty() ? "the whole func" : fmt::format("{}", fmt::join(row_names, ", ")),
+            simplify((columns + (threads_ - 1)) / threads_),
+            width_ > 1 ? fmt::format(" in {} run(s) of {}, stored with 16-byte stores", runs_, width_) : "") +
         summary_;
     finish(k, req_);
     if (k.shared_bytes > req_.target.max_shared_bytes_per_block)
@@ -450,7 +642,10 @@ class RowKernelBuilder {
   std::vector<Halide::Expr> row_extents_, column_extents_;
   std::set<std::string> column_vars_;
   int threads_ = kDefaultThreads;
-  std::vector<CachedRow> cached_;
+  // Runs of `width_` points (1: one point at a time), `runs_` per thread, over a row of `columns_` points.
+  int width_ = 1, runs_ = 0, columns_ = 0;
+  std::vector<RunLayout> layouts_;
+  std::vector<CachedRow> cached_, registers_;
   std::string summary_;
 };
 

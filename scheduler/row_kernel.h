@@ -6,13 +6,20 @@
 // A pure stage F with reductions computed at it: one block per row, the row being F's loops up to the
 // innermost one that the reductions' coordinates depend on (or the loop compute_at names). The block folds
 // each reduction as a cooperative tree (scheduler/cooperative_tree.h), producers first, and then its threads
-// compute the row's points of F (point c of the row by thread c mod T), reading the reductions' values from
-// shared memory. An input read several times in the row, along its last dimension, whose row has a constant
-// length and fits in shared memory (with the trees' arrays), is copied there once with 16-byte cp.async
-// copies where its rows allow, so that the kernel reads it from global memory once. The block size T follows
+// compute the row's points of F, reading the reductions' values from shared memory. The block size T follows
 // from the row length: the power of two that gives each thread about four 16-byte vectors of the row,
 // between 32 and 1024 (256 when the length is not a constant), unless the schedule binds a reduction loop to
 // threads.
+//
+// Rows in registers, where the row is one dimension of constant length, a whole number of 16-byte runs of
+// the output (W points), at most 8 runs per thread, and every tree a default one over a commutative monoid:
+// thread t owns the points (s T + t) W + e of the row. Each input read several times along the row is loaded
+// once into registers with 16-byte loads, the trees deal their points in the same runs and fold from the
+// registers, and each run of every output is computed into registers and stored with 16-byte stores
+// (scheduler/vector_accesses.h). Otherwise the row is kept in shared memory: an input read several times in
+// the row, along its last dimension, whose row has a constant length and fits in shared memory (with the
+// trees' arrays), is copied there once with 16-byte cp.async copies where its rows allow, and point c of the
+// row is computed by thread c mod T. Either way the kernel reads such an input from global memory once.
 #include <string>
 #include <vector>
 
@@ -38,8 +45,10 @@ struct StageKernelRequest {
   std::vector<BufferArg> intermediates;  // the buffers of earlier stages, named as their funcs
 };
 
-// A pure stage: with the reductions computed at it, one block per row; without, elementwise (a 16-byte
-// vector's worth of points per thread, see pointwise_kernel).
+// A pure stage: with the reductions computed at it, one block per row; without, elementwise: each thread two
+// runs of a 16-byte vector's worth of points along the innermost dimension, stored and (where an input moves
+// with them) read with 16-byte accesses, with a scalar kernel as the fallback where a row length that is not
+// a constant is not a whole number of runs (see pointwise_kernel and vector_accesses.h).
 Kernel build_row_kernel(const StageKernelRequest &request);
 
 // A reduction stage whose schedule binds reduction loops to threads, or that has no schedule: one block per

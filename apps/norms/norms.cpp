@@ -22,6 +22,10 @@ const char *to_string(NormKind k) {
   return "?";
 }
 
+const char *to_string(LayerNormStatistics s) {
+  return s == LayerNormStatistics::welford ? "welford" : "two_pass";
+}
+
 std::vector<NormKind> all_norm_kinds() {
   return {NormKind::softmax, NormKind::layernorm, NormKind::rmsnorm, NormKind::add_rmsnorm, NormKind::swiglu};
 }
@@ -61,7 +65,9 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
       peak(i) = reduce(algebra::max(f32), r, f32_of(x(i, r.x)));
       e(i, j) = exp(f32_of(x(i, j)) - peak(i));
       total(i) = reduce(algebra::sum(f32), q, e(i, q.x));
-      n.out(i, j) = cast(t, e(i, j) / total(i));
+      // One reciprocal per row, then a multiply per element, where a division per element costs about ten
+      // instructions: the row is read from registers at the memory's pace only if the arithmetic keeps up.
+      n.out(i, j) = cast(t, e(i, j) * (1.0f / total(i)));
       n.reductions = {peak, total};
       n.inlined = {e};
       break;
@@ -70,11 +76,23 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
       const Input w(p + "w", t, {hidden}), b(p + "b", t, {hidden});
       n.inputs.push_back(w);
       n.inputs.push_back(b);
-      Func stats(p + "layernorm_stats");
-      stats(i) = reduce(algebra::welford(f32), r, f32_of(x(i, r.x)));
-      n.out(i, j) =
-          cast(t, (f32_of(x(i, j)) - stats(i)[0]) * rsqrt(stats(i)[1] + eps) * f32_of(w(j)) + f32_of(b(j)));
-      n.reductions = {stats};
+      const auto normalized = [&](const Expr &mean, const Expr &variance) {
+        return cast(t, (f32_of(x(i, j)) - mean) * rsqrt(variance + eps) * f32_of(w(j)) + f32_of(b(j)));
+      };
+      if (o.layernorm == LayerNormStatistics::welford) {
+        Func stats(p + "layernorm_stats");
+        stats(i) = reduce(algebra::welford(f32), r, f32_of(x(i, r.x)));
+        n.out(i, j) = normalized(stats(i)[0], stats(i)[1]);
+        n.reductions = {stats};
+        break;
+      }
+      Func total(p + "layernorm_sum"), deviations(p + "layernorm_m2");
+      RDom q({{0, hidden}}, p + "q");
+      total(i) = reduce(algebra::sum(f32), r, f32_of(x(i, r.x)));
+      const Expr mean = total(i) / float(o.hidden);
+      deviations(i) = reduce(algebra::sum(f32), q, (f32_of(x(i, q.x)) - mean) * (f32_of(x(i, q.x)) - mean));
+      n.out(i, j) = normalized(mean, deviations(i) / float(o.hidden));
+      n.reductions = {total, deviations};
       break;
     }
     case NormKind::rmsnorm: {
@@ -109,6 +127,9 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
 Schedule schedule_norm(const Norm &n) {
   Schedule s;
   for (const Func &f : n.reductions) s[f].compute_at(n.out, n.i);
+  // Softmax and SwiGLU take an exp per element (softmax two): on the special-function unit (__expf), as
+  // torch.compile's Triton kernels do, or the arithmetic and not the memory sets their pace.
+  if (n.kind == NormKind::softmax || n.kind == NormKind::swiglu) s[n.out].approximate_math();
   return s;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The row-wise ops LLMs run between their GEMMs, as twist programs over rows of `hidden` elements:
-//   softmax      y = exp(x - m) / l, m = reduce(max, over the row, x), l = reduce(sum, over the row, exp(x -
-//   m)) layernorm    y = (x - mean) rsqrt(var + eps) w + b, (mean, var) = reduce(Welford, over the row, x)
+//   softmax      y = exp(x - m) / l, m = reduce(max, over the row, x), l = reduce(sum, the row, exp(x - m))
+//   layernorm    y = (x - mean) rsqrt(var + eps) w + b, mean and var by one of LayerNormStatistics
 //   rmsnorm      y = x rsqrt(ss / hidden + eps) w, ss = reduce(sum, over the row, x^2)
 //   add_rmsnorm  h = x + residual, y = rmsnorm(h): two outputs, h and y (the residual stream and the norm)
 //   swiglu       y = silu(x[:, :hidden]) * x[:, hidden:], from gate and up projections side by side
@@ -22,11 +22,24 @@ const char *to_string(NormKind k);
 std::optional<NormKind> parse_norm_kind(const std::string &name);
 std::vector<NormKind> all_norm_kinds();
 
+// How LayerNorm computes a row's mean and variance (an algorithm the program states, not a backend choice).
+enum class LayerNormStatistics {
+  // Two sums in sequence: the mean, then the squared deviations around it. Each costs an add (and a
+  // multiply-add) per element, and the second reads the row again from where the first kept it (registers or
+  // shared memory).
+  two_pass,
+  // One fold of the Welford monoid (count, mean, M2): one pass, but a division per element on the fold's
+  // critical path.
+  welford,
+};
+const char *to_string(LayerNormStatistics s);
+
 struct NormOptions {
   Type dtype = f16;
   int hidden = 4096;
   float eps = 1e-6f;
   std::string prefix = "";  // prepended to every func and input name, so that several instances coexist
+  LayerNormStatistics layernorm = LayerNormStatistics::two_pass;
 };
 
 struct Norm {
@@ -43,9 +56,10 @@ struct Norm {
 
 Norm make_norm(NormKind kind, const NormOptions &options = {});
 
-// Every row statistic computed at loop i of the output: one block per row, the row kept in shared memory
-// (read from global memory once) and folded by the block's threads as a tree; the block size follows from the
-// row length (scheduler/row_kernel.h). SwiGLU has no statistic: its output is elementwise.
+// Every row statistic computed at loop i of the output: one block per row, the row kept in registers (or in
+// shared memory where it is not a whole number of 16-byte runs; read from global memory once) and folded by
+// the block's threads as a tree; the block size follows from the row length (scheduler/row_kernel.h). SwiGLU
+// has no statistic: its output is elementwise. Softmax and SwiGLU compute exp with approximate math.
 Schedule schedule_norm(const Norm &n);
 
 // The bytes the op must move: every input read once and every output written once, for `rows` rows.

@@ -370,12 +370,24 @@ int export_norms(const Options &o) {
   const Type dtype = parse_type(o.get("dtype", "f16"));
   if (dtype != f16 && dtype != bf16) fail("--dtype {}: use f16 or bf16", type_name(dtype));
   const int rows = std::stoi(o.get("rows", "")), hidden = std::stoi(o.get("hidden", ""));
-  const apps::Norm n = apps::make_norm(*kind, {.dtype = dtype, .hidden = hidden, .eps = 1e-6f, .prefix = ""});
+  const std::string statistics = o.get("layernorm", "two_pass");
+  if (statistics != "two_pass" && statistics != "welford")
+    fail("--layernorm {}: use two_pass (a mean, then the deviations around it) or welford (one fold)",
+         statistics);
+  const apps::Norm n =
+      apps::make_norm(*kind, {.dtype = dtype,
+                              .hidden = hidden,
+                              .eps = 1e-6f,
+                              .prefix = "",
+                              .layernorm = statistics == "welford" ? apps::LayerNormStatistics::welford
+                                                                   : apps::LayerNormStatistics::two_pass});
   const Schedule s = apps::schedule_norm(n);
   const LoweredProgram p = lower(n.out, s, Target::sm90a());
   dump(o, n.out, s, p);
   cuda::ExportRequest r;
-  r.label = o.get("label", fmt::format("{}_{}_{}x{}", op, type_name(dtype), rows, hidden));
+  r.label = o.get(
+      "label", fmt::format("{}_{}_{}x{}{}", op, type_name(dtype), rows, hidden,
+                           statistics == "welford" && *kind == apps::NormKind::layernorm ? "_welford" : ""));
   r.scalars = {{n.rows.name(), rows}};
   r.notes = {{"op", op},
              {"dtype", type_name(dtype)},
@@ -400,7 +412,8 @@ int usage() {
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
                "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"
-               "                         [--dtype f16|bf16] [--label NAME] [--dump=funcs,schedule,realization,loopnest,cuda]\n";
+               "                         [--dtype f16|bf16] [--layernorm two_pass|welford] [--label NAME]\n"
+               "                         [--dump=funcs,schedule,realization,loopnest,cuda]\n";
   // clang-format on
   return 2;
 }

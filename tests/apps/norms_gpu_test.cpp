@@ -42,7 +42,7 @@ TEST_CASE(
   TWIST_REQUIRE_GPU();
   for (const Type &t : {f16, bf16})
     for (const NormKind kind : all_norm_kinds())
-      for (const int hidden : {4096, 1000, 77}) {
+      for (const int hidden : {16384, 4096, 1000, 77}) {
         const Norm n = make_norm(kind, {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "gpu_"});
         const int rows = 37;
         std::map<std::string, HostTensor> inputs;
@@ -55,6 +55,35 @@ TEST_CASE(
         CHECK(gpu_error(n.out, schedule_norm(n), inputs, {{n.rows.name(), rows}}) <
               (t == f16 ? 2e-3 : 1.6e-2));
       }
+}
+
+TEST_CASE("GPU: LayerNorm by the Welford monoid and elementwise 16-byte vectors with their scalar fallback") {
+  TWIST_REQUIRE_GPU();
+  for (const int hidden : {4096, 1000}) {
+    const Norm n = make_norm(NormKind::layernorm, {.dtype = bf16,
+                                                   .hidden = hidden,
+                                                   .eps = 1e-6f,
+                                                   .prefix = "gpu_wf_",
+                                                   .layernorm = LayerNormStatistics::welford});
+    const std::map<std::string, HostTensor> inputs = {
+        {"gpu_wf_x", reference::random_normal(bf16, {37, hidden}, 11)},
+        {"gpu_wf_w", reference::random_normal(bf16, {hidden}, 12)},
+        {"gpu_wf_b", reference::random_normal(bf16, {hidden}, 13)}};
+    INFO("hidden ", hidden);
+    CHECK(gpu_error(n.out, schedule_norm(n), inputs, {{n.rows.name(), 37}}) < 1.6e-2);
+  }
+  SizeParam rows("gpu_vw_n"), cols("gpu_vw_m");
+  Input a("gpu_vw_a", f16, {rows, cols}), b("gpu_vw_b", f16, {rows, cols});
+  Var i("i"), j("j");
+  Func out("gpu_vw_out");
+  out(i, j) = cast(f16, cast(f32, a(i, j)) * 2.0f + cast(f32, b(i, max(j - 1, 0))));
+  out.set_shape({rows, cols});
+  for (const int m : {1000, 1001}) {  // the vector kernel, then its fallback
+    const std::map<std::string, HostTensor> ab = {{"gpu_vw_a", reference::random_normal(f16, {33, m}, 14)},
+                                                  {"gpu_vw_b", reference::random_normal(f16, {33, m}, 15)}};
+    INFO("columns ", m);
+    CHECK(gpu_error(out, Schedule(), ab, {}) < 2e-3);
+  }
 }
 
 TEST_CASE(

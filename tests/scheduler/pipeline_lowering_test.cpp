@@ -367,6 +367,83 @@ TEST_CASE("the kernels of pipelines compile for sm_80 and sm_90a") {
   compile_for_both_targets(lower(f, s, Target::sm90a()));
 }
 
+TEST_CASE("row kernels keep the row in registers and move it with 16-byte loads and stores") {
+  // 264 columns of f16: 32 threads with 2 runs of 8 columns each, the second run of all but one thread empty.
+  for (const int cols : {256, 264, 4096}) {
+    Rms n(cols, f16);
+    const LoweredProgram p = lower(n.y, Schedule(), Target::sm90a());
+    INFO("cols ", cols);
+    REQUIRE(p.kernels.size() == 1);
+    const Kernel &k = p.kernels[0];
+    CHECK(contains(k.schedule_summary, "input 'rms_x': its row of " + std::to_string(cols) +
+                                           " elements read once into registers"));
+    CHECK(contains(k.schedule_summary, "in runs of 8 consecutive points"));
+    CHECK(k.shared_bytes < 1024);  // only the trees' arrays: no row in shared memory
+    const std::string source = compile_for_both_targets(p).front();
+    CHECK(contains(source, "twist_copy_sync<16>(&rms_x_regs["));
+    CHECK(contains(source, "twist_copy_sync<16>(&rms_w_v0[0], &rms_w["));
+    CHECK(contains(source, "twist_copy_sync<16>(&rms_y["));
+    CHECK(!contains(source, "twist_copy_async<"));
+    if (cols != 4096) {
+      const std::map<std::string, double> sizes = {{"rms_rows", 3}};
+      CHECK(lowered_error(n.y, Schedule(), random_inputs(n.y, sizes, 13), sizes) < 2e-3);
+    }
+  }
+  // LayerNorm by Welford's monoid (commutative) takes the same layout: its one tree reads the registers.
+  const apps::Norm welford = apps::make_norm(
+      apps::NormKind::layernorm,
+      {.dtype = bf16, .hidden = 264, .prefix = "wf_", .layernorm = apps::LayerNormStatistics::welford});
+  const Schedule ws = apps::schedule_norm(welford);
+  CHECK(contains(lower(welford.out, ws, Target::sm90a()).kernels[0].schedule_summary,
+                 "input 'wf_x': its row of 264 elements read once into registers"));
+  const std::map<std::string, double> rows = {{"wf_rows", 3}};
+  CHECK(lowered_error(welford.out, ws, random_inputs(welford.out, rows, 19), rows) < 1.6e-2);
+  // A row that is not a whole number of 16-byte runs is kept in shared memory and stored point by point.
+  Rms odd(77, f16);
+  const Kernel k = lower(odd.y, Schedule(), Target::sm90a()).kernels[0];
+  CHECK(contains(k.schedule_summary, "read once into shared memory"));
+  CHECK(!contains(k.schedule_summary, "16-byte stores"));
+}
+
+TEST_CASE(
+    "elementwise kernels move 16-byte vectors, with a scalar fallback where rows are not whole vectors") {
+  SizeParam n("vw_n"), m("vw_m");
+  Input a("vw_a", f16, {n, m}), b("vw_b", f16, {n, m});
+  Var i("i"), j("j");
+  Func out("vw_out");
+  // b is read one column to the left (the first column twice): not a run of the output's, so a scalar load.
+  out(i, j) = cast(f16, cast(f32, a(i, j)) * 2.0f + cast(f32, b(i, max(j - 1, 0))));
+  out.set_shape({n, m});
+  const LoweredProgram p = lower(out, Schedule(), Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);
+  const Kernel &k = p.kernels[0];
+  REQUIRE(k.requirements.size() == 1);
+  REQUIRE(k.fallback);
+  CHECK(contains(k.schedule_summary, "1 input run(s) read with 16-byte loads"));
+  const std::vector<std::string> sources = compile_for_both_targets(p);
+  CHECK(contains(sources[0], "twist_copy_sync<16>(&vw_a_v0[0], &vw_a["));
+  CHECK(contains(sources[0], "twist_copy_sync<16>(&vw_out["));
+  CHECK(contains(sources[0], "&vw_out_out[0], 16);"));
+  CHECK(!contains(sources[1], "twist_copy_sync"));
+  for (const int cols : {40, 37, 8}) {
+    INFO("cols ", cols);
+    const std::map<std::string, double> sizes = {{"vw_n", 5}, {"vw_m", cols}};
+    CHECK(&select_variant(k, sizes) == (cols % 8 == 0 ? &k : k.fallback.get()));
+    const Tensors inputs = random_inputs(out, sizes, 17);
+    CHECK(lowered_error(out, Schedule(), inputs, sizes) < 2e-3);
+    if (cols % 8 == 0) continue;
+    // Without its requirement the vector kernel's copies would be misaligned, and the interpreter refuses
+    // them.
+    Kernel unchecked = k;
+    unchecked.requirements.clear();
+    std::map<std::string, reference::HostTensor> buffers = inputs;
+    buffers.emplace("vw_out", reference::HostTensor(f16, {5, cols}));
+    const std::string refused = error_of([&] { reference::run_kernel(unchecked, buffers, sizes); });
+    CHECK(contains(refused, "16-byte copy"));
+    CHECK(contains(refused, "is not 16-byte aligned"));
+  }
+}
+
 TEST_CASE("bad pipeline schedules are refused naming the func, the loop and the budget") {
   {
     Rms n(64, f16);
