@@ -83,6 +83,7 @@ std::string AttentionTiling::name() const {
   if (split_kv > 1) s += fmt::format("_splitkv{}", split_kv);
   if (warp_rows != 16) s += fmt::format("_w{}", warp_rows);
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
+  if (atom == MatrixAtom::wgmma) s += "_wgmma";
   return s;
 }
 
@@ -112,7 +113,46 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
 
 }  // namespace
 
+namespace {
+
+// The Hopper datapath: a warpgroup per warp_rows queries in atoms of 64 rows, each wgmma spanning all of D
+// (P V) or the key tile (S), every operand through TMA.
+Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) {
+  if (t.warp_rows % 64 != 0 || t.block_rows % t.warp_rows != 0)
+    fail(
+        "attention tiling {}: a warpgroup's rows ({}) must be a multiple of 64 (the wgmma atom's rows) that "
+        "divides the block's rows ({})",
+        t.name(), t.warp_rows, t.block_rows);
+  if (t.split_kv > 1)
+    fail("attention tiling {}: split-KV runs on the mma atom (decoding is bound by memory, not the atoms)",
+         t.name());
+  const std::string kv = a.j.x.name();
+  Schedule s;
+  s[a.O]
+      .fuse("h", "b", "bh")
+      .bind("bh", Binding::block_y)
+      .split("i", "io", "ii", t.block_rows)
+      .bind("io", Binding::block_x)
+      .split("ii", "iw", "ir", t.warp_rows)
+      .bind("iw", Binding::warpgroup)
+      .split("ir", "im", "ia", 64)
+      .unroll("im")
+      .split(kv, "jo", "jj", t.key_tile)
+      .split("jj", "jk", "jka", 16)
+      .unroll("jk")
+      .matrix_atom(MatrixAtom::wgmma, "ia", "d", "jka")
+      .stage(a.V, "jo", Transport::tma, t.stages)
+      .approximate_math()
+      .min_blocks_per_sm(t.min_blocks_per_sm)
+      .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
+  s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
+  return s;
+}
+
+}  // namespace
+
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
+  if (t.atom == MatrixAtom::wgmma) return schedule_attention_wgmma(a, t);
   if (t.warp_rows % 16 != 0 || t.block_rows % t.warp_rows != 0)
     fail(
         "attention tiling {}: a warp's rows ({}) must be a multiple of 16 (the atom's rows) that divides the "

@@ -44,8 +44,12 @@ struct Attention {
 Attention make_attention(const AttentionOptions &options = {});
 
 struct AttentionTiling {
+  // mma_m16n8k16: the FlashAttention-2 datapath (cp.async, ldmatrix, mma.sync; sm_80 and up). wgmma: the
+  // Hopper datapath (sm_90a): Q, K and V by TMA, S = Q K^T and P V as wgmma atoms, a warpgroup per
+  // `warp_rows` queries.
+  MatrixAtom atom = MatrixAtom::mma_m16n8k16;
   int block_rows = 128;  // queries per block
-  int warp_rows = 16;    // queries per warp (prefill): 16 (one atom of rows) or a multiple of 16
+  int warp_rows = 16;    // queries per warp (mma: 16 or a multiple) or per warpgroup (wgmma: a multiple of 64)
   int key_tile = 64;     // keys per iteration of the key loop
   int stages = 2;        // K and V pipeline depth
   int split_kv = 1;      // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
@@ -55,7 +59,9 @@ struct AttentionTiling {
 
 // The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per `warp_rows` queries,
 // Q staged once (and kept in registers when a warp has one atom of 16 rows), K and V staged per key tile with
-// cp.async, S computed at the key loop.
+// cp.async, S computed at the key loop. With the wgmma atom: a warpgroup per `warp_rows` queries, Q, K and V
+// staged by TMA (K and V in a ring of `stages` slots), the atoms 64 queries x all of D (P V) and 64 queries x
+// the key tile (S).
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 
 // Decoding (one query per head): the `group` query heads that share a key/value head are packed into the rows
