@@ -111,7 +111,7 @@ TEST_CASE("the Hopper attention source holds wgmma from shared and from register
             std::string("mbarrier.try_wait.parity"), std::string("mbarrier.arrive.expect_tx")})
         CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
       // P V reads A from registers: the helper takes four 32-bit registers, not a descriptor.
-      CHECK(source.find("_rs1(") != std::string::npos);
+      CHECK(source.find("_rs01(") != std::string::npos);
       for (const std::string &instruction : k.required_instructions)
         CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
       CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
