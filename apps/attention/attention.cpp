@@ -1,5 +1,7 @@
 #include "apps/attention/attention.h"
 
+#include <algorithm>
+
 #include "algebra/builtins.h"
 #include "algebra/twist.h"
 
@@ -171,6 +173,18 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
   schedule_common(s, a, t);
   s[a.O].reorder({"jka", "da", "ia", "dn", "im", "jk", "jo", "iw", "io", "bh"});
   return s;
+}
+
+AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
+  constexpr int kSms = 132;
+  AttentionTiling t;
+  t.atom = MatrixAtom::wgmma;
+  t.warp_rows = 64;
+  t.block_rows = p.batch_heads * ((p.queries + 127) / 128) < kSms ? 64 : 128;
+  t.key_tile = p.head_dim <= 128 ? 128 : 64;
+  t.key_tile = static_cast<int>(std::min<int64_t>(t.key_tile, std::max<int64_t>(16, (p.keys + 15) / 16 * 16)));
+  t.stages = 2;
+  return t;
 }
 
 Schedule schedule_decode(const Attention &a, const AttentionTiling &t) {

@@ -64,6 +64,25 @@ struct AttentionTiling {
 // the key tile (S).
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 
+// The Hopper tiling of a prefill problem by rule, on sm_90a (227 KB of shared memory, 65536 registers and
+// 132 SMs), from the head dimension, the mask and the lengths; never from a table of problems:
+//   - rows: two warpgroups of 64 queries per block (each K and V tile feeds 128 rows), or one when the
+//     problem has fewer blocks of 128 rows than SMs (short sequences, few heads);
+//   - key tile: 128 keys (an S accumulator of 64 registers a thread) while Q (rows x D), 2 slots of K and V
+//     (key tile x D each) fit the shared memory: D <= 128; 64 at D = 256 (Q 64 KB and a ring of 128 KB, and
+//     the 128 registers of its P V accumulators); never more than the keys rounded up to 16;
+//   - 2 slots: with one block per SM a third slot adds no overlap the second does not (each warpgroup waits
+//     for its own products), and at D = 128 leaves 3 KB of the shared memory;
+//   - causal masks change no tile size: the block skips the key tiles above its last row and masks only the
+//     tiles that cross the diagonal, so work falls by half at any tile size.
+struct AttentionProblemShape {
+  int head_dim = 128;
+  bool causal = false;
+  int64_t batch_heads = 1;  // batch x query heads: the blocks along y
+  int64_t queries = 1, keys = 1;
+};
+AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p);
+
 // Decoding (one query per head): the `group` query heads that share a key/value head are packed into the rows
 // of one block's atoms, and the key loop is split across blocks.
 Schedule schedule_decode(const Attention &a, const AttentionTiling &t);

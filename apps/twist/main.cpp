@@ -341,6 +341,15 @@ int export_attention(const Options &o) {
   t.split_kv = std::stoi(o.get("split-kv", "1"));
   t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
   t.warp_rows = std::stoi(o.get("warp-rows", atom == "wgmma" ? "64" : "16"));
+  // --rule true: the Hopper tiling of apps::hopper_attention_tiling (prefill only).
+  if (o.flag("rule")) {
+    if (decode) fail("--rule true picks prefill tilings; decoding takes --key-tile, --stages and --split-kv");
+    t = apps::hopper_attention_tiling({.head_dim = shape[4],
+                                       .causal = causal,
+                                       .batch_heads = int64_t(shape[0]) * shape[1],
+                                       .queries = shape[2],
+                                       .keys = shape[3]});
+  }
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   dump(o, a.out, s, p);
@@ -404,6 +413,7 @@ int usage() {
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
                "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n"
                "                         [--atom wgmma [--warp-rows 64] (Hopper: TMA, wgmma)]\n"
+               "                         [--rule true (the Hopper tiling by apps::hopper_attention_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"
                "                         [--dtype f16|bf16] [--label NAME] [--dump=funcs,schedule,realization,loopnest,cuda]\n";
   // clang-format on

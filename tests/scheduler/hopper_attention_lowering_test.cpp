@@ -91,14 +91,24 @@ TEST_CASE("soft-capping, ALiBi and a sliding window take the Hopper path with no
   }
 }
 
+TEST_CASE("the Hopper tiling rule: two warpgroups and 128-key tiles, 64 keys at D 256, one warpgroup for few blocks") {
+  const AttentionTiling d128 = hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(d128.atom == MatrixAtom::wgmma);
+  CHECK(d128.block_rows == 128);
+  CHECK(d128.warp_rows == 64);
+  CHECK(d128.key_tile == 128);
+  CHECK(hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096}).key_tile == 64);
+  // 2 x 8 heads of 512 queries: 64 blocks of 128 rows would leave half the SMs idle.
+  CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 512, .keys = 512}).block_rows == 64);
+  CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 40, .keys = 40}).key_tile == 48);
+}
+
 TEST_CASE("the Hopper attention source holds wgmma from shared and from registers, TMA and mbarrier waits") {
   for (const Type &type : {f16, bf16})
     for (int d : {64, 128, 256}) {
       Attention a = make_attention({.dtype = type, .head_dim = d, .causal = true});
-      AttentionTiling t;
-      t.atom = MatrixAtom::wgmma;
-      t.warp_rows = 64, t.key_tile = d == 256 ? 64 : 128;
-      t.block_rows = d == 256 ? 64 : 128;
+      const AttentionTiling t =
+          hopper_attention_tiling({.head_dim = d, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
       const LoweredProgram p = lower(a.out, schedule_attention(a, t), Target::sm90a());
       const Kernel &k = p.kernels[0];
       const std::string in = type == f16 ? "f16.f16" : "bf16.bf16";
