@@ -125,9 +125,6 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
         "attention tiling {}: a warpgroup's rows ({}) must be a multiple of 64 (the wgmma atom's rows) that "
         "divides the block's rows ({})",
         t.name(), t.warp_rows, t.block_rows);
-  if (t.split_kv > 1)
-    fail("attention tiling {}: split-KV runs on the mma atom (decoding is bound by memory, not the atoms)",
-         t.name());
   const std::string kv = a.j.x.name();
   Schedule s;
   s[a.O]
@@ -147,6 +144,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .approximate_math()
       .min_blocks_per_sm(t.min_blocks_per_sm)
       .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
+  if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv);
   s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
   return s;
 }
@@ -181,9 +179,10 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
   t.atom = MatrixAtom::wgmma;
   t.warp_rows = 64;
   t.block_rows = p.batch_heads * ((p.queries + 127) / 128) < kSms ? 64 : 128;
-  t.key_tile = p.head_dim <= 128 ? 128 : 64;
+  t.key_tile = p.head_dim == 128 ? 128 : 64;
   t.key_tile = static_cast<int>(std::min<int64_t>(t.key_tile, std::max<int64_t>(16, (p.keys + 15) / 16 * 16)));
   t.stages = 2;
+  if (p.head_dim <= 64) t.min_blocks_per_sm = 2;
   return t;
 }
 

@@ -65,16 +65,20 @@ struct AttentionTiling {
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 
 // The Hopper tiling of a prefill problem by rule, on sm_90a (227 KB of shared memory, 65536 registers and
-// 132 SMs), from the head dimension, the mask and the lengths; never from a table of problems:
-//   - rows: two warpgroups of 64 queries per block (each K and V tile feeds 128 rows), or one when the
-//     problem has fewer blocks of 128 rows than SMs (short sequences, few heads);
-//   - key tile: 128 keys (an S accumulator of 64 registers a thread) while Q (rows x D), 2 slots of K and V
-//     (key tile x D each) fit the shared memory: D <= 128; 64 at D = 256 (Q 64 KB and a ring of 128 KB, and
-//     the 128 registers of its P V accumulators); never more than the keys rounded up to 16;
-//   - 2 slots: with one block per SM a third slot adds no overlap the second does not (each warpgroup waits
-//     for its own products), and at D = 128 leaves 3 KB of the shared memory;
-//   - causal masks change no tile size: the block skips the key tiles above its last row and masks only the
-//     tiles that cross the diagonal, so work falls by half at any tile size.
+// 132 SMs), from the head dimension, the mask and the lengths; never from a table of problems. Measured on the
+// H200 (bench/RESULTS.md, "Attention on the Hopper datapath"):
+//   - rows: two warpgroups of 64 queries per block (each K and V tile feeds 128 rows; one warpgroup of 64
+//     rows per block ran 20-25% slower at every size), or one when the problem has fewer blocks of 128 rows
+//     than SMs (short sequences, few heads), so that every SM gets work;
+//   - D <= 64: 64-key tiles and two blocks per SM (106 registers, 49 KB): the blocks hide each other's
+//     softmax, 1.12-1.26x the one-block 128-key tiling;
+//   - D = 128: 128-key tiles, one block per SM (208 registers, 251 causal; 160 KB). Two blocks of 64-key
+//     tiles ran 3-5% faster but spill at the 128-register cap (local memory in the SASS);
+//   - D = 256: 64-key tiles (Q 64 KB and a ring of 128 KB; the P V accumulators take 128 registers), 1.29x
+//     32-key tiles;
+//   - never a key tile above the keys rounded up to 16; 2 slots (a third measured within 2% at D = 128);
+//   - causal masks change no tile size: the block skips the key tiles after its last row's diagonal and masks
+//     only the tiles that cross it.
 struct AttentionProblemShape {
   int head_dim = 128;
   bool causal = false;

@@ -108,7 +108,7 @@ TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its
            hopper(Case{"ALiBi", {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "hg"}, 1, 4, 129, 129, {}}),
            hopper(Case{"sliding window", {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hh"}, 1, 2, 257, 257, {}}),
            Case{"f16 D128 causal, two warpgroups", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hi"}, 1, 2, 300, 300, two_warpgroups},
-           Case{"bf16 D256 two warpgroups", {.dtype = bf16, .head_dim = 256, .prefix = "hj"}, 1, 2, 300, 333, hopper_attention_tiling({.head_dim = 256, .batch_heads = 1000, .queries = 4096, .keys = 4096})},
+           Case{"bf16 D256 two warpgroups", {.dtype = bf16, .head_dim = 256, .prefix = "hj"}, 1, 2, 140, 133, hopper_attention_tiling({.head_dim = 256, .batch_heads = 1000, .queries = 4096, .keys = 4096})},
        }) {
     const double err = gpu_error(c);
     INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);

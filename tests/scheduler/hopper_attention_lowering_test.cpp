@@ -75,6 +75,17 @@ TEST_CASE("Hopper attention: grouped-query heads, one warpgroup of two row atoms
   CHECK(hopper_error(d128, t, sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
 }
 
+TEST_CASE("Hopper split-KV attention: each part's key tiles through its own ring, combined by the monoid") {
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hsk"});
+  AttentionTiling t = small_hopper_tiling();
+  t.split_kv = 3;
+  const auto scalars = sizes(a, 1, 2, 33, 250);
+  const LoweredProgram p = lower(a.out, schedule_attention(a, t), Target::sm90a());
+  REQUIRE(p.kernels.size() == 2);
+  CHECK(p.kernels[1].schedule_summary.find("folds 3 partial states") != std::string::npos);
+  CHECK(hopper_error(a, t, scalars, 9) < 2e-3);
+}
+
 TEST_CASE("soft-capping, ALiBi and a sliding window take the Hopper path with no backend work") {
   struct Variant {
     const char *name;
@@ -91,13 +102,17 @@ TEST_CASE("soft-capping, ALiBi and a sliding window take the Hopper path with no
   }
 }
 
-TEST_CASE("the Hopper tiling rule: two warpgroups and 128-key tiles, 64 keys at D 256, one warpgroup for few blocks") {
+TEST_CASE("the Hopper tiling rule: two warpgroups, 128-key tiles at D 128, 64 keys otherwise, one warpgroup for few blocks") {
   const AttentionTiling d128 = hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
   CHECK(d128.atom == MatrixAtom::wgmma);
   CHECK(d128.block_rows == 128);
   CHECK(d128.warp_rows == 64);
   CHECK(d128.key_tile == 128);
+  CHECK(d128.min_blocks_per_sm == 1);
   CHECK(hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096}).key_tile == 64);
+  const AttentionTiling d64 = hopper_attention_tiling({.head_dim = 64, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(d64.key_tile == 64);
+  CHECK(d64.min_blocks_per_sm == 2);
   // 2 x 8 heads of 512 queries: 64 blocks of 128 rows would leave half the SMs idle.
   CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 512, .keys = 512}).block_rows == 64);
   CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 40, .keys = 40}).key_tile == 48);
