@@ -24,7 +24,8 @@ void ChainedKernelBuilder::plan_hopper() {
             keys = extent_of(atom_key_, "a wgmma atom");
   if (rows != 64 || keys != 16 || !hopper::is_wgmma_n(n))
     fail(
-        "schedule of '{}': the wgmma atom covers 64 x N x 16 with N from 8 to 256 in steps of 8, but its loops "
+        "schedule of '{}': the wgmma atom covers 64 x N x 16 with N from 8 to 256 in steps of 8, but its "
+        "loops "
         "'{}', '{}' and '{}' have extents {}, {} and {}",
         fname, atom_row_, atom_col_, atom_key_, rows, n, keys);
   if (std::none_of(loops_.dims.begin(), loops_.dims.end(),
@@ -104,15 +105,18 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
           fname, p.input);
     if (&p == q) continue;
     if (p.directive.at != key_loop_)
-      fail("schedule of '{}': '{}' is staged at loop '{}'; the TMA ring of a chained kernel is the key loop '{}'",
-           fname, p.input, p.directive.at, key_loop_);
+      fail(
+          "schedule of '{}': '{}' is staged at loop '{}'; the TMA ring of a chained kernel is the key loop "
+          "'{}'",
+          fname, p.input, p.directive.at, key_loop_);
     ring.push_back(&p);
   }
   const int depth = ring.front()->directive.depth;
   for (const StagePlan *p : ring)
     if (p->directive.depth != depth || depth < 2)
       fail(
-          "schedule of '{}': the TMA stages of the key loop share one ring of 2 or more slots, but '{}' has {}; "
+          "schedule of '{}': the TMA stages of the key loop share one ring of 2 or more slots, but '{}' has "
+          "{}; "
           "give every one the same depth, at least 2",
           fname, p->input, p->directive.depth);
   int tile_bytes = 0;
@@ -137,27 +141,25 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   // after which, while the next tile's S wgmmas run, one thread refills it with tile r - 1 + depth.
   const Halide::Expr r = var("ring.r"), previous = r - 1, reuse = previous % depth;
   ring_slot_ = r % depth;
-  while_scores_in_flight_ =
-      guarded(r >= 1 && first_thread && previous + depth < count,
-              block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
-                     issue(var(key_loop_) - 1 + depth, reuse)}));
-  const Stmt body = LetStmt::make(
-      "ring.r", var(key_loop_) - first,
-      block({intrinsic::mbarrier_wait(full(ring_slot_), (r / depth) % 2), tile(),
-             intrinsic::mbarrier_arrive(empty(ring_slot_))}));
+  while_scores_in_flight_ = guarded(r >= 1 && first_thread && previous + depth < count,
+                                    block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
+                                           issue(var(key_loop_) - 1 + depth, reuse)}));
+  const Stmt body = LetStmt::make("ring.r", var(key_loop_) - first,
+                                  block({intrinsic::mbarrier_wait(full(ring_slot_), (r / depth) % 2), tile(),
+                                         intrinsic::mbarrier_arrive(empty(ring_slot_))}));
 
   std::vector<Stmt> s;
-  s.push_back(guarded(first_thread, block({intrinsic::mbarrier_init(q_full, 1),
-                                           each_slot([&](const Halide::Expr &slot) {
-                                             return block({intrinsic::mbarrier_init(full(slot), 1),
-                                                           intrinsic::mbarrier_init(empty(slot), mapping_.threads)});
-                                           })})));
+  s.push_back(guarded(first_thread,
+                      block({intrinsic::mbarrier_init(q_full, 1), each_slot([&](const Halide::Expr &slot) {
+                               return block({intrinsic::mbarrier_init(full(slot), 1),
+                                             intrinsic::mbarrier_init(empty(slot), mapping_.threads)});
+                             })})));
   s.push_back(intrinsic::barrier());
-  s.push_back(guarded(first_thread, block({intrinsic::mbarrier_arrive(q_full, q_bytes),
-                                           q->tma_copies(Halide::Expr(), 0, q_full),
-                                           each_slot([&](const Halide::Expr &slot) {
-                                             return guarded(simplify(slot < count), issue(first + slot, slot));
-                                           })})));
+  s.push_back(guarded(
+      first_thread, block({intrinsic::mbarrier_arrive(q_full, q_bytes),
+                           q->tma_copies(Halide::Expr(), 0, q_full), each_slot([&](const Halide::Expr &slot) {
+                             return guarded(simplify(slot < count), issue(first + slot, slot));
+                           })})));
   s.push_back(intrinsic::mbarrier_wait(q_full, 0));
   s.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
   summary_ += fmt::format(

@@ -9,6 +9,7 @@
 #include "algebra/substitution.h"
 #include "lang/error.h"
 #include "lang/param.h"
+#include "scheduler/chained_kernel_builder.h"
 #include "scheduler/contraction.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
@@ -19,7 +20,6 @@
 #include "scheduler/staging.h"
 #include "scheduler/stmt_building.h"
 #include "scheduler/thread_mapping.h"
-#include "scheduler/chained_kernel_builder.h"
 
 namespace twist {
 
@@ -387,8 +387,7 @@ void ChainedKernelBuilder::plan_components() {
       "component(s), 1 column component\n",
       fname, key_steps_ * 16, chain_.producer.name(),
       hopper_ ? fmt::format("wgmma.m64n{}k16", jn_extent_ * 8) : std::string("mma.m16n8k16"), dk_extent_ * 16,
-      key_loop_, monoid_.name,
-      row_components_.size());
+      key_loop_, monoid_.name, row_components_.size());
 }
 
 void ChainedKernelBuilder::plan_stages() {
@@ -913,12 +912,13 @@ Kernel ChainedKernelBuilder::build() {
   std::vector<StagePlan> plans = stages_;
   plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
   const std::vector<std::string> instructions =
-      hopper_ ? std::vector<std::string>{fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16", jn_extent_ * 8),
-                                         fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16",
-                                                     extent_of(atom_col_, "a wgmma atom's N")),
-                                         "cp.async.bulk.tensor", "mbarrier.try_wait.parity", "__shfl_xor_sync"}
-              : std::vector<std::string>{"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col",
-                                         "__shfl_xor_sync"};
+      hopper_
+          ? std::vector<std::string>{fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16", jn_extent_ * 8),
+                                     fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16",
+                                                 extent_of(atom_col_, "a wgmma atom's N")),
+                                     "cp.async.bulk.tensor", "mbarrier.try_wait.parity", "__shfl_xor_sync"}
+          : std::vector<std::string>{"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col",
+                                     "__shfl_xor_sync"};
   Kernel k = assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
   for (const auto &[element, c] : element_scales_)
     k.requirements.push_back(

@@ -21,8 +21,8 @@
 
 namespace twist::chained {
 
-using Halide::Internal::Stmt;
 using algebra::RelativeForm;
+using Halide::Internal::Stmt;
 using stmt::unrolled;
 using stmt::var;
 
@@ -137,7 +137,8 @@ class ChainedKernelBuilder {
   // The descriptor of the atom tile of staged operand `input`, read at `coords` (in loop terms) where
   // `k_loop` is the atom's k and `atom_loops` (set to 0) are the atom's loops, in slot `slot`.
   intrinsic::WgmmaOperand staged_operand(const std::string &input, const std::vector<Halide::Expr> &coords,
-                                         const std::string &k_loop, const std::vector<std::string> &atom_loops,
+                                         const std::string &k_loop,
+                                         const std::vector<std::string> &atom_loops,
                                          const Halide::Expr &slot) const;
   const StagePlan &stage_of(const std::string &input) const;
   bool hopper_ = false;

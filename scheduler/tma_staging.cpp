@@ -88,7 +88,11 @@ intrinsic::WgmmaOperand StagePlan::wgmma_operand(const std::vector<Halide::Expr>
   // the same along k, and the boxes of box_cols columns one box apart.
   const int width = hopper::swizzle_bytes(swizzle);
   const int box_bytes = rows * box_cols * elem_bytes;
-  return {buffer, Halide::Internal::simplify(index_of(coords, slot)), k_major ? 0 : box_bytes, 8 * width, swizzle,
+  return {buffer,
+          Halide::Internal::simplify(index_of(coords, slot)),
+          k_major ? 0 : box_bytes,
+          8 * width,
+          swizzle,
           !k_major};
 }
 

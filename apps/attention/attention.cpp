@@ -180,7 +180,8 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
   t.warp_rows = 64;
   t.block_rows = p.batch_heads * ((p.queries + 127) / 128) < kSms ? 64 : 128;
   t.key_tile = p.head_dim == 128 ? 128 : 64;
-  t.key_tile = static_cast<int>(std::min<int64_t>(t.key_tile, std::max<int64_t>(16, (p.keys + 15) / 16 * 16)));
+  t.key_tile =
+      static_cast<int>(std::min<int64_t>(t.key_tile, std::max<int64_t>(16, (p.keys + 15) / 16 * 16)));
   t.stages = 2;
   if (p.head_dim <= 64) t.min_blocks_per_sm = 2;
   return t;

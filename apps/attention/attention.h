@@ -49,24 +49,24 @@ struct AttentionTiling {
   // `warp_rows` queries.
   MatrixAtom atom = MatrixAtom::mma_m16n8k16;
   int block_rows = 128;  // queries per block
-  int warp_rows = 16;    // queries per warp (mma: 16 or a multiple) or per warpgroup (wgmma: a multiple of 64)
-  int key_tile = 64;     // keys per iteration of the key loop
-  int stages = 2;        // K and V pipeline depth
-  int split_kv = 1;      // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
+  int warp_rows = 16;  // queries per warp (mma: 16 or a multiple) or per warpgroup (wgmma: a multiple of 64)
+  int key_tile = 64;   // keys per iteration of the key loop
+  int stages = 2;      // K and V pipeline depth
+  int split_kv = 1;    // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
   int min_blocks_per_sm = 1;  // blocks the compiler must fit on one SM (it caps registers accordingly)
   std::string name() const;
 };
 
-// The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per `warp_rows` queries,
-// Q staged once (and kept in registers when a warp has one atom of 16 rows), K and V staged per key tile with
-// cp.async, S computed at the key loop. With the wgmma atom: a warpgroup per `warp_rows` queries, Q, K and V
-// staged by TMA (K and V in a ring of `stages` slots), the atoms 64 queries x all of D (P V) and 64 queries x
-// the key tile (S).
+// The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per `warp_rows`
+// queries, Q staged once (and kept in registers when a warp has one atom of 16 rows), K and V staged per key
+// tile with cp.async, S computed at the key loop. With the wgmma atom: a warpgroup per `warp_rows` queries,
+// Q, K and V staged by TMA (K and V in a ring of `stages` slots), the atoms 64 queries x all of D (P V) and
+// 64 queries x the key tile (S).
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 
 // The Hopper tiling of a prefill problem by rule, on sm_90a (227 KB of shared memory, 65536 registers and
-// 132 SMs), from the head dimension, the mask and the lengths; never from a table of problems. Measured on the
-// H200 (bench/RESULTS.md, "Attention on the Hopper datapath"):
+// 132 SMs), from the head dimension, the mask and the lengths; never from a table of problems. Measured on
+// the H200 (bench/RESULTS.md, "Attention on the Hopper datapath"):
 //   - rows: two warpgroups of 64 queries per block (each K and V tile feeds 128 rows; one warpgroup of 64
 //     rows per block ran 20-25% slower at every size), or one when the problem has fewer blocks of 128 rows
 //     than SMs (short sequences, few heads), so that every SM gets work;

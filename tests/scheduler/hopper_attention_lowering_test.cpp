@@ -1,6 +1,6 @@
-// Attention's chained reduction on the Hopper datapath (AttentionTiling::atom = wgmma): Q by TMA once, K and V
-// by TMA through a ring of mbarrier slots, S = Q K^T and P V as wgmma atoms, run on the interpreter at small
-// odd shapes against the algorithm oracle, and compiled for sm_90a with the instructions it asks for.
+// Attention's chained reduction on the Hopper datapath (AttentionTiling::atom = wgmma): Q by TMA once, K and
+// V by TMA through a ring of mbarrier slots, S = Q K^T and P V as wgmma atoms, run on the interpreter at
+// small odd shapes against the algorithm oracle, and compiled for sm_90a with the instructions it asks for.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -36,8 +36,8 @@ AttentionTiling small_hopper_tiling() {
   return t;
 }
 
-double hopper_error(const Attention &a, const AttentionTiling &t, const std::map<std::string, double> &scalars,
-                    uint64_t seed) {
+double hopper_error(const Attention &a, const AttentionTiling &t,
+                    const std::map<std::string, double> &scalars, uint64_t seed) {
   return lowered_error(a.out, schedule_attention(a, t), random_inputs(a.out, scalars, seed), scalars);
 }
 
@@ -102,28 +102,37 @@ TEST_CASE("soft-capping, ALiBi and a sliding window take the Hopper path with no
   }
 }
 
-TEST_CASE("the Hopper tiling rule: two warpgroups, 128-key tiles at D 128, 64 keys otherwise, one warpgroup for few blocks") {
-  const AttentionTiling d128 = hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+TEST_CASE(
+    "the Hopper tiling rule: two warpgroups, 128-key tiles at D 128, 64 keys otherwise, one warpgroup for "
+    "few blocks") {
+  const AttentionTiling d128 =
+      hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
   CHECK(d128.atom == MatrixAtom::wgmma);
   CHECK(d128.block_rows == 128);
   CHECK(d128.warp_rows == 64);
   CHECK(d128.key_tile == 128);
   CHECK(d128.min_blocks_per_sm == 1);
-  CHECK(hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096}).key_tile == 64);
-  const AttentionTiling d64 = hopper_attention_tiling({.head_dim = 64, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(
+      hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096}).key_tile ==
+      64);
+  const AttentionTiling d64 =
+      hopper_attention_tiling({.head_dim = 64, .batch_heads = 64, .queries = 4096, .keys = 4096});
   CHECK(d64.key_tile == 64);
   CHECK(d64.min_blocks_per_sm == 2);
   // 2 x 8 heads of 512 queries: 64 blocks of 128 rows would leave half the SMs idle.
-  CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 512, .keys = 512}).block_rows == 64);
-  CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 40, .keys = 40}).key_tile == 48);
+  CHECK(
+      hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 512, .keys = 512}).block_rows ==
+      64);
+  CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 40, .keys = 40}).key_tile ==
+        48);
 }
 
 TEST_CASE("the Hopper attention source holds wgmma from shared and from registers, TMA and mbarrier waits") {
   for (const Type &type : {f16, bf16})
     for (int d : {64, 128, 256}) {
       Attention a = make_attention({.dtype = type, .head_dim = d, .causal = true});
-      const AttentionTiling t =
-          hopper_attention_tiling({.head_dim = d, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+      const AttentionTiling t = hopper_attention_tiling(
+          {.head_dim = d, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
       const LoweredProgram p = lower(a.out, schedule_attention(a, t), Target::sm90a());
       const Kernel &k = p.kernels[0];
       const std::string in = type == f16 ? "f16.f16" : "bf16.bf16";
@@ -132,8 +141,9 @@ TEST_CASE("the Hopper attention source holds wgmma from shared and from register
       REQUIRE(k.tensor_maps.size() == 3);
       for (const std::string &instruction :
            {fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}", t.key_tile, in),
-            fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}", d, in), std::string("cp.async.bulk.tensor.4d"),
-            std::string("mbarrier.try_wait.parity"), std::string("mbarrier.arrive.expect_tx")})
+            fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}", d, in),
+            std::string("cp.async.bulk.tensor.4d"), std::string("mbarrier.try_wait.parity"),
+            std::string("mbarrier.arrive.expect_tx")})
         CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
       // P V reads A from registers: the helper takes four 32-bit registers, not a descriptor.
       CHECK(source.find("_rs01(") != std::string::npos);
