@@ -117,7 +117,7 @@ TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its
 }
 
 // One small case for the sanitizers: causal with rows that see no key, grouped-query heads, a ring that wraps.
-TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (the sanitizers' case)") {
+TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
   TWIST_REQUIRE_GPU();
   const Case c = hopper(Case{"causal GQA 2, masked rows", {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hs"}, 1, 4, 190, 300, {}});
   const double err = gpu_error(c);
