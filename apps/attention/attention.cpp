@@ -1,6 +1,7 @@
 #include "apps/attention/attention.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "algebra/builtins.h"
 #include "algebra/twist.h"
@@ -126,11 +127,23 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
         "divides the block's rows ({})",
         t.name(), t.warp_rows, t.block_rows);
   const std::string kv = a.j.x.name();
+  // Grouped-query heads share K and V: the block's warpgroups take `packed` query heads of one group over the
+  // same queries, so that each K and V tile is loaded once for all of them.
+  const int packed = std::gcd(a.options.group, t.block_rows / t.warp_rows);
   Schedule s;
+  if (packed > 1) {
+    s[a.O]
+        .split("h", "hk", "hg", a.options.group)
+        .split("hg", "hgb", "hgw", packed)
+        .fuse("hgb", "hk", "hkb")
+        .fuse("hkb", "b", "bh")
+        .bind("hgw", Binding::warpgroup);
+  } else {
+    s[a.O].fuse("h", "b", "bh");
+  }
   s[a.O]
-      .fuse("h", "b", "bh")
       .bind("bh", Binding::block_y)
-      .split("i", "io", "ii", t.block_rows)
+      .split("i", "io", "ii", t.block_rows / packed)
       .bind("io", Binding::block_x)
       .split("ii", "iw", "ir", t.warp_rows)
       .bind("iw", Binding::warpgroup)

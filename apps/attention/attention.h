@@ -61,7 +61,8 @@ struct AttentionTiling {
 // queries, Q staged once (and kept in registers when a warp has one atom of 16 rows), K and V staged per key
 // tile with cp.async, S computed at the key loop. With the wgmma atom: a warpgroup per `warp_rows` queries,
 // Q, K and V staged by TMA (K and V in a ring of `stages` slots), the atoms 64 queries x all of D (P V) and
-// 64 queries x the key tile (S).
+// 64 queries x the key tile (S); with grouped-query heads, the block's warpgroups take query heads of one
+// group over the same queries (as many as divide both), so that each K and V tile feeds all of them.
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 
 // The Hopper tiling of a prefill problem by rule, on sm_90a (227 KB of shared memory, 65536 registers and

@@ -63,9 +63,26 @@ TEST_CASE("Hopper causal attention: masked rows give 0, skipped tiles, key lengt
   }
 }
 
-TEST_CASE("Hopper attention: grouped-query heads, one warpgroup of two row atoms, head dimension 128") {
-  Attention gqa = make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hg"});
-  CHECK(hopper_error(gqa, small_hopper_tiling(), sizes(gqa, 1, 4, 61, 61), 12) < 1e-2);
+TEST_CASE("Hopper attention: grouped-query heads share a block's K and V tiles") {
+  // The block's two warpgroups take two query heads of a group over the same 64 queries: Q's box spans two
+  // heads, and each K and V tile is loaded once for both.
+  for (int group : {2, 4}) {
+    Attention gqa = make_attention({.dtype = bf16,
+                                    .head_dim = 64,
+                                    .group = group,
+                                    .causal = true,
+                                    .prefix = fmt::format("hg{}", group)});
+    const LoweredProgram p = lower(gqa.out, schedule_attention(gqa, small_hopper_tiling()), Target::sm90a());
+    const Kernel &k = p.kernels[0];
+    REQUIRE(k.tensor_maps.size() == 3);
+    for (const TensorMap &m : k.tensor_maps) CHECK(m.box[1] == (m.buffer == gqa.Q.name() ? 2 : 1));
+    const double err = hopper_error(gqa, small_hopper_tiling(), sizes(gqa, 2, 8, 61, 70), 12);
+    INFO("group ", group, ": error ", err);
+    CHECK(err < 1e-2);
+  }
+}
+
+TEST_CASE("Hopper attention: one warpgroup of two row atoms, head dimension 128, one key step per tile") {
   // One warpgroup with two atoms of 64 rows, key tiles of 16 (a single key step).
   AttentionTiling t = small_hopper_tiling();
   t.warp_rows = 128, t.key_tile = 16, t.stages = 3;
