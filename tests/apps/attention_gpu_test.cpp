@@ -108,6 +108,7 @@ TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its
            hopper(Case{"ALiBi", {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "hg"}, 1, 4, 129, 129, {}}),
            hopper(Case{"sliding window", {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hh"}, 1, 2, 257, 257, {}}),
            Case{"f16 D128 causal, two warpgroups", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hi"}, 1, 2, 300, 300, two_warpgroups},
+           Case{"bf16 D64 GQA 4, two heads per block", {.dtype = bf16, .head_dim = 64, .group = 4, .causal = true, .prefix = "hk"}, 2, 8, 130, 170, two_warpgroups},
            Case{"bf16 D256 two warpgroups", {.dtype = bf16, .head_dim = 256, .prefix = "hj"}, 1, 2, 140, 133, hopper_attention_tiling({.head_dim = 256, .batch_heads = 1000, .queries = 4096, .keys = 4096})},
        }) {
     const double err = gpu_error(c);
@@ -116,10 +117,12 @@ TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its
   }
 }
 
-// One small case for the sanitizers: causal with rows that see no key, grouped-query heads, a ring that wraps.
+// One small case for the sanitizers: causal with rows that see no key, two query heads of a group per block (its
+// two warpgroups), a ring that wraps.
 TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
   TWIST_REQUIRE_GPU();
-  const Case c = hopper(Case{"causal GQA 2, masked rows", {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hs"}, 1, 4, 190, 300, {}});
+  const Case c{"causal GQA 2, masked rows", {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hs"}, 1, 4, 190, 300,
+               hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096})};
   const double err = gpu_error(c);
   INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
   CHECK(err < 2e-3);
