@@ -5,7 +5,8 @@
 #   bench/export_attention_suite.sh OUT_DIR [TWIST_BINARY]
 #
 # OUT_DIR gets, for the shapes ../shared/device/baseline.py measured FlashAttention-2 and cuDNN at:
-#   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: two tilings per shape
+#   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: the Hopper datapath's tiling by rule (TMA, wgmma;
+#   apps::hopper_attention_tiling), and the best mma.sync tiling as it was before it
 #   decode (one query per head), f16, split-KV, and grouped-query decode (8 key/value heads for 32 query heads)
 #
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
@@ -29,21 +30,14 @@ export_attention() {
 }
 
 # --- prefill: B H S D causal (S = L) ------------------------------------------------------------------------
-# The first tiling is the GPU tests' benchmark tiling: 128 query rows per block (8 warps of 16), key tiles of 64
-# (32 for D = 256, whose Q, K and V tiles would not fit 227 KB of shared memory at 64 with 3 stages), 2 stages:
-# one 256-thread block per SM. The second was the best of a sweep on the H200 (2026-12-02, bench/RESULTS.md):
+# The first tiling is the Hopper datapath's, by rule (apps::hopper_attention_tiling in apps/attention/attention.h:
+# 128 query rows in two warpgroups, 128-key tiles, 64 at D = 256, 2 slots). The second is the mma.sync datapath's
+# best from a sweep on the H200 (2026-12-02, bench/RESULTS.md):
 #   D = 64, 128: 32 rows per warp (two atoms of rows, so that each K and V fragment feeds both; Q is then read
 #                from shared memory at every k-step), 4 warps, key tiles of 64 (252-255 registers; at D = 128,
 #                56 bytes spilled, and still the fastest)
 #   D = 256: 64 rows, key tiles of 32, at least 2 blocks per SM (255 registers, 96 KB); 32 rows per warp spills
 #            2 KB at D = 256
-first_tiling() {
-  if (( $1 == 256 )); then
-    echo "--block-rows 128 --key-tile 32 --stages 2"
-  else
-    echo "--block-rows 128 --key-tile 64 --stages 2"
-  fi
-}
 second_tiling() {
   case $1 in
     64 | 128) echo "--block-rows 128 --key-tile 64 --stages 2 --warp-rows 32" ;;
@@ -53,7 +47,7 @@ second_tiling() {
 }
 prefill() {  # dtype B H S D causal
   local dtype=$1 b=$2 h=$3 s=$4 d=$5 causal=$6
-  for tiling in "$(first_tiling "$d")" "$(second_tiling "$d")"; do
+  for tiling in "--atom wgmma --rule true" "$(second_tiling "$d")"; do
     # shellcheck disable=SC2086  # the tiling is a list of flags
     export_attention --shape "${b}x${h}x${s}x${s}x${d}" --dtype "$dtype" --causal "$causal" $tiling
   done

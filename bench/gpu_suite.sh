@@ -69,6 +69,15 @@ if wants sanitizer; then
   r=$?
   echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] memcheck on attention: $(grep -E 'ERROR SUMMARY|test cases' /tmp/san_att.log | tr '\n' ' ')" | tee -a "$log"
   [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_att.log >>"$log"; }
+  # The Hopper attention kernel (TMA ring, wgmma from shared memory and from registers): memcheck, racecheck and
+  # synccheck on its small case.
+  for tool in memcheck racecheck synccheck; do
+    TWIST_LINEINFO=1 cpp compute-sanitizer --tool $tool --error-exitcode 3 .gpu/bin/twist_apps_gpu_tests \
+      --test-case="GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)" >/tmp/san_hatt.log 2>&1
+    r=$?
+    echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $tool on Hopper attention: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' /tmp/san_hatt.log | tr '\n' ' ')" | tee -a "$log"
+    [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_hatt.log >>"$log"; }
+  done
 fi
 
 if wants sass; then

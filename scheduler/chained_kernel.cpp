@@ -9,6 +9,7 @@
 #include "algebra/substitution.h"
 #include "lang/error.h"
 #include "lang/param.h"
+#include "scheduler/chained_kernel_builder.h"
 #include "scheduler/contraction.h"
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
@@ -88,151 +89,24 @@ Halide::Expr assume_finite_elements(const Halide::Expr &e) {
   return simplify(fold.mutate(e));
 }
 
-class ChainedKernelBuilder {
- public:
-  explicit ChainedKernelBuilder(const ChainedKernelRequest &r)
-      : req_(r.consumer),
-        chain_(r),
-        def_(r.consumer.reduction.definition()),
-        monoid_(*def_.reduction->monoid),
-        lowering_(*r.consumer.graph) {
-    read_intermediates(lowering_, r.consumer.intermediates);
-  }
+}  // namespace
 
-  Kernel build();
+namespace chained {
 
- private:
-  void plan_loops();
-  void plan_producer();
-  void plan_components();
-  void plan_element_scales();
-  // Element k of the consumer's reduction with the producer's value (S) replaced by `score` and the loops
-  // bound to `loop_values`.
-  Halide::Expr element_value(int k, const Halide::Expr &score,
-                             const std::map<std::string, Halide::Expr> &loop_values) const;
-  void plan_stages();
+Halide::Expr ChainedKernelBuilder::atom_row_at(const Halide::Expr &e) const {
+  return (hopper_ ? wgmma_accumulator_row(0) : accumulator_row(0)) + 8 * (e / 2);
+}
 
-  int extent_of(const std::string &loop, const char *why) const {
-    return loops_.dim(loop).constant_extent(loops_.func, why);
-  }
-  // Flat register index over loops (name, extent), outermost first.
-  static Halide::Expr flat(const std::vector<std::pair<std::string, int>> &loops) {
-    Halide::Expr index = 0;
-    for (const auto &[name, extent] : loops) index = index * extent + var(name);
-    return simplify(index);
-  }
-  Stmt over(const std::vector<std::pair<std::string, int>> &loops, Stmt body) const {
-    for (auto it = loops.rbegin(); it != loops.rend(); ++it) body = unrolled(it->first, it->second, body);
-    return body;
-  }
-  // The row slot of accumulator element e (rows g and g + 8 of each atom of rows).
-  Halide::Expr row_slot(const Halide::Expr &e) const { return flat(row_loops_) * 2 + e / 2; }
-  int row_slots() const {
-    int n = 2;
-    for (const auto &[name, e] : row_loops_) n *= e;
-    return n;
-  }
-  // Lets that place the current S point (row loops, S.jn, S.e) in the consumer's loops.
-  std::map<std::string, Halide::Expr> s_point(const Halide::Expr &jn, const Halide::Expr &e) const;
-  Halide::Expr s_index(const Halide::Expr &jn, const Halide::Expr &e) const {
-    return (flat(row_loops_) * jn_extent_ + jn) * 4 + e;
-  }
-  Halide::Expr o_index(const Halide::Expr &e) const {
-    return (flat(row_loops_) * col_points_ + flat(col_loops_)) * 4 + e;
-  }
-  // Whether the S point is in the reduction domain: its mask, or true on tiles that need none.
-  Halide::Expr valid_at(const Halide::Expr &jn, const Halide::Expr &e) const;
-  Halide::Expr guards_at(const Halide::Expr &jn, const Halide::Expr &e) const;
-  Halide::Expr tile_is_full() const;
-  // Whether Q's fragments are read from shared memory at every k-step instead of kept in registers for the
-  // whole key loop: with several atoms of rows per warp (each K and V fragment then feeds all of them, as in
-  // FlashAttention-2), keeping every atom's Q fragments would take the registers the accumulators need.
-  bool q_per_step() const { return row_slots() > 2; }
-  // The Q fragments' loops: the row atoms, and the k-steps when they are all kept.
-  std::vector<std::pair<std::string, int>> q_loops() const {
-    std::vector<std::pair<std::string, int>> loops = row_loops_;
-    if (!q_per_step()) loops.push_back({"S.dk", dk_extent_});
-    return loops;
-  }
-  const StagePlan &q_stage() const;
-  FragmentLoad q_fragments() const {
-    return {AtomOperand::a, q_coords_, "S.dka", atom_row_, "S.ja", q_loops(), "frag.q", &q_stage(), 0};
-  }
-  // Whether the tiles may take their elements to be finite (see assume_finite_elements).
-  bool finite_elements() const { return req_.schedule->approximate(); }
-  // The base state's variables bound to the row arrays at `slot` and, for the column component, `column`.
-  std::map<std::string, Halide::Expr> base_at(const Halide::Expr &slot, const Halide::Expr &column) const;
-  // Whether the rows keep a reference array: not when the reference is one of their selectors.
-  bool keeps_reference() const { return form_->has_reference && form_->reference_selector < 0; }
-  // The reference of the row at `slot` (row.ref, or the selector it equals).
-  Halide::Expr reference_at(const Halide::Expr &slot) const;
-  // The elements at S point (jn, e); unscaled: as stored, without their element_scales_.
-  std::map<std::string, Halide::Expr> elements_at(const Halide::Expr &jn, const Halide::Expr &e,
-                                                  bool unscaled = false) const;
-
-  Stmt scores();
-  Stmt tile_selectors();
-  Stmt move_reference();
-  Stmt contributions();
-  Stmt quad_reduce(const std::string &array, int count, RelativeForm::BaseOp op, const Type &t) const;
-  Stmt epilogue();
-  // The first key tile and the number of tiles a block visits.
-  std::pair<Halide::Expr, Halide::Expr> key_tiles();
-
-  const ReductionKernelRequest &req_;
-  const ChainedKernelRequest &chain_;
-  const Definition &def_;
-  const Monoid &monoid_;
-  ExprLowering lowering_;
-  LoopStructure loops_;
-  ThreadMapping mapping_;
-  std::optional<RelativeForm> form_;
-  std::vector<StagePlan> stages_;
-  std::vector<StagePlan> write_backs_;  // the outputs' tiles, written back through shared memory
-  std::string summary_;
-
-  // The consumer's atom over (rows, columns, keys) and the loops around it.
-  std::string atom_row_, atom_col_, atom_key_;
-  std::string key_loop_;                                // jo: one key tile per iteration
-  std::string key_step_;                                // the consumer's k-steps inside a tile ("" if one)
-  int key_steps_ = 1;                                   // atoms of 16 keys per tile
-  std::vector<std::pair<std::string, int>> row_loops_;  // register loops over atoms of rows
-  std::vector<std::pair<std::string, int>> col_loops_;  // register loops over atoms of columns
-  int col_points_ = 1;                                  // product of col_loops_ extents
-  std::string column_arg_;                              // the consumer's column variable (d)
-  std::string key_var_;                                 // the consumer's RVar (j)
-  Halide::Expr key_base_;                               // the first key of the tile, in loop terms
-
-  // The producer S: its contraction and its synthetic loops.
-  std::optional<Contraction> contraction_;
-  ContractionOperand rows_operand_, keys_operand_;  // A(i, k) and B(j, k), in S's terms
-  std::vector<Halide::Expr> q_coords_, k_coords_;   // their coordinates in loop terms
-  std::vector<Halide::Expr> s_call_args_;           // the consumer's call of S, in its own variables
-  int jn_extent_ = 0, dk_extent_ = 0;
-  Type s_type_;
-
-  // The consumer's elements and components.
-  std::vector<int> row_elements_;  // elements evaluated at S points
-  // Row elements that are S times a parameter required positive: elem.<k> holds S itself, and the scale is
-  // applied where the element is used, except by a selector that picks the element, which picks among the
-  // unscaled values and scales its pick (x -> c*x keeps the order for c > 0, rounding included). The
-  // scale then fuses into the subtraction of the reference (one FFMA per point instead of FMUL and FADD).
-  std::map<int, Halide::Expr> element_scales_;
-  int column_element_ = -1;  // the element read at (j, d): V(j, d)
-  ContractionOperand column_operand_;
-  std::vector<Halide::Expr> v_coords_;
-  int column_component_ = -1;        // the base component that depends on d
-  Halide::Expr column_row_factor_;   // its relative lift with the column element as 1
-  std::vector<int> row_components_;  // the others
-  bool masked_ = true;               // the tile being built checks its points' masks
-};
+Halide::Expr ChainedKernelBuilder::atom_col_at(const Halide::Expr &e) const {
+  return hopper_ ? var(kColumnGroup) * 8 + wgmma_accumulator_col(0) + e % 2 : accumulator_col(0) + e % 2;
+}
 
 std::map<std::string, Halide::Expr> ChainedKernelBuilder::s_point(const Halide::Expr &jn,
                                                                   const Halide::Expr &e) const {
   // Key j_local = jn * 8 + col(e) of the tile; the consumer's own loops over the tile are its key steps and
   // atom keys: j_local = key_step * 16 + atom_key.
   const Halide::Expr local = jn * 8 + accumulator_col(0) + e % 2;
-  std::map<std::string, Halide::Expr> at = {{atom_row_, lane() / 4 + 8 * (e / 2)}, {atom_col_, 0}};
+  std::map<std::string, Halide::Expr> at = {{atom_row_, atom_row_at(e)}, {atom_col_, 0}};
   at[atom_key_] = local % 16;
   if (!key_step_.empty()) at[key_step_] = local / 16;
   return at;
@@ -273,12 +147,17 @@ void ChainedKernelBuilder::plan_loops() {
         "columns, keys)",
         fname);
   atom_row_ = s.atom()->i, atom_col_ = s.atom()->j, atom_key_ = s.atom()->k;
-  const int want[3] = {16, 8, 16};
-  const std::string *names[3] = {&atom_row_, &atom_col_, &atom_key_};
-  for (int k = 0; k < 3; ++k)
-    if (extent_of(*names[k], "a matrix atom") != want[k])
-      fail("schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16, but loop '{}' has extent {}", fname,
-           *names[k], loops_.dim(*names[k]).extent);
+  hopper_ = s.atom()->atom == MatrixAtom::wgmma;
+  if (hopper_) {
+    plan_hopper();
+  } else {
+    const int want[3] = {16, 8, 16};
+    const std::string *names[3] = {&atom_row_, &atom_col_, &atom_key_};
+    for (int k = 0; k < 3; ++k)
+      if (extent_of(*names[k], "a matrix atom") != want[k])
+        fail("schedule of '{}': the mma.m16n8k16 atom covers 16 x 8 x 16, but loop '{}' has extent {}", fname,
+             *names[k], loops_.dim(*names[k]).extent);
+  }
   key_loop_ = chain_.producer_schedule->compute_at()->at;
   const int at = loops_.index(key_loop_);
   if (at < 0) loops_.dim(key_loop_);
@@ -323,6 +202,8 @@ void ChainedKernelBuilder::plan_loops() {
       fail("schedule of '{}': loop '{}' outside the key loop '{}' must be bound to blocks or warps", fname,
            d.name, key_loop_);
   }
+  // A wgmma's accumulators cover all its columns: its 8-column groups are one more register loop.
+  if (hopper_) col_loops_.push_back({kColumnGroup, extent_of(atom_col_, "a wgmma atom's N") / 8});
   for (const auto &[name, extent] : col_loops_) col_points_ *= extent;
   for (const Var &v : def_.args)
     if (expr_uses_var(loops_.value_of.at(v.name()), atom_col_)) column_arg_ = v.name();
@@ -411,7 +292,9 @@ void ChainedKernelBuilder::plan_producer() {
     return c;
   };
   std::vector<Halide::Expr> a = coords(contraction_->a), b = coords(contraction_->b);
-  for (std::vector<Halide::Expr> *c : {&a, &b}) *c = eliminate(eliminate(*c, atom_row_, 16), "S.ja", 8);
+  const int atom_rows = extent_of(atom_row_, "a matrix atom");
+  for (std::vector<Halide::Expr> *c : {&a, &b})
+    *c = eliminate(eliminate(*c, atom_row_, atom_rows), "S.ja", 8);
   rows_operand_ = contraction_->a, keys_operand_ = contraction_->b;
   if (uses(a, "S.ja")) {
     std::swap(a, b);
@@ -465,7 +348,7 @@ void ChainedKernelBuilder::plan_components() {
       Halide::Expr lowered = simplify(lowering_.lower(c));
       // As for S's operands: V does not follow the rows, though h / group is written over them.
       Scope<Interval> scope;
-      scope.push(atom_row_, Interval(0, 15));
+      scope.push(atom_row_, Interval(0, extent_of(atom_row_, "a matrix atom") - 1));
       const Interval range = bounds_of_expr_in_scope(lowered, scope);
       if (expr_uses_var(lowered, atom_row_) && range.is_bounded() &&
           is_const_zero(simplify(range.max - range.min)))
@@ -500,10 +383,11 @@ void ChainedKernelBuilder::plan_components() {
           monoid_.name, form_->relative_lift[k], form_->base[k].name, column_var);
   }
   summary_ += fmt::format(
-      "  {} over tiles of {} keys, fed by {} (mma.m16n8k16, k = {}) at '{}'; relative form of '{}': {} row "
+      "  {} over tiles of {} keys, fed by {} ({}, k = {}) at '{}'; relative form of '{}': {} row "
       "component(s), 1 column component\n",
-      fname, key_steps_ * 16, chain_.producer.name(), dk_extent_ * 16, key_loop_, monoid_.name,
-      row_components_.size());
+      fname, key_steps_ * 16, chain_.producer.name(),
+      hopper_ ? fmt::format("wgmma.m64n{}k16", jn_extent_ * 8) : std::string("mma.m16n8k16"), dk_extent_ * 16,
+      key_loop_, monoid_.name, row_components_.size());
 }
 
 void ChainedKernelBuilder::plan_stages() {
@@ -528,8 +412,8 @@ void ChainedKernelBuilder::plan_stages() {
   }
   for (const std::string &operand : {rows_operand_.input, keys_operand_.input, column_operand_.input})
     if (std::none_of(stages_.begin(), stages_.end(), [&](const StagePlan &p) { return p.input == operand; }))
-      fail("schedule of '{}': '{}' is read by ldmatrix, so it must be staged in shared memory",
-           req_.reduction.name(), operand);
+      fail("schedule of '{}': '{}' is read by {}, so it must be staged in shared memory",
+           req_.reduction.name(), operand, hopper_ ? "wgmma matrix descriptors" : "ldmatrix");
 }
 
 std::map<std::string, Halide::Expr> ChainedKernelBuilder::base_at(const Halide::Expr &slot,
@@ -597,8 +481,8 @@ void ChainedKernelBuilder::plan_element_scales() {
   }
 }
 
-Stmt ChainedKernelBuilder::scores() {
-  // S for the tile: acc_s = sum over k-steps of Q fragments (loaded once, before the key loop) x K fragments.
+Stmt ChainedKernelBuilder::scores_by_mma() {
+  // acc_s = sum over k-steps of Q fragments (loaded once, before the key loop) x K fragments.
   const StagePlan *k_stage = nullptr;
   for (const StagePlan &p : stages_)
     if (p.input == keys_operand_.input) k_stage = &p;
@@ -623,7 +507,15 @@ Stmt ChainedKernelBuilder::scores() {
   all.push_back({"S.jn", jn_extent_});
   all.push_back({"S.e", 4});
   Stmt zero = over(all, store("acc.s", make_zero(s_type_), s_index(var("S.jn"), var("S.e"))));
-  // The elements at each S point: the consumer's expressions with S replaced by its accumulator.
+  return block({zero, unrolled("S.dk", dk_extent_, step)});
+}
+
+Stmt ChainedKernelBuilder::scores() {
+  // S for the tile, then the elements at each S point: the consumer's expressions with S replaced by its
+  // accumulator.
+  std::vector<std::pair<std::string, int>> all = row_loops_;
+  all.push_back({"S.jn", jn_extent_});
+  all.push_back({"S.e", 4});
   std::vector<Stmt> element_stores;
   for (int k : row_elements_) {
     std::map<std::string, Halide::Expr> values = loops_.value_of;
@@ -636,7 +528,7 @@ Stmt ChainedKernelBuilder::scores() {
   if (masked_)
     element_stores.push_back(
         store("valid", guards_at(var("S.jn"), var("S.e")), s_index(var("S.jn"), var("S.e"))));
-  return block({zero, unrolled("S.dk", dk_extent_, step), over(all, block(element_stores))});
+  return block({hopper_ ? scores_by_wgmma() : scores_by_mma(), over(all, block(element_stores))});
 }
 
 Stmt ChainedKernelBuilder::quad_reduce(const std::string &array, int count, RelativeForm::BaseOp op,
@@ -833,6 +725,11 @@ Stmt ChainedKernelBuilder::contributions() {
     steps.push_back(
         over(p_loops, store("frag.p", Halide::cast(pt, load(wt, "weight", s_index(jn, e))), flat(p_loops))));
   }
+  steps.push_back(hopper_ ? column_products_by_wgmma() : column_products_by_mma());
+  return block(steps);
+}
+
+Stmt ChainedKernelBuilder::column_products_by_mma() {
   const StagePlan *v_stage = nullptr;
   for (const StagePlan &p : stages_)
     if (p.input == column_operand_.input) v_stage = &p;
@@ -854,9 +751,7 @@ Stmt ChainedKernelBuilder::contributions() {
                              flat(col_loops_) * 4, o_index(0)});
   std::vector<std::pair<std::string, int>> mma_loops = row_loops_;
   for (const auto &c : col_loops_) mma_loops.push_back(c);
-  steps.push_back(
-      unrolled(step, key_steps_, block({load_fragments(v, req_.reduction.name()), over(mma_loops, mma)})));
-  return block(steps);
+  return unrolled(step, key_steps_, block({load_fragments(v, req_.reduction.name()), over(mma_loops, mma)}));
 }
 
 std::pair<Halide::Expr, Halide::Expr> ChainedKernelBuilder::key_tiles() {
@@ -909,8 +804,8 @@ std::pair<Halide::Expr, Halide::Expr> ChainedKernelBuilder::key_tiles() {
 
 Stmt ChainedKernelBuilder::epilogue() {
   std::vector<Halide::Expr> coords;
-  std::map<std::string, Halide::Expr> at = {{atom_row_, accumulator_row(0) + 8 * (var("S.e") / 2)},
-                                            {atom_col_, accumulator_col(0) + var("S.e") % 2}};
+  std::map<std::string, Halide::Expr> at = {{atom_row_, atom_row_at(var("S.e"))},
+                                            {atom_col_, atom_col_at(var("S.e"))}};
   for (const Var &v : def_.args) coords.push_back(substitute(at, loops_.value_of.at(v.name())));
   std::map<std::string, Halide::Expr> b =
       base_at(row_slot(var("S.e")), load(form_->base[column_component_].type, "acc.o", o_index(var("S.e"))));
@@ -945,15 +840,18 @@ Kernel ChainedKernelBuilder::build() {
   std::vector<const StagePlan *> root, at_key;
   for (const StagePlan &p : stages_) (p.at < 0 ? root : at_key).push_back(&p);
   std::vector<Stmt> prologue;
-  for (const StagePlan *p : root) prologue.push_back(p->copy(Halide::Expr(), 0, mapping_.threads));
-  prologue.push_back(intrinsic::async_commit());
   if (q_stage().at >= 0)
     fail("schedule of '{}': '{}' is the same for every key tile: stage it once per block (at \"\")",
          chain_.producer.name(), rows_operand_.input);
+  // (The Hopper datapath copies Q with the first tiles of its ring, and its atoms read it where it lands.)
+  if (!hopper_) {
+    for (const StagePlan *p : root) prologue.push_back(p->copy(Halide::Expr(), 0, mapping_.threads));
+    prologue.push_back(intrinsic::async_commit());
+  }
   // Q fragments held for the whole loop are read now; fragments read at every k-step wait instead with the
   // first key tile (the key loop's first wait covers every earlier group), so that Q's copies and that tile's
   // are in flight together.
-  if (!q_per_step())
+  if (!hopper_ && !q_per_step())
     prologue.insert(prologue.end(), {intrinsic::async_wait(0), intrinsic::barrier(),
                                      load_fragments(q_fragments(), req_.reduction.name())});
   // The states: rows at the base identity and the initial reference, the column accumulators at 0.
@@ -971,13 +869,16 @@ Kernel ChainedKernelBuilder::build() {
     return block({scores(), tile_selectors(), contributions()});
   };
   const Halide::Expr full = tile_is_full();
-  Stmt tile = tile_body(true);
-  if (!is_const_zero(full))
-    tile = is_const_one(full) ? tile_body(false) : IfThenElse::make(full, tile_body(false), tile);
+  auto tile = [&] {
+    const Stmt masked = tile_body(true);
+    if (is_const_zero(full)) return masked;
+    return is_const_one(full) ? tile_body(false) : IfThenElse::make(full, tile_body(false), masked);
+  };
   if (!is_const_one(full)) summary_ += fmt::format("  tiles where {} need no mask\n", full);
   const auto [first, count] = key_tiles();
-  Stmt loop = staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile,
-                          loops_.func, PrefetchGuards::by_tile);
+  const Stmt loop = hopper_ ? tma_key_loop(first, count, tile)
+                            : staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads,
+                                          tile(), loops_.func, PrefetchGuards::by_tile);
   std::vector<Stmt> finish;
   for (int k : row_components_)
     if (!form_->is_selector(k))
@@ -987,16 +888,19 @@ Kernel ChainedKernelBuilder::build() {
   Stmt body = block({with_shared_arrays(stages_, block({block(prologue), block(init), loop, block(finish)})),
                      with_shared_arrays(write_backs_, epilogue())});
 
-  // Registers: the Q fragments for every k-step, one key tile's K, P and V fragments, S's accumulators and
-  // the consumer's elements at S's points, the column accumulators and the rows' states.
+  // Registers: the Q fragments for every k-step, one key tile's K, P and V fragments (wgmmas read Q, K and
+  // V from shared memory), S's accumulators and the consumer's elements at S's points, the column
+  // accumulators and the rows' states.
   const int s_points = row_points * jn_extent_ * 4;
   auto reg = [&](const std::string &name, const Type &t, int n, Stmt s) {
     return Allocate::make(name, t, Halide::MemoryType::Register, {n}, const_true(), s);
   };
-  body = reg("frag.q", rows_operand_.type, row_points * (q_per_step() ? 1 : dk_extent_) * 8, body);
-  body = reg("frag.k", keys_operand_.type, jn_extent_ * 4, body);
+  if (!hopper_) {
+    body = reg("frag.q", rows_operand_.type, row_points * (q_per_step() ? 1 : dk_extent_) * 8, body);
+    body = reg("frag.k", keys_operand_.type, jn_extent_ * 4, body);
+    body = reg("frag.v", column_operand_.type, col_points_ * 4, body);
+  }
   body = reg("frag.p", column_operand_.type, row_points * key_steps_ * 8, body);
-  body = reg("frag.v", column_operand_.type, col_points_ * 4, body);
   body = reg("acc.s", s_type_, s_points, body);
   body = reg("valid", Halide::Bool(), s_points, body);
   body = reg("weight", column_row_factor_.type(), s_points, body);
@@ -1007,9 +911,15 @@ Kernel ChainedKernelBuilder::build() {
   if (keeps_reference()) body = reg("row.ref", form_->ref_type, slots, body);
   std::vector<StagePlan> plans = stages_;
   plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
-  Kernel k = assemble_kernel(
-      req_, body, plans, mapping_,
-      {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col", "__shfl_xor_sync"}, summary_);
+  const std::vector<std::string> instructions =
+      hopper_
+          ? std::vector<std::string>{fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16", jn_extent_ * 8),
+                                     fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16",
+                                                 extent_of(atom_col_, "a wgmma atom's N")),
+                                     "cp.async.bulk.tensor", "mbarrier.try_wait.parity", "__shfl_xor_sync"}
+          : std::vector<std::string>{"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col",
+                                     "__shfl_xor_sync"};
+  Kernel k = assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
   for (const auto &[element, c] : element_scales_)
     k.requirements.push_back(
         {c > make_zero(c.type()),
@@ -1020,12 +930,12 @@ Kernel ChainedKernelBuilder::build() {
   return k;
 }
 
-}  // namespace
+}  // namespace chained
 
 Kernel build_chained_kernel(const ChainedKernelRequest &request) {
   return with_fallback<ChainedKernelRequest>(
       request, [](ChainedKernelRequest &r) -> ReductionKernelRequest & { return r.consumer; },
-      [](const ChainedKernelRequest &r) { return ChainedKernelBuilder(r).build(); });
+      [](const ChainedKernelRequest &r) { return chained::ChainedKernelBuilder(r).build(); });
 }
 
 }  // namespace twist

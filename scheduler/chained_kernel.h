@@ -10,6 +10,10 @@
 // rebased from M's rebase; the additive components that do not depend on d (the softmax denominator) are
 // summed in registers, and the one that does factors as (row part) x V(j, d): its row part is converted from
 // S's accumulator layout into the A fragments of a second atom, whose B fragments are V's staged tile.
+//
+// The consumer's atom picks the datapath: mma.m16n8k16 (ldmatrix fragments of cp.async stages), or wgmma
+// (MatrixAtom::wgmma, sm_90a: Q once and K, V through a TMA ring of mbarrier slots, S from two descriptors,
+// P V with P from registers; chained_hopper.cpp). The tile's update above is the same for both.
 #include "scheduler/reduction_kernel.h"
 
 namespace twist {

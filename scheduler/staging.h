@@ -42,6 +42,11 @@ struct StagePlan {
   TensorMap tensor_map() const;
   Stmt tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
                   const intrinsic::MbarrierRef &barrier) const;
+  // The wgmma operand (matrix descriptor) of the atom tile of a TMA stage whose first element is at input
+  // coordinates `coords` in `slot`: K-major when the atom's k runs along the tile's rows (the input's
+  // contiguous dimension), MN-major when it runs across them (hopper_layouts.h gives the layouts).
+  intrinsic::WgmmaOperand wgmma_operand(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot,
+                                        bool k_major) const;
 
   int bytes() const { return slot_elems * directive.depth * elem_bytes; }
   // The shared-array index of the element at input coordinates `coords`, in pipeline slot `slot`.

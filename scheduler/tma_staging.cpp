@@ -82,4 +82,18 @@ Stmt StagePlan::tma_copies(const Halide::Expr &iteration, const Halide::Expr &sl
   return Halide::Internal::Block::make(copies);
 }
 
+intrinsic::WgmmaOperand StagePlan::wgmma_operand(const std::vector<Halide::Expr> &coords,
+                                                 const Halide::Expr &slot, bool k_major) const {
+  // K-major: 8-row groups of swizzled rows 8 * width bytes apart (the leading offset is unused). MN-major:
+  // the same along k, and the boxes of box_cols columns one box apart.
+  const int width = hopper::swizzle_bytes(swizzle);
+  const int box_bytes = rows * box_cols * elem_bytes;
+  return {buffer,
+          Halide::Internal::simplify(index_of(coords, slot)),
+          k_major ? 0 : box_bytes,
+          8 * width,
+          swizzle,
+          !k_major};
+}
+
 }  // namespace twist

@@ -1,5 +1,8 @@
 #include "apps/attention/attention.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "algebra/builtins.h"
 #include "algebra/twist.h"
 
@@ -83,6 +86,7 @@ std::string AttentionTiling::name() const {
   if (split_kv > 1) s += fmt::format("_splitkv{}", split_kv);
   if (warp_rows != 16) s += fmt::format("_w{}", warp_rows);
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
+  if (atom == MatrixAtom::wgmma) s += "_wgmma";
   return s;
 }
 
@@ -112,7 +116,56 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
 
 }  // namespace
 
+namespace {
+
+// The Hopper datapath: a warpgroup per warp_rows queries in atoms of 64 rows, each wgmma spanning all of D
+// (P V) or the key tile (S), every operand through TMA.
+Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) {
+  if (t.warp_rows % 64 != 0 || t.block_rows % t.warp_rows != 0)
+    fail(
+        "attention tiling {}: a warpgroup's rows ({}) must be a multiple of 64 (the wgmma atom's rows) that "
+        "divides the block's rows ({})",
+        t.name(), t.warp_rows, t.block_rows);
+  const std::string kv = a.j.x.name();
+  // Grouped-query heads share K and V: the block's warpgroups take `packed` query heads of one group over the
+  // same queries, so that each K and V tile is loaded once for all of them.
+  const int packed = std::gcd(a.options.group, t.block_rows / t.warp_rows);
+  Schedule s;
+  if (packed > 1) {
+    s[a.O]
+        .split("h", "hk", "hg", a.options.group)
+        .split("hg", "hgb", "hgw", packed)
+        .fuse("hgb", "hk", "hkb")
+        .fuse("hkb", "b", "bh")
+        .bind("hgw", Binding::warpgroup);
+  } else {
+    s[a.O].fuse("h", "b", "bh");
+  }
+  s[a.O]
+      .bind("bh", Binding::block_y)
+      .split("i", "io", "ii", t.block_rows / packed)
+      .bind("io", Binding::block_x)
+      .split("ii", "iw", "ir", t.warp_rows)
+      .bind("iw", Binding::warpgroup)
+      .split("ir", "im", "ia", 64)
+      .unroll("im")
+      .split(kv, "jo", "jj", t.key_tile)
+      .split("jj", "jk", "jka", 16)
+      .unroll("jk")
+      .matrix_atom(MatrixAtom::wgmma, "ia", "d", "jka")
+      .stage(a.V, "jo", Transport::tma, t.stages)
+      .approximate_math()
+      .min_blocks_per_sm(t.min_blocks_per_sm)
+      .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
+  if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv);
+  s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
+  return s;
+}
+
+}  // namespace
+
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
+  if (t.atom == MatrixAtom::wgmma) return schedule_attention_wgmma(a, t);
   if (t.warp_rows % 16 != 0 || t.block_rows % t.warp_rows != 0)
     fail(
         "attention tiling {}: a warp's rows ({}) must be a multiple of 16 (the atom's rows) that divides the "
@@ -131,6 +184,20 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
   schedule_common(s, a, t);
   s[a.O].reorder({"jka", "da", "ia", "dn", "im", "jk", "jo", "iw", "io", "bh"});
   return s;
+}
+
+AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
+  constexpr int kSms = 132;
+  AttentionTiling t;
+  t.atom = MatrixAtom::wgmma;
+  t.warp_rows = 64;
+  t.block_rows = p.batch_heads * ((p.queries + 127) / 128) < kSms ? 64 : 128;
+  t.key_tile = p.head_dim == 128 ? 128 : 64;
+  t.key_tile =
+      static_cast<int>(std::min<int64_t>(t.key_tile, std::max<int64_t>(16, (p.keys + 15) / 16 * 16)));
+  t.stages = 2;
+  if (p.head_dim <= 64) t.min_blocks_per_sm = 2;
+  return t;
 }
 
 Schedule schedule_decode(const Attention &a, const AttentionTiling &t) {

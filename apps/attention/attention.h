@@ -44,19 +44,49 @@ struct Attention {
 Attention make_attention(const AttentionOptions &options = {});
 
 struct AttentionTiling {
+  // mma_m16n8k16: the FlashAttention-2 datapath (cp.async, ldmatrix, mma.sync; sm_80 and up). wgmma: the
+  // Hopper datapath (sm_90a): Q, K and V by TMA, S = Q K^T and P V as wgmma atoms, a warpgroup per
+  // `warp_rows` queries.
+  MatrixAtom atom = MatrixAtom::mma_m16n8k16;
   int block_rows = 128;  // queries per block
-  int warp_rows = 16;    // queries per warp (prefill): 16 (one atom of rows) or a multiple of 16
-  int key_tile = 64;     // keys per iteration of the key loop
-  int stages = 2;        // K and V pipeline depth
-  int split_kv = 1;      // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
+  int warp_rows = 16;  // queries per warp (mma: 16 or a multiple) or per warpgroup (wgmma: a multiple of 64)
+  int key_tile = 64;   // keys per iteration of the key loop
+  int stages = 2;      // K and V pipeline depth
+  int split_kv = 1;    // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
   int min_blocks_per_sm = 1;  // blocks the compiler must fit on one SM (it caps registers accordingly)
   std::string name() const;
 };
 
-// The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per `warp_rows` queries,
-// Q staged once (and kept in registers when a warp has one atom of 16 rows), K and V staged per key tile with
-// cp.async, S computed at the key loop.
+// The FlashAttention-style schedule: blocks over (batch x heads, query tiles), a warp per `warp_rows`
+// queries, Q staged once (and kept in registers when a warp has one atom of 16 rows), K and V staged per key
+// tile with cp.async, S computed at the key loop. With the wgmma atom: a warpgroup per `warp_rows` queries,
+// Q, K and V staged by TMA (K and V in a ring of `stages` slots), the atoms 64 queries x all of D (P V) and
+// 64 queries x the key tile (S); with grouped-query heads, the block's warpgroups take query heads of one
+// group over the same queries (as many as divide both), so that each K and V tile feeds all of them.
 Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
+
+// The Hopper tiling of a prefill problem by rule, on sm_90a (227 KB of shared memory, 65536 registers and
+// 132 SMs), from the head dimension, the mask and the lengths; never from a table of problems. Measured on
+// the H200 (bench/RESULTS.md, "Attention on the Hopper datapath"):
+//   - rows: two warpgroups of 64 queries per block (each K and V tile feeds 128 rows; one warpgroup of 64
+//     rows per block ran 20-25% slower at every size), or one when the problem has fewer blocks of 128 rows
+//     than SMs (short sequences, few heads), so that every SM gets work;
+//   - D <= 64: 64-key tiles and two blocks per SM (106 registers, 49 KB): the blocks hide each other's
+//     softmax, 1.12-1.26x the one-block 128-key tiling;
+//   - D = 128: 128-key tiles, one block per SM (208 registers, 251 causal; 160 KB). Two blocks of 64-key
+//     tiles ran 3-5% faster but spill at the 128-register cap (local memory in the SASS);
+//   - D = 256: 64-key tiles (Q 64 KB and a ring of 128 KB; the P V accumulators take 128 registers), 1.29x
+//     32-key tiles;
+//   - never a key tile above the keys rounded up to 16; 2 slots (a third measured within 2% at D = 128);
+//   - causal masks change no tile size: the block skips the key tiles after its last row's diagonal and masks
+//     only the tiles that cross it.
+struct AttentionProblemShape {
+  int head_dim = 128;
+  bool causal = false;
+  int64_t batch_heads = 1;  // batch x query heads: the blocks along y
+  int64_t queries = 1, keys = 1;
+};
+AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p);
 
 // Decoding (one query per head): the `group` query heads that share a key/value head are packed into the rows
 // of one block's atoms, and the key loop is split across blocks.

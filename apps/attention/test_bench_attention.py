@@ -547,11 +547,12 @@ class ExportSuiteTest(unittest.TestCase):
                 ("16x16x1024x1024x64", "f16", "false"), ("1x16x16384x16384x128", "f16", "true"),
                 ("4x16x4096x4096x256", "f16", "false"), ("4x16x4096x4096x128", "bf16", "false"),
                 ("4x16x4096x4096x128", "bf16", "true")})
-            for shape, dtype, causal in shapes:  # two distinct tilings each
-                tilings = {(e["--block-rows"], e["--key-tile"], e["--stages"], e.get("--warp-rows", "16")) for e in prefill
-                           if (e["--shape"], e["--dtype"], e["--causal"]) == (shape, dtype, causal)}
-                self.assertEqual(len(tilings), 2, shape)
-            self.assertTrue(all(e["--key-tile"] == "32" for e in prefill if e["--shape"].endswith("x256")))
+            for shape, dtype, causal in shapes:  # the Hopper tiling by rule and the best mma.sync tiling each
+                mine = [e for e in prefill if (e["--shape"], e["--dtype"], e["--causal"]) == (shape, dtype, causal)]
+                self.assertEqual(sorted(e.get("--atom", "mma") for e in mine), ["mma", "wgmma"], shape)
+                self.assertTrue(all(e.get("--rule") == "true" for e in mine if e.get("--atom") == "wgmma"), shape)
+            self.assertTrue(all(e["--key-tile"] == "32" for e in prefill
+                                if e["--shape"].endswith("x256") and e.get("--atom") != "wgmma"))
             got = sorted((e["--shape"], e["--group"], e["--key-tile"], e["--stages"], e["--split-kv"],
                           e["--min-blocks"]) for e in decode)
             # Per problem, the split of the sweep in bench/RESULTS.md, with a 6- and a 12-blocks-per-SM tiling.
@@ -632,6 +633,21 @@ class ExportedManifestTest(unittest.TestCase):
             records = ba.make_records(ba.new_result(q, m), baselines(1.0, 1.0), "g", "d")
             self.assertEqual(records[0]["kernels"][0]["name"], "out_parts")
             self.assertEqual(records[0]["blocks"], 8)
+
+    def test_hopper_prefill_by_rule(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d)
+            self.export(out, "--shape", "2x4x300x300x128", "--dtype", "f16", "--causal", "true", "--atom", "wgmma",
+                        "--rule", "true")
+            (case,) = ba.attention_cases(ba.find_attention_manifests(out))
+            (m,) = case.manifests
+            # 8 heads of 3 tiles of 128 rows are fewer blocks than SMs: one warpgroup of 64 rows per block.
+            self.assertEqual(m.notes["schedule"], "flash_64x128_s2_w64_wgmma")
+            (k,) = m.kernels
+            self.assertEqual(k.block, 128)
+            self.assertEqual(sorted(k.tensor_maps), ["K_map", "Q_map", "V_map"])
+            self.assertEqual(k.tensor_maps["Q_map"]["box"], [1, 1, 64, 64])
+            self.assertEqual(ba.blocks(m), 5 * 8)
 
 
 if __name__ == "__main__":

@@ -331,12 +331,25 @@ int export_attention(const Options &o) {
   apps::Attention a = apps::make_attention(
       {.dtype = dtype, .head_dim = shape[4], .group = group, .causal = causal, .decode = decode});
   apps::AttentionTiling t;
+  // --atom wgmma: the Hopper datapath (TMA, wgmma), a warpgroup per --warp-rows queries (64 by default).
+  const std::string atom = o.get("atom", "mma");
+  if (atom != "mma" && atom != "wgmma") fail("--atom {}: use mma or wgmma", atom);
+  if (atom == "wgmma") t.atom = MatrixAtom::wgmma;
   t.block_rows = std::stoi(o.get("block-rows", "128"));
   t.key_tile = std::stoi(o.get("key-tile", "64"));
   t.stages = std::stoi(o.get("stages", "2"));
   t.split_kv = std::stoi(o.get("split-kv", "1"));
   t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
-  t.warp_rows = std::stoi(o.get("warp-rows", "16"));
+  t.warp_rows = std::stoi(o.get("warp-rows", atom == "wgmma" ? "64" : "16"));
+  // --rule true: the Hopper tiling of apps::hopper_attention_tiling (prefill only).
+  if (o.flag("rule")) {
+    if (decode) fail("--rule true picks prefill tilings; decoding takes --key-tile, --stages and --split-kv");
+    t = apps::hopper_attention_tiling({.head_dim = shape[4],
+                                       .causal = causal,
+                                       .batch_heads = int64_t(shape[0]) * shape[1],
+                                       .queries = shape[2],
+                                       .keys = shape[3]});
+  }
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   dump(o, a.out, s, p);
@@ -411,6 +424,8 @@ int usage() {
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
                "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n"
+               "                         [--atom wgmma [--warp-rows 64] (Hopper: TMA, wgmma)]\n"
+               "                         [--rule true (the Hopper tiling by apps::hopper_attention_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"
                "                         [--dtype f16|bf16] [--layernorm two_pass|welford] [--label NAME]\n"
                "                         [--dump=funcs,schedule,realization,loopnest,cuda]\n";

@@ -81,6 +81,53 @@ TEST_CASE("GPU: attention prefill and its generality variants match the oracle")
   }
 }
 
+namespace {
+
+// The case under the rule's Hopper tiling for its own shape (apps::hopper_attention_tiling).
+Case hopper(Case c) {
+  c.tiling = hopper_attention_tiling({.head_dim = c.options.head_dim,
+                                      .causal = c.options.causal,
+                                      .batch_heads = int64_t(c.batch) * c.heads,
+                                      .queries = c.queries,
+                                      .keys = c.keys});
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its variants match the oracle") {
+  TWIST_REQUIRE_GPU();
+  AttentionTiling two_warpgroups = hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096});
+  for (Case c : {
+           hopper(Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "ha"}, 2, 3, 200, 200, {}}),
+           hopper(Case{"bf16 D128 causal", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hb"}, 1, 2, 300, 300, {}}),
+           hopper(Case{"f16 D128 causal, more queries than keys", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hc"}, 1, 2, 190, 90, {}}),
+           hopper(Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hd"}, 1, 2, 130, 77, {}}),
+           hopper(Case{"f16 D128 GQA 4", {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "he"}, 1, 8, 150, 150, {}}),
+           hopper(Case{"soft-capping", {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "hf"}, 1, 2, 100, 160, {}}),
+           hopper(Case{"ALiBi", {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "hg"}, 1, 4, 129, 129, {}}),
+           hopper(Case{"sliding window", {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hh"}, 1, 2, 257, 257, {}}),
+           Case{"f16 D128 causal, two warpgroups", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hi"}, 1, 2, 300, 300, two_warpgroups},
+           Case{"bf16 D64 GQA 4, two heads per block", {.dtype = bf16, .head_dim = 64, .group = 4, .causal = true, .prefix = "hk"}, 2, 8, 130, 170, two_warpgroups},
+           Case{"bf16 D256 two warpgroups", {.dtype = bf16, .head_dim = 256, .prefix = "hj"}, 1, 2, 140, 133, hopper_attention_tiling({.head_dim = 256, .batch_heads = 1000, .queries = 4096, .keys = 4096})},
+       }) {
+    const double err = gpu_error(c);
+    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
+
+// One small case for the sanitizers: causal with rows that see no key, two query heads of a group per block (its
+// two warpgroups), a ring that wraps.
+TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  const Case c{"causal GQA 2, masked rows", {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hs"}, 1, 4, 190, 300,
+               hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096})};
+  const double err = gpu_error(c);
+  INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+  CHECK(err < 2e-3);
+}
+
 TEST_CASE("GPU: split-KV prefill and packed grouped-query decoding match the oracle") {
   TWIST_REQUIRE_GPU();
   AttentionTiling split;

@@ -1,0 +1,176 @@
+// The chained kernel on the Hopper datapath (the consumer's atom is MatrixAtom::wgmma): Q lands once by TMA,
+// K and V tiles by TMA in a ring of mbarrier slots; S = Q K^T is a wgmma m64nNk16 reading both operands
+// through matrix descriptors, and the column component's products P V a wgmma with P from registers (the
+// register-A layout is the mma.m16n8k16 A fragment's, 16 rows per warp) and V from its MN-major tile. A
+// wgmma's accumulators are those of N / 8 mma atoms of 16 x 8 per warp, so the tile's update (elements,
+// masks, selectors, rescale) is the one chained_kernel.cpp builds for both datapaths.
+#include "lang/error.h"
+#include "scheduler/chained_kernel_builder.h"
+#include "scheduler/hopper_layouts.h"
+
+namespace twist::chained {
+
+using namespace Halide::Internal;
+using namespace twist::stmt;
+
+void ChainedKernelBuilder::plan_hopper() {
+  const std::string &fname = req_.reduction.name();
+  if (!req_.target.has_wgmma)
+    fail(
+        "schedule of '{}': the wgmma atom runs on sm_90a, but the program is lowered for {}; use "
+        "MatrixAtom::mma_m16n8k16 there",
+        fname, req_.target.arch);
+  const int rows = extent_of(atom_row_, "a wgmma atom"), n = extent_of(atom_col_, "a wgmma atom's N"),
+            keys = extent_of(atom_key_, "a wgmma atom");
+  if (rows != 64 || keys != 16 || !hopper::is_wgmma_n(n))
+    fail(
+        "schedule of '{}': the wgmma atom covers 64 x N x 16 with N from 8 to 256 in steps of 8, but its "
+        "loops "
+        "'{}', '{}' and '{}' have extents {}, {} and {}",
+        fname, atom_row_, atom_col_, atom_key_, rows, n, keys);
+  if (std::none_of(loops_.dims.begin(), loops_.dims.end(),
+                   [](const LoopDim &d) { return d.binding == Binding::warpgroup; }))
+    fail(
+        "schedule of '{}': a wgmma atom runs on a warpgroup; bind the loop over the block's 64-row atoms to "
+        "Binding::warpgroup (extent 1 for one warpgroup)",
+        fname);
+}
+
+const StagePlan &ChainedKernelBuilder::stage_of(const std::string &input) const {
+  const auto it =
+      std::find_if(stages_.begin(), stages_.end(), [&](const StagePlan &p) { return p.input == input; });
+  TWIST_CHECK(it != stages_.end(), "'{}' is not staged", input);  // plan_stages refused such schedules
+  return *it;
+}
+
+intrinsic::WgmmaOperand ChainedKernelBuilder::staged_operand(const std::string &input,
+                                                             const std::vector<Halide::Expr> &coords,
+                                                             const std::string &k_loop,
+                                                             const std::vector<std::string> &atom_loops,
+                                                             const Halide::Expr &slot) const {
+  // The operand is K-major when its contiguous (last) coordinate moves with the atom's k; its tile starts
+  // where the atom's loops are 0.
+  const bool k_major = expr_uses_var(coords.back(), k_loop);
+  std::vector<Halide::Expr> start = coords;
+  for (Halide::Expr &c : start) {
+    for (const std::string &l : atom_loops) c = substitute(l, Halide::Expr(0), c);
+    c = simplify(c);
+  }
+  return stage_of(input).wgmma_operand(start, slot, k_major);
+}
+
+Stmt ChainedKernelBuilder::scores_by_wgmma() {
+  // Per atom of 64 rows and k-step: acc.s (+)= Q tile x K tile^T, both K-major; the first k-step
+  // overwrites, so acc.s needs no zeroing. While they run, the ring refills the slot the last tile released.
+  intrinsic::Wgmma w;
+  w.n = jn_extent_ * 8;
+  w.d = "acc.s";
+  w.d_index = s_index(0, 0);
+  w.a = staged_operand(rows_operand_.input, q_coords_, "S.dka", {atom_row_, "S.dka"}, 0);
+  w.b = staged_operand(keys_operand_.input, k_coords_, "S.dka", {"S.jn", "S.ja", "S.dka"}, ring_slot_);
+  w.accumulate = var("S.dk") > 0;
+  return block({intrinsic::wgmma_fence(), over(row_loops_, unrolled("S.dk", dk_extent_, intrinsic::wgmma(w))),
+                intrinsic::wgmma_commit(), while_scores_in_flight_, intrinsic::wgmma_wait(0)});
+}
+
+Stmt ChainedKernelBuilder::column_products_by_wgmma() {
+  // Per atom of 64 rows, key step and column point: acc.o += P (registers) x V tile (MN-major).
+  const std::string step = key_step_.empty() ? std::string("P.one") : key_step_;
+  std::vector<std::pair<std::string, int>> p_at_step = row_loops_, loops = row_loops_;
+  p_at_step.push_back({step, key_steps_});
+  loops.push_back({step, key_steps_});
+  loops.insert(loops.end(), col_loops_.begin(), col_loops_.end() - 1);  // all but the wgmma's own groups
+  intrinsic::Wgmma w;
+  w.n = extent_of(atom_col_, "a wgmma atom's N");
+  w.d = "acc.o";
+  w.d_index = simplify(substitute(kColumnGroup, Halide::Expr(0), o_index(0)));
+  w.a_registers = "frag.p";
+  w.a_index = flat(p_at_step) * 8;
+  w.b = staged_operand(column_operand_.input, v_coords_, atom_key_, {atom_key_, atom_col_}, ring_slot_);
+  w.accumulate = 1;
+  return block({intrinsic::wgmma_fence(), over(loops, intrinsic::wgmma(w)), intrinsic::wgmma_commit(),
+                intrinsic::wgmma_wait(0)});
+}
+
+Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide::Expr &count,
+                                        const std::function<Stmt()> &tile) {
+  const std::string &fname = req_.reduction.name();
+  const StagePlan *q = &stage_of(rows_operand_.input);
+  std::vector<const StagePlan *> ring;
+  for (const StagePlan &p : stages_) {
+    if (p.directive.transport != Transport::tma)
+      fail(
+          "schedule of '{}': its wgmma atoms read '{}' from shared memory through matrix descriptors, so "
+          "stage it with Transport::tma",
+          fname, p.input);
+    if (&p == q) continue;
+    if (p.directive.at != key_loop_)
+      fail(
+          "schedule of '{}': '{}' is staged at loop '{}'; the TMA ring of a chained kernel is the key loop "
+          "'{}'",
+          fname, p.input, p.directive.at, key_loop_);
+    ring.push_back(&p);
+  }
+  const int depth = ring.front()->directive.depth;
+  for (const StagePlan *p : ring)
+    if (p->directive.depth != depth || depth < 2)
+      fail(
+          "schedule of '{}': the TMA stages of the key loop share one ring of 2 or more slots, but '{}' has "
+          "{}; "
+          "give every one the same depth, at least 2",
+          fname, p->input, p->directive.depth);
+  int tile_bytes = 0;
+  for (const StagePlan *p : ring) tile_bytes += p->slot_elems * p->elem_bytes;
+  const int q_bytes = q->slot_elems * q->elem_bytes;
+
+  auto full = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.full", slot}; };
+  auto empty = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.empty", slot}; };
+  const intrinsic::MbarrierRef q_full{"tma.q", 0};
+  const Halide::Expr first_thread = intrinsic::thread_index() == 0;
+  // One thread expects key tile `key_tile`'s bytes on the slot's full barrier and issues its copies.
+  auto issue = [&](const Halide::Expr &key_tile, const Halide::Expr &slot) {
+    std::vector<Stmt> s = {intrinsic::mbarrier_arrive(full(slot), tile_bytes)};
+    for (const StagePlan *p : ring) s.push_back(p->tma_copies(key_tile, slot, full(slot)));
+    return block(s);
+  };
+  auto each_slot = [&](const std::function<Stmt(const Halide::Expr &)> &body) {
+    return unrolled("tma.slot", depth, body(var("tma.slot")));
+  };
+  // Tile r of the block's tiles (key tile first + r) computes on slot r % depth. The full barrier of a slot
+  // completes when its tile has landed; the empty one when every thread's wgmmas have finished reading it,
+  // after which, while the next tile's S wgmmas run, one thread refills it with tile r - 1 + depth.
+  const Halide::Expr r = var("ring.r"), previous = r - 1, reuse = previous % depth;
+  ring_slot_ = r % depth;
+  while_scores_in_flight_ = guarded(r >= 1 && first_thread && previous + depth < count,
+                                    block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
+                                           issue(var(key_loop_) - 1 + depth, reuse)}));
+  const Stmt body = LetStmt::make("ring.r", var(key_loop_) - first,
+                                  block({intrinsic::mbarrier_wait(full(ring_slot_), (r / depth) % 2), tile(),
+                                         intrinsic::mbarrier_arrive(empty(ring_slot_))}));
+
+  std::vector<Stmt> s;
+  s.push_back(guarded(first_thread,
+                      block({intrinsic::mbarrier_init(q_full, 1), each_slot([&](const Halide::Expr &slot) {
+                               return block({intrinsic::mbarrier_init(full(slot), 1),
+                                             intrinsic::mbarrier_init(empty(slot), mapping_.threads)});
+                             })})));
+  s.push_back(intrinsic::barrier());
+  s.push_back(guarded(
+      first_thread, block({intrinsic::mbarrier_arrive(q_full, q_bytes),
+                           q->tma_copies(Halide::Expr(), 0, q_full), each_slot([&](const Halide::Expr &slot) {
+                             return guarded(simplify(slot < count), issue(first + slot, slot));
+                           })})));
+  s.push_back(intrinsic::mbarrier_wait(q_full, 0));
+  s.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
+  summary_ += fmt::format(
+      "  Q by TMA once ({} B); TMA ring of {} slots ({} B a key tile) with full and empty mbarriers, over "
+      "'{}'\n",
+      q_bytes, depth, tile_bytes, key_loop_);
+  Stmt loop = block(s);
+  loop = Allocate::make("tma.q", Halide::UInt(64), Halide::MemoryType::GPUShared, {1}, const_true(), loop);
+  for (const char *name : {"tma.empty", "tma.full"})
+    loop = Allocate::make(name, Halide::UInt(64), Halide::MemoryType::GPUShared, {depth}, const_true(), loop);
+  return loop;
+}
+
+}  // namespace twist::chained

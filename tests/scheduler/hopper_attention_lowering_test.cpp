@@ -1,0 +1,189 @@
+// Attention's chained reduction on the Hopper datapath (AttentionTiling::atom = wgmma): Q by TMA once, K and
+// V by TMA through a ring of mbarrier slots, S = Q K^T and P V as wgmma atoms, run on the interpreter at
+// small odd shapes against the algorithm oracle, and compiled for sm_90a with the instructions it asks for.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "apps/attention/attention.h"
+#include "backends/cuda/codegen/cuda_printer.h"
+#include "backends/cuda/runtime/kernel_cache.h"
+#include "scheduler/lower.h"
+#include "tests/error_capture.h"
+#include "tests/scheduler/lowering_support.h"
+
+using namespace twist;
+using namespace twist::apps;
+using twist::testing::lowered_error;
+using twist::testing::random_inputs;
+
+namespace {
+
+std::map<std::string, double> sizes(const Attention &a, int b, int h, int s, int l) {
+  return {{a.batch.name(), b},
+          {a.heads.name(), h},
+          {a.queries.name(), s},
+          {a.keys.name(), l},
+          {a.qk_scale.name(), std::log2(std::exp(1.0)) / std::sqrt(double(a.options.head_dim))}};
+}
+
+// Two warpgroups of 64 rows, key tiles of 32 through a 2-slot ring: small enough for the interpreter, and
+// every odd length below crosses tiles and the ring's wrap.
+AttentionTiling small_hopper_tiling() {
+  AttentionTiling t;
+  t.atom = MatrixAtom::wgmma;
+  t.block_rows = 128, t.warp_rows = 64, t.key_tile = 32, t.stages = 2;
+  return t;
+}
+
+double hopper_error(const Attention &a, const AttentionTiling &t,
+                    const std::map<std::string, double> &scalars, uint64_t seed) {
+  return lowered_error(a.out, schedule_attention(a, t), random_inputs(a.out, scalars, seed), scalars);
+}
+
+}  // namespace
+
+TEST_CASE("Hopper attention (TMA ring, wgmma) matches the oracle: f16 and bf16, odd lengths") {
+  for (const Type &type : {f16, bf16}) {
+    Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "h" + type_name(type)});
+    const auto scalars = sizes(a, 1, 2, 70, 77);
+    const double err = hopper_error(a, small_hopper_tiling(), scalars, 3);
+    INFO(type_name(type), " error ", err);
+    CHECK(err < (type == f16 ? 2e-3 : 1e-2));
+  }
+}
+
+TEST_CASE("Hopper causal attention: masked rows give 0, skipped tiles, key lengths the tiles do not divide") {
+  // More queries than keys: aligned at the bottom right, the first 30 queries see no key and finalize to 0.
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hc"});
+  for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}}) {
+    const double err = hopper_error(a, small_hopper_tiling(), sizes(a, 2, 1, s, l), 8);
+    INFO(s, " queries, ", l, " keys: error ", err);
+    CHECK(err < 2e-3);
+  }
+}
+
+TEST_CASE("Hopper attention: grouped-query heads share a block's K and V tiles") {
+  // The block's two warpgroups take two query heads of a group over the same 64 queries: Q's box spans two
+  // heads, and each K and V tile is loaded once for both.
+  for (int group : {2, 4}) {
+    Attention gqa = make_attention({.dtype = bf16,
+                                    .head_dim = 64,
+                                    .group = group,
+                                    .causal = true,
+                                    .prefix = fmt::format("hg{}", group)});
+    const LoweredProgram p = lower(gqa.out, schedule_attention(gqa, small_hopper_tiling()), Target::sm90a());
+    const Kernel &k = p.kernels[0];
+    REQUIRE(k.tensor_maps.size() == 3);
+    for (const TensorMap &m : k.tensor_maps) CHECK(m.box[1] == (m.buffer == gqa.Q.name() ? 2 : 1));
+    const double err = hopper_error(gqa, small_hopper_tiling(), sizes(gqa, 2, 8, 61, 70), 12);
+    INFO("group ", group, ": error ", err);
+    CHECK(err < 1e-2);
+  }
+}
+
+TEST_CASE("Hopper attention: one warpgroup of two row atoms, head dimension 128, one key step per tile") {
+  // One warpgroup with two atoms of 64 rows, key tiles of 16 (a single key step).
+  AttentionTiling t = small_hopper_tiling();
+  t.warp_rows = 128, t.key_tile = 16, t.stages = 3;
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "h128"});
+  const LoweredProgram p = lower(d128.out, schedule_attention(d128, t), Target::sm90a());
+  CHECK(p.kernels[0].threads == 128);
+  CHECK(hopper_error(d128, t, sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+}
+
+TEST_CASE("Hopper split-KV attention: each part's key tiles through its own ring, combined by the monoid") {
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hsk"});
+  AttentionTiling t = small_hopper_tiling();
+  t.split_kv = 3;
+  const auto scalars = sizes(a, 1, 2, 33, 250);
+  const LoweredProgram p = lower(a.out, schedule_attention(a, t), Target::sm90a());
+  REQUIRE(p.kernels.size() == 2);
+  CHECK(p.kernels[1].schedule_summary.find("folds 3 partial states") != std::string::npos);
+  CHECK(hopper_error(a, t, scalars, 9) < 2e-3);
+}
+
+TEST_CASE("soft-capping, ALiBi and a sliding window take the Hopper path with no backend work") {
+  struct Variant {
+    const char *name;
+    AttentionOptions options;
+  };
+  for (const Variant &v :
+       {Variant{"softcap", {.head_dim = 64, .softcap = 20.0f, .prefix = "hcap"}},
+        Variant{"alibi", {.head_dim = 64, .causal = true, .alibi = true, .prefix = "halibi"}},
+        Variant{"window", {.head_dim = 64, .causal = true, .window = 24, .prefix = "hwin"}}}) {
+    Attention a = make_attention(v.options);
+    const double err = hopper_error(a, small_hopper_tiling(), sizes(a, 1, 2, 61, 93), 12);
+    INFO(v.name, " error ", err);
+    CHECK(err < 2e-3);
+  }
+}
+
+TEST_CASE(
+    "the Hopper tiling rule: two warpgroups, 128-key tiles at D 128, 64 keys otherwise, one warpgroup for "
+    "few blocks") {
+  const AttentionTiling d128 =
+      hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(d128.atom == MatrixAtom::wgmma);
+  CHECK(d128.block_rows == 128);
+  CHECK(d128.warp_rows == 64);
+  CHECK(d128.key_tile == 128);
+  CHECK(d128.min_blocks_per_sm == 1);
+  CHECK(
+      hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096}).key_tile ==
+      64);
+  const AttentionTiling d64 =
+      hopper_attention_tiling({.head_dim = 64, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(d64.key_tile == 64);
+  CHECK(d64.min_blocks_per_sm == 2);
+  // 2 x 8 heads of 512 queries: 64 blocks of 128 rows would leave half the SMs idle.
+  CHECK(
+      hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 512, .keys = 512}).block_rows ==
+      64);
+  CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 40, .keys = 40}).key_tile ==
+        48);
+}
+
+TEST_CASE("the Hopper attention source holds wgmma from shared and from registers, TMA and mbarrier waits") {
+  for (const Type &type : {f16, bf16})
+    for (int d : {64, 128, 256}) {
+      Attention a = make_attention({.dtype = type, .head_dim = d, .causal = true});
+      const AttentionTiling t = hopper_attention_tiling(
+          {.head_dim = d, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+      const LoweredProgram p = lower(a.out, schedule_attention(a, t), Target::sm90a());
+      const Kernel &k = p.kernels[0];
+      const std::string in = type == f16 ? "f16.f16" : "bf16.bf16";
+      const std::string source = cuda::cuda_source(k);
+      INFO(type_name(type), " D ", d);
+      REQUIRE(k.tensor_maps.size() == 3);
+      for (const std::string &instruction :
+           {fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}", t.key_tile, in),
+            fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}", d, in),
+            std::string("cp.async.bulk.tensor.4d"), std::string("mbarrier.try_wait.parity"),
+            std::string("mbarrier.arrive.expect_tx")})
+        CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
+      // P V reads A from registers: the helper takes four 32-bit registers, not a descriptor.
+      CHECK(source.find("_rs01(") != std::string::npos);
+      for (const std::string &instruction : k.required_instructions)
+        CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
+      CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+    }
+}
+
+TEST_CASE("Hopper attention schedules that cannot lower are refused with the reason") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .prefix = "hr"});
+  AttentionTiling t = small_hopper_tiling();
+  std::string e = error_of([&] { lower(a.out, schedule_attention(a, t), Target::sm80()); });
+  CHECK(contains(e, "the wgmma atom runs on sm_90a, but the program is lowered for sm_80"));
+  t.warp_rows = 32;
+  e = error_of([&] { schedule_attention(a, t); });
+  CHECK(contains(e, "must be a multiple of 64 (the wgmma atom's rows)"));
+  // D = 256 with 128-key tiles in three slots: Q, K and V do not fit the shared memory.
+  Attention big = make_attention({.dtype = f16, .head_dim = 256, .prefix = "hb"});
+  t = small_hopper_tiling();
+  t.key_tile = 128, t.stages = 3;
+  e = error_of([&] { lower(big.out, schedule_attention(big, t), Target::sm90a()); });
+  CHECK(contains(e, "bytes of shared memory per block"));
+}
