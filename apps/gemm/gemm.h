@@ -38,6 +38,10 @@ struct Gemm {
 
 Gemm make_gemm(const GemmOptions &options = {});
 
+// GELU in its tanh approximation, as torch.nn.functional.gelu(approximate='tanh') (the bias_gelu epilogue, and
+// the gate of gated MLPs such as Gemma's).
+Expr gelu_tanh(const Expr &x);
+
 // The tiling of a GEMM schedule, in the terms the primitives take.
 struct GemmTiling {
   int block_m = 128, block_n = 128, block_k = 32;
