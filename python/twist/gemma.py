@@ -294,7 +294,8 @@ def swap_decoder_layers(model, kernels: TwistKernels) -> None:
     """Replaces the forward of every Gemma4TextDecoderLayer of `model` (a Gemma4ForCausalLM or
     Gemma4TextModel) by one on twist's kernels. Each layer hands its normalized output to the next layer's
     input norm (the residual norm's second output), which the next layer takes when it receives that same
-    hidden state; the last layer's goes to the model's final norm."""
+    hidden state; the last layer's goes to the model's final norm. The attention mask is not read: the kernels
+    are causal (and windowed in sliding layers) over unpadded sequences, so batches must not be padded."""
     import types
     text_model = getattr(model, "model", model)
     layers = list(text_model.layers)
@@ -314,6 +315,20 @@ def swap_decoder_layers(model, kernels: TwistKernels) -> None:
             next_norm=(layers[index + 1].input_layernorm if index + 1 < len(layers) else text_model.norm),
             next_layer=layers[index + 1] if index + 1 < len(layers) else None)
         layer.forward = types.MethodType(_twist_layer_forward(kernels, dims), layer)
+    _take_final_norm_from_last_layer(text_model.norm)
+
+
+def _take_final_norm_from_last_layer(norm) -> None:
+    """The model's final norm returns the last layer's second output when it is given that layer's output;
+    anything else (a hidden state the layers did not produce) goes through the module's own forward."""
+    import types
+    own = norm.forward
+    norm._twist_stash = None
+
+    def forward(self, hidden_states):
+        stash, self._twist_stash = self._twist_stash, None
+        return stash[1] if stash is not None and stash[0] is hidden_states else own(hidden_states)
+    norm.forward = types.MethodType(forward, norm)
 
 
 def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
@@ -322,11 +337,9 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
         t, attn = self._twist, self.self_attn
         b, s, hidden = hidden_states.shape
         cos, sin = position_embeddings
-        keys = s
-        if past_key_values is not None and s == 1:
-            keys = past_key_values.get_seq_length(self.layer_idx) + 1 if hasattr(past_key_values, "get_seq_length") \
-                else s
-        shape = kernels.shape_of("decode" if s == 1 and keys > 1 else "prefill", b, s, keys)
+        cached = past_key_values.get_seq_length(self.layer_idx) if past_key_values is not None else 0
+        decode = s == 1 and cached > 0
+        shape = kernels.shape_of("decode" if decode else "prefill", b, s, cached + 1)
         run = lambda kernel, **tensors: kernels.call(t.kind, shape, kernel, **tensors)  # noqa: E731
         h = hidden_states.reshape(b * s, hidden)
         stash, t.stash = t.stash, None
@@ -338,6 +351,11 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
         v = run("v_norm", x=projected)
         if past_key_values is not None:
             k, v = past_key_values.update(k, v, self.layer_idx)
+        if k.shape[2] != shape.key_count:
+            # A sliding-window cache keeps only the window's keys: the kernels must be exported for what it holds.
+            raise ManifestError(f"layer {self.layer_idx} ({t.kind}) attends to {k.shape[2]} keys, but its kernels "
+                                f"were chosen for {shape.key_count}; export and use a decode shape of "
+                                f"keys={k.shape[2]}")
         a = run("attention", Q=q, K=k, V=v).transpose(1, 2).reshape(b * s, -1)
         o = run("o_proj", A=a, B=t.o)
         h, y = run("post_attention_norm", x=o, residual=h, w_post=self.post_attention_layernorm.weight,
@@ -349,6 +367,8 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
         out = h.view(b, s, hidden)
         if t.next_layer is not None:
             t.next_layer._twist.stash = (out, y)
+        else:
+            t.next_norm._twist_stash = (out, y.view(b, s, hidden))
         return out
     return forward
 
