@@ -40,7 +40,9 @@ std::optional<Config> config_by_name(const std::string &name) {
   return std::nullopt;
 }
 
-const char *to_string(LayerType t) { return t == LayerType::sliding ? "sliding" : "full"; }
+const char *to_string(LayerType t) {
+  return t == LayerType::sliding ? "sliding" : "full";
+}
 
 std::optional<LayerType> parse_layer_type(const std::string &name) {
   if (name == "sliding") return LayerType::sliding;
@@ -55,7 +57,9 @@ LayerAttention layer_attention(const Config &c, LayerType t) {
 
 namespace {
 
-Expr f32_of(const Expr &e) { return cast(f32, e); }
+Expr f32_of(const Expr &e) {
+  return cast(f32, e);
+}
 
 }  // namespace
 
@@ -151,8 +155,8 @@ ResidualNorm make_residual_norm(Type dtype, int hidden, float eps, const std::st
   n.ss_x(i) = reduce(algebra::sum(f32), rx, f32_of(n.x(i, rx.x)) * f32_of(n.x(i, rx.x)));
   // Each step rounded to the storage type where the model's bf16 tensors are: the norm's output, the sum
   // with the residual, the product with layer_scalar.
-  const Expr post = f32_of(cast(dtype, f32_of(n.x(i, j)) * rsqrt(n.ss_x(i) / float(hidden) + eps) *
-                                           f32_of(n.w_post(j))));
+  const Expr post =
+      f32_of(cast(dtype, f32_of(n.x(i, j)) * rsqrt(n.ss_x(i) / float(hidden) + eps) * f32_of(n.w_post(j))));
   n.h(i, j) = cast(dtype, f32_of(cast(dtype, f32_of(n.residual(i, j)) + post)) * n.layer_scalar);
   n.ss_h(i) = reduce(algebra::sum(f32), rh, f32_of(n.h(i, rh.x)) * f32_of(n.h(i, rh.x)));
   n.out(i, j) = {n.h(i, j), cast(dtype, f32_of(n.h(i, j)) * rsqrt(n.ss_h(i) / float(hidden) + eps) *
@@ -161,7 +165,9 @@ ResidualNorm make_residual_norm(Type dtype, int hidden, float eps, const std::st
   return n;
 }
 
-double qk_scale() { return std::log2(std::exp(1.0)); }
+double qk_scale() {
+  return std::log2(std::exp(1.0));
+}
 
 Attention make_layer_attention(const Config &c, LayerType t, bool decode, const std::string &prefix) {
   const LayerAttention la = layer_attention(c, t);

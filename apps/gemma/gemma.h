@@ -1,13 +1,13 @@
 #pragma once
 // The kernels of a Gemma 4 text decoder layer as twist programs (apps/gemma/README.md says where each number
 // and each step comes from). A layer, as transformers' Gemma4TextDecoderLayer computes it, on rows of tokens:
-//   y      = input_layernorm(h)                                   (the previous residual_norm's second output)
-//   qkv    = y Wqkv                                               one GEMM, q, k (and v) side by side
+//   y      = input_layernorm(h)                                   (the previous residual_norm's second
+//   output) qkv    = y Wqkv                                               one GEMM, q, k (and v) side by side
 //   q      = rope(q_norm(q)), k = rope(k_norm(k)), v = v_norm(v)  head_norm: per head, written [B, H, S, D]
 //   a      = attention(q, k, v), causal, sliding or full, GQA     apps/attention with scaling 1
-//   h, y   = h + post_attention_norm(a Wo), pre_feedforward_norm(h)   residual_norm: one row kernel, two outputs
-//   g      = gelu_tanh(y Wgate) * (y Wup)                         gated_up: one GEMM, the gate in its epilogue
-//   h, y   = (h + post_feedforward_norm(g Wdown)) layer_scalar, the next layer's input_layernorm(h)
+//   h, y   = h + post_attention_norm(a Wo), pre_feedforward_norm(h)   residual_norm: one row kernel, two
+//   outputs g      = gelu_tanh(y Wgate) * (y Wup)                         gated_up: one GEMM, the gate in its
+//   epilogue h, y   = (h + post_feedforward_norm(g Wdown)) layer_scalar, the next layer's input_layernorm(h)
 // Every norm is Gemma 4's RMSNorm: x (mean(x^2) + eps)^(-1/2) w, in f32, rounded to the storage type (its
 // weight multiplies as it is, not as 1 + w as in Gemma 1 to 3).
 #include <optional>
@@ -53,7 +53,9 @@ struct LayerAttention {
   // The columns of the fused projection: q heads, k heads, then v heads unless the values are the keys.
   int qkv_columns(int heads) const { return (heads + kv_heads * (values_from_keys ? 1 : 2)) * head_dim; }
   int k_first_column(int heads) const { return heads * head_dim; }
-  int v_first_column(int heads) const { return values_from_keys ? k_first_column(heads) : (heads + kv_heads) * head_dim; }
+  int v_first_column(int heads) const {
+    return values_from_keys ? k_first_column(heads) : (heads + kv_heads) * head_dim;
+  }
 };
 LayerAttention layer_attention(const Config &c, LayerType t);
 

@@ -417,14 +417,15 @@ int export_gemma(const Options &o) {
   if (phase != "prefill" && phase != "decode") fail("--phase {}: use prefill or decode", phase);
   const bool decode = phase == "decode";
   const int batch = std::stoi(o.get("batch", "1")), tokens = std::stoi(o.get("tokens", decode ? "1" : ""));
-  if (decode && tokens != 1) fail("--phase decode takes one new token per sequence (--tokens 1), not {}", tokens);
+  if (decode && tokens != 1)
+    fail("--phase decode takes one new token per sequence (--tokens 1), not {}", tokens);
   const int keys = decode ? std::stoi(o.get("kv-len", "")) : tokens;
   const double layer_scalar = std::stod(o.get("layer-scalar", "1"));
   const gm::Config &c = *config;
   const gm::LayerAttention la = gm::layer_attention(c, *layer);
   const int rows = batch * tokens;
-  const std::string label = fmt::format("gemma_{}_{}_{}_B{}_S{}{}", c.name, gm::to_string(*layer), phase, batch,
-                                        tokens, decode ? fmt::format("_L{}", keys) : "");
+  const std::string label = fmt::format("gemma_{}_{}_{}_B{}_S{}{}", c.name, gm::to_string(*layer), phase,
+                                        batch, tokens, decode ? fmt::format("_L{}", keys) : "");
   auto write = [&](const std::string &kernel, const Func &out, const Schedule &s, const Scalars &scalars,
                    const std::string &schedule_name) {
     const LoweredProgram p = lower(out, s, Target::sm90a());

@@ -39,9 +39,9 @@ TEST_CASE("gemma: q and k RMSNorm with RoPE, and v's norm without weight, read f
       int heads, first_column;
       bool weight, rope;
     };
-    for (const Group &group : {Group{"q", c.heads, 0, true, true},
-                               Group{"k", la.kv_heads, la.k_first_column(c.heads), true, true},
-                               Group{"v", la.kv_heads, la.v_first_column(c.heads), false, false}}) {
+    for (const Group &group :
+         {Group{"q", c.heads, 0, true, true}, Group{"k", la.kv_heads, la.k_first_column(c.heads), true, true},
+          Group{"v", la.kv_heads, la.v_first_column(c.heads), false, false}}) {
       const HeadNorm n = make_head_norm({.dtype = bf16,
                                          .heads = group.heads,
                                          .head_dim = la.head_dim,
@@ -79,12 +79,14 @@ TEST_CASE("gemma: sliding-window and full attention, prefill and decode, GQA, sc
   const Config c = gemma4_tiny();
   for (const LayerType t : {LayerType::sliding, LayerType::full})
     for (const bool decode : {false, true}) {
-      const Attention a = make_layer_attention(c, t, decode, std::string("at_") + to_string(t) +
-                                                                  (decode ? "_decode" : "_prefill"));
+      const Attention a = make_layer_attention(
+          c, t, decode, std::string("at_") + to_string(t) + (decode ? "_decode" : "_prefill"));
       const int queries = decode ? 1 : 19, keys = decode ? 40 : 19;
       const Schedule s = schedule_layer_attention(a, decode, keys);
-      std::map<std::string, double> sizes = {
-          {a.batch.name(), 2}, {a.heads.name(), c.heads}, {a.keys.name(), keys}, {a.qk_scale.name(), qk_scale()}};
+      std::map<std::string, double> sizes = {{a.batch.name(), 2},
+                                             {a.heads.name(), c.heads},
+                                             {a.keys.name(), keys},
+                                             {a.qk_scale.name(), qk_scale()}};
       if (!decode) sizes[a.queries.name()] = queries;
       INFO(to_string(t), decode ? " decode" : " prefill");
       CHECK(lowered_error(a.out, s, random_inputs(a.out, sizes, 61), sizes) < bf16_tolerance);
@@ -99,12 +101,13 @@ TEST_CASE("gemma: the projections with the tiling the GEMM rule picks") {
     const char *name;
     int n, k;
   };
-  for (const Projection &pr : {Projection{"qkv", la.qkv_columns(c.heads), c.hidden},
-                               Projection{"o", c.hidden, c.heads * la.head_dim},
-                               Projection{"down", c.hidden, c.intermediate}}) {
+  for (const Projection &pr :
+       {Projection{"qkv", la.qkv_columns(c.heads), c.hidden},
+        Projection{"o", c.hidden, c.heads * la.head_dim}, Projection{"down", c.hidden, c.intermediate}}) {
     const Gemm g = make_gemm({.input = bf16, .output = bf16, .prefix = std::string("pr_") + pr.name});
     const Schedule s = schedule_tensor_core(g, projection_tiling(tokens, pr.n, pr.k));
-    const std::map<std::string, double> sizes = {{g.M.name(), tokens}, {g.N.name(), pr.n}, {g.K.name(), pr.k}};
+    const std::map<std::string, double> sizes = {
+        {g.M.name(), tokens}, {g.N.name(), pr.n}, {g.K.name(), pr.k}};
     INFO(pr.name);
     CHECK(lowered_error(g.out, s, random_inputs(g.out, sizes, 71), sizes) < bf16_tolerance);
   }
@@ -128,8 +131,8 @@ TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_
     CHECK(lower(q.out, schedule_head_norm(q), Target::sm90a()).kernels.size() == 1);
     for (const bool decode : {false, true}) {
       INFO(to_string(t), decode ? " decode" : " prefill");
-      const Attention a = make_layer_attention(c, t, decode, std::string("big_at_") + to_string(t) +
-                                                                  (decode ? "_decode" : "_prefill"));
+      const Attention a = make_layer_attention(
+          c, t, decode, std::string("big_at_") + to_string(t) + (decode ? "_decode" : "_prefill"));
       CHECK_FALSE(lower(a.out, schedule_layer_attention(a, decode, 8192), Target::sm90a()).kernels.empty());
     }
   }
