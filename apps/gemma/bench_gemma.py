@@ -194,15 +194,18 @@ def measure_case(reference, twisted, kernels, shape: gemma.LayerShape, record: d
     ids = torch.randint(0, config.vocab_size, (shape.batch, prompt), device="cuda", generator=generator)
     step = torch.randint(0, config.vocab_size, (shape.batch, 1), device="cuda", generator=generator)
     compiled = torch.compile(reference)
-    caches = {}
+    prefilled = None
+    if shape.phase == "decode":
+        # The reference model fills the cache, so that every model decodes the same step against the same keys
+        # (and the twist model needs no kernels exported for the prompt's length).
+        prefilled = DynamicCache(config=config)
+        with torch.no_grad():
+            reference(input_ids=ids, past_key_values=prefilled, use_cache=True)
 
     def forward(model, which):
         if shape.phase == "prefill":
             return lambda: model(input_ids=ids, use_cache=False), None
-        cache = DynamicCache(config=config)
-        with torch.no_grad():
-            model(input_ids=ids, past_key_values=cache, use_cache=True)
-        caches[which] = cache
+        cache = copy.deepcopy(prefilled)
         return (lambda: model(input_ids=step, past_key_values=cache, use_cache=True),
                 lambda: cache.crop(prompt))
 

@@ -336,7 +336,8 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
                 attention_mask=None, position_ids=None, past_key_values=None, **kwargs):
         t, attn = self._twist, self.self_attn
         b, s, hidden = hidden_states.shape
-        cos, sin = position_embeddings
+        # The rotary tables are [1, S, D] when every sequence has the same positions; the kernels read [B, S, D].
+        cos, sin = (table.expand(b, s, -1) for table in position_embeddings)
         cached = past_key_values.get_seq_length(self.layer_idx) if past_key_values is not None else 0
         decode = s == 1 and cached > 0
         shape = kernels.shape_of("decode" if decode else "prefill", b, s, cached + 1)
