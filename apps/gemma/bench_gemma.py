@@ -142,16 +142,17 @@ def kernel_timings(model, kernels: gemma.TwistKernels, shape: gemma.LayerShape, 
     import torch.nn.functional as F
     from transformers.models.gemma4 import modeling_gemma4 as mg
     dims, t, attn, mlp = gemma.dims_of(model.config), layer._twist, layer.self_attn, layer.mlp
-    kv, d, _ = dims.attention(t.kind)
+    kv, d, values_from_keys = dims.attention(t.kind)
+    v_first = dims.heads + (0 if values_from_keys else kv)
     b, s, keys, rows = shape.batch, shape.tokens, shape.key_count, shape.rows
     randn = lambda *size: torch.randn(*size, device="cuda", dtype=torch.bfloat16)  # noqa: E731
     h, o = randn(rows, dims.hidden), randn(rows, dims.hidden)
-    projected = randn(b, s, dims.qkv_columns(t.kind))
+    projected = randn(b, s, dims.qkv_columns(t.kind) // d, d)
     cos, sin = randn(b, s, d), randn(b, s, d)
     q, k, v = randn(b, dims.heads, s, d), randn(b, kv, keys, d), randn(b, kv, keys, d)
     g, a = randn(rows, dims.intermediate), randn(rows, dims.heads * d)
     run = lambda kernel, **x: (lambda: kernels.call(t.kind, shape, kernel, **x))  # noqa: E731
-    heads = lambda x, first, count: x[..., first * d:(first + count) * d].unflatten(-1, (count, d))  # noqa: E731
+    heads = lambda x, first, count: x[:, :, first:first + count, :]  # noqa: E731
     window = attn.sliding_window
     mask = None
     if shape.phase == "prefill" or window:
@@ -169,7 +170,7 @@ def kernel_timings(model, kernels: gemma.TwistKernels, shape: gemma.LayerShape, 
                         lambda: mg.apply_rotary_pos_emb(attn.k_norm(heads(projected, dims.heads, kv)), cos, sin,
                                                         unsqueeze_dim=2).transpose(1, 2).contiguous()),
         "v_norm": (run("v_norm", x=projected),
-                   lambda: attn.v_norm(heads(projected, dims.heads, kv)).transpose(1, 2).contiguous()),
+                   lambda: attn.v_norm(heads(projected, v_first, kv)).transpose(1, 2).contiguous()),
         "attention": (run("attention", Q=q, K=k, V=v),
                       lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0, enable_gqa=True)),
         "o_proj": (run("o_proj", A=a, B=t.o), lambda: attn.o_proj(a)),

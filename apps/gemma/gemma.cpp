@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "algebra/builtins.h"
+#include "lang/error.h"
 
 namespace twist::apps::gemma {
 
@@ -89,11 +90,15 @@ GatedUp make_gated_up(Type dtype, int hidden, int intermediate, const std::strin
 HeadNorm make_head_norm(const HeadNormOptions &o) {
   const std::string &p = o.prefix;
   const int D = o.head_dim;
+  if (o.columns % D != 0 || o.first_column % D != 0)
+    fail(
+        "head norm {}: the projection's {} columns and the group's first column {} must be whole heads of {}",
+        p, o.columns, o.first_column, D);
   SizeParam batch(p + "B"), seq(p + "S");
   HeadNorm n{o,
              batch,
              seq,
-             Input(p + "x", o.dtype, {batch, seq, Expr(o.columns)}),
+             Input(p + "x", o.dtype, {batch, seq, Expr(o.columns / D), Expr(D)}),
              std::nullopt,
              std::nullopt,
              std::nullopt,
@@ -110,7 +115,7 @@ HeadNorm make_head_norm(const HeadNormOptions &o) {
     n.sin.emplace(p + "sin", o.dtype, std::vector<Expr>{batch, seq, Expr(D)});
   }
   const Var &b = n.b, &h = n.h, &s = n.s, &d = n.d;
-  auto element = [&](const Expr &e) { return f32_of(n.x(b, s, o.first_column + h * D + e)); };
+  auto element = [&](const Expr &e) { return f32_of(n.x(b, s, o.first_column / D + h, e)); };
   n.ss(b, h, s) = reduce(algebra::sum(f32), n.r, element(n.r.x) * element(n.r.x));
   // The normalized head, rounded to the storage type as the norm's module returns it.
   auto normalized = [&](const Expr &e) {

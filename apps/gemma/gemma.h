@@ -77,7 +77,8 @@ struct GatedUp {
 GatedUp make_gated_up(Type dtype, int hidden, int intermediate, const std::string &prefix = "");
 
 // Per-head RMSNorm of one of the fused projection's groups of heads, with RoPE (q and k) or without a weight
-// (v), read from the projection's [B, S, columns] output at column first_column + h D + d and written
+// (v), read from the projection's output viewed as [B, S, columns / D, D] (so that a row of the input is one
+// head, and a block reads its head only) at head first_column / D + h, and written
 // transposed, [B, heads, S, D], as attention reads it. RoPE is transformers' rotate-half form over cos and
 // sin of [B, S, D] as its rotary embedding gives them, so the rope type (default, proportional with a partial
 // rotary factor) is in the tables, not in the program.

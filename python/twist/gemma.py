@@ -195,7 +195,7 @@ def expected_buffers(dims: TextDims, layer: str, shape: LayerShape) -> dict[str,
     kv, d, _ = dims.attention(layer)
     rows, hidden, b, s, keys = shape.rows, dims.hidden, shape.batch, shape.tokens, shape.key_count
     columns = dims.qkv_columns(layer)
-    head = {"x": (b, s, columns)}
+    head = {"x": (b, s, columns // d, d)}
     rope = {"cos": (b, s, d), "sin": (b, s, d)}
     residual = {"x": (rows, hidden), "residual": (rows, hidden), "w_post": (hidden,), "w_next": (hidden,),
                 "out.0": (rows, hidden), "out.1": (rows, hidden)}
@@ -346,7 +346,7 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
         stash, t.stash = t.stash, None
         y = stash[1] if stash is not None and stash[0] is hidden_states else \
             run("input_norm", x=h, w=self.input_layernorm.weight)
-        projected = run("qkv", A=y, B=t.qkv).view(b, s, -1)
+        projected = run("qkv", A=y, B=t.qkv).view(b, s, -1, attn.head_dim)
         q = run("q_norm_rope", x=projected, w=attn.q_norm.weight, cos=cos, sin=sin)
         k = run("k_norm_rope", x=projected, w=attn.k_norm.weight, cos=cos, sin=sin)
         v = run("v_norm", x=projected)
