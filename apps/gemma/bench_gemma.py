@@ -201,39 +201,42 @@ def measure_case(reference, twisted, kernels, shape: gemma.LayerShape, record: d
         # (and the twist model needs no kernels exported for the prompt's length).
         prefilled = DynamicCache(config=config)
         with torch.no_grad():
-            reference(input_ids=ids, past_key_values=prefilled, use_cache=True)
+            reference.model(input_ids=ids, past_key_values=prefilled, use_cache=True)
 
-    def forward(model, which):
+    def forward(model):
+        # The LM head on the last token only: [B, S, 262144] logits would outweigh the layers measured.
+        last = {"logits_to_keep": 1} if hasattr(model, "lm_head") else {}
         if shape.phase == "prefill":
-            return lambda: model(input_ids=ids, use_cache=False), None
+            return lambda: model(input_ids=ids, use_cache=False, **last), None
         cache = copy.deepcopy(prefilled)
-        return (lambda: model(input_ids=step, past_key_values=cache, use_cache=True),
+        return (lambda: model(input_ids=step, past_key_values=cache, use_cache=True, **last),
                 lambda: cache.crop(prompt))
 
     with torch.no_grad():
         outputs = {}
         for which, model in (("reference", reference), ("twist", twisted)):
-            fn, before = forward(model, which)
+            fn, before = forward(model)
             if before:
                 before()
             outputs[which] = fn()
         errors = {"logits": relative_l2(outputs["twist"].logits, outputs["reference"].logits)}
         hidden = {}
         for which, model in (("reference", reference), ("twist", twisted)):
-            fn, before = forward(model.model, which)
+            fn, before = forward(model.model)
             if before:
                 before()
             hidden[which] = fn().last_hidden_state
         errors["hidden_states"] = relative_l2(hidden["twist"], hidden["reference"])
         forward_ms = {}
         for which, model in (("eager", reference), ("compile", compiled), ("twist", twisted)):
-            fn, before = forward(model, which)
+            fn, before = forward(model)
             forward_ms[which] = bench_ms(fn, before)
         layer_ms, kernels_ms = {}, {}
         for layer in twisted.model.layers:
             kind = layer._twist.kind
             if kind not in kernels_ms:
-                kernels_ms[kind] = kernel_timings(twisted, kernels, shape, layer)
+                seen = gemma.layer_shape(gemma.dims_of(twisted.config), kind, shape)
+                kernels_ms[kind] = kernel_timings(twisted, kernels, seen, layer)
                 layer_ms[kind] = layer_kernels_ms(kernels_ms[kind])
     return finish_record(record, errors, kernels_ms, layer_ms, forward_ms)
 
@@ -257,10 +260,11 @@ def main(argv: list[str]) -> int:
     reference = Gemma4ForCausalLM(config).to("cuda", torch.bfloat16).eval()
     twisted = copy.deepcopy(reference)
     shapes = cases(args.quick)
+    dims = gemma.CONFIGS["31b"]
     for shape in shapes:
         for layer in ("sliding", "full"):
             gemma.export_layer_kernels(args.twist, Path(args.manifests) / case_name(shape).replace(" ", "_"),
-                                       "31b", layer, shape)
+                                       "31b", layer, gemma.layer_shape(dims, layer, shape))
     records, date = [], datetime.date.today().isoformat()
     gpu = torch.cuda.get_device_name()
     for shape in shapes:

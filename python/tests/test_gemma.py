@@ -69,6 +69,17 @@ def test_shapes_labels_and_export_commands():
         gemma.LayerShape("decode", batch=1, tokens=4, keys=10)
 
 
+def test_a_sliding_layer_decodes_against_its_window_only():
+    big = gemma.CONFIGS["31b"]
+    long = gemma.LayerShape("decode", batch=4, keys=32768)
+    assert gemma.layer_shape(big, "sliding", long) == gemma.LayerShape("decode", 4, 1, 1024)
+    assert gemma.layer_shape(big, "full", long) == long
+    short = gemma.LayerShape("decode", batch=4, keys=100)
+    assert gemma.layer_shape(big, "sliding", short) == short
+    prefill = gemma.LayerShape("prefill", batch=1, tokens=4096)
+    assert gemma.layer_shape(big, "sliding", prefill) == prefill
+
+
 def test_geometric_mean():
     assert gemma.geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
     with pytest.raises(ValueError):

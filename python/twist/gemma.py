@@ -169,6 +169,15 @@ class LayerShape:
         return f"gemma_{config}_{layer}_{self.phase}_B{self.batch}_S{self.tokens}{keys}_{kernel}"
 
 
+def layer_shape(dims: TextDims, layer: str, shape: LayerShape) -> LayerShape:
+    """The shape a layer type's kernels see for a forward call of `shape`: a sliding layer decodes against
+    the keys its cache keeps, the last `sliding_window` (transformers' sliding cache returns at most that many
+    keys, the new one included)."""
+    if layer == "sliding" and shape.phase == "decode" and shape.keys > dims.sliding_window:
+        return LayerShape("decode", shape.batch, 1, dims.sliding_window)
+    return shape
+
+
 def export_command(twist: str, out_dir: str | Path, config: str, layer: str, shape: LayerShape,
                    layer_scalar: float = 1.0) -> list[str]:
     """The twist export gemma command line that writes one layer type's kernels for `shape`."""
@@ -264,12 +273,13 @@ class TwistKernels:
 
     def __init__(self, directory: str | Path, config: str, shapes, layer_types=("sliding", "full")):
         self.directory, self.config = Path(directory), config
-        self.manifests = {(layer, shape): load_layer_manifests(directory, config, layer, shape)
-                          for layer in layer_types for shape in shapes}
+        dims = CONFIGS[config]
+        self.manifests = {}
+        for layer in layer_types:
+            for shape in shapes:
+                seen = layer_shape(dims, layer, shape)
+                self.manifests[(layer, seen)] = load_layer_manifests(directory, config, layer, seen)
         self._ops = {}
-
-    def shape_of(self, phase: str, batch: int, tokens: int, keys: int) -> LayerShape:
-        return LayerShape(phase, batch, tokens, keys if phase == "decode" else 0)
 
     def call(self, layer: str, shape: LayerShape, kernel: str, **tensors):
         """Runs one kernel on tensors named as its manifest's inputs; returns its output(s)."""
@@ -340,7 +350,8 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
         cos, sin = (table.expand(b, s, -1) for table in position_embeddings)
         cached = past_key_values.get_seq_length(self.layer_idx) if past_key_values is not None else 0
         decode = s == 1 and cached > 0
-        shape = kernels.shape_of("decode" if decode else "prefill", b, s, cached + 1)
+        shape = layer_shape(dims, t.kind, LayerShape("decode", b, 1, cached + 1) if decode else
+                            LayerShape("prefill", b, s))
         run = lambda kernel, **tensors: kernels.call(t.kind, shape, kernel, **tensors)  # noqa: E731
         h = hidden_states.reshape(b * s, hidden)
         stash, t.stash = t.stash, None
@@ -376,4 +387,4 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
 
 __all__ = ["CONFIGS", "KERNELS", "LayerShape", "TextDims", "TwistKernels", "UnsupportedConfig", "check_manifest",
            "config_kwargs", "config_name_for", "dims_of", "expected_buffers", "export_command",
-           "export_layer_kernels", "geometric_mean", "load_layer_manifests", "swap_decoder_layers"]
+           "export_layer_kernels", "geometric_mean", "layer_shape", "load_layer_manifests", "swap_decoder_layers"]
