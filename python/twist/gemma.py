@@ -268,6 +268,9 @@ def geometric_mean(values) -> float:
 
 # --- the swap (needs torch and a GPU) ------------------------------------------------------------------------
 
+_OPS: dict[str, object] = {}  # the registered op of each manifest label
+
+
 class TwistKernels:
     """The custom ops of every exported (layer type, shape), registered with torch.library on first use."""
 
@@ -279,7 +282,6 @@ class TwistKernels:
             for shape in shapes:
                 seen = layer_shape(dims, layer, shape)
                 self.manifests[(layer, seen)] = load_layer_manifests(directory, config, layer, seen)
-        self._ops = {}
 
     def call(self, layer: str, shape: LayerShape, kernel: str, **tensors):
         """Runs one kernel on tensors named as its manifest's inputs; returns its output(s)."""
@@ -288,10 +290,10 @@ class TwistKernels:
             raise ManifestError(f"no {layer} kernels were exported for {shape}; run: "
                                 + " ".join(export_command("twist", self.directory, self.config, layer, shape)))
         manifest = self.manifests[(layer, shape)][kernel]
-        if manifest.label not in self._ops:
-            self._ops[manifest.label] = register_manifest(manifest)
+        if manifest.label not in _OPS:  # once per process: torch.library refuses a name registered twice
+            _OPS[manifest.label] = register_manifest(manifest)
         inputs = [tensors[b.name].contiguous() for b in manifest.with_role("input")]
-        return self._ops[manifest.label](*inputs)
+        return _OPS[manifest.label](*inputs)
 
 
 def _weight_kn(*linears):
