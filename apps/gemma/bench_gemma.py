@@ -3,15 +3,20 @@ configuration (twist.gemma.config_kwargs: hidden 5376, 32 heads of 256 in slidin
 in full ones, ...) with a few decoder layers covering both attention types and random bf16 weights, built
 offline; a copy of it with every decoder layer's forward swapped onto twist's kernels (twist.gemma).
 
-On the GPU machine, from the repository root, with the release build's twist (NVRTC exports; no GPU needed for
-that step, but it runs here so that the kernels match this checkout):
+As the other benchmarks (bench/README.md): export here, where the tool is built (NVRTC; no GPU), then run on
+the GPU machine (the `device` tool with carry [".gpu"]), from the repository root (--quick: one prefill and one
+decode case, in both steps):
 
-    cmake --preset release && cmake --build --preset release --target twist _twist twist_python_sources
-    PYTHONPATH=build/release/python python3 apps/gemma/bench_gemma.py --twist build/release/apps/twist/twist \
-        --manifests .gpu/gemma_manifests --out bench/results/gemma.json            # add --quick for one case each
+    cmake --build --preset release --target twist
+    PYTHONPATH=python python3 apps/gemma/bench_gemma.py --export-only --twist build/release/apps/twist/twist \
+        --manifests .gpu/gemma_manifests
+    # on the GPU machine:
+    PYTHONPATH=python python3 apps/gemma/bench_gemma.py --manifests .gpu/gemma_manifests \
+        --out bench/results/gemma.json
 
 For every case (prefill: batch x new tokens; decode: batch x keys in the cache) it
-  1. exports the layer kernels (twist export gemma) for both layer types at the case's shape;
+  1. (--export-only) exports the layer kernels (twist export gemma) for both layer types at the case's shape,
+     into MANIFESTS/<case>; the run on the GPU reads them from there;
   2. checks the twist model's last hidden state and logits against the reference model's on the same weights
      and inputs (relative L2 error, bf16 tolerance);
   3. times every kernel against PyTorch's code for the same op (the model's own modules and functions: the
@@ -248,27 +253,39 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", default=str(REPO / "bench" / "results" / "gemma.json"))
     p.add_argument("--layers", type=int, default=2, help="decoder layers (sliding ones, then a full one)")
     p.add_argument("--quick", action="store_true", help="one prefill and one decode case")
+    p.add_argument("--export-only", action="store_true", help="export the kernels (no GPU, no torch) and stop")
     return p.parse_args(argv)
+
+
+def case_directory(manifests: str | Path, shape: gemma.LayerShape) -> Path:
+    return Path(manifests) / case_name(shape).replace(" ", "_")
+
+
+def export_all(twist: str, manifests: str | Path, shapes: list[gemma.LayerShape]) -> None:
+    dims = gemma.CONFIGS["31b"]
+    for shape in shapes:
+        for layer in ("sliding", "full"):
+            print(f"exporting {layer} {case_name(shape)}", flush=True)
+            gemma.export_layer_kernels(twist, case_directory(manifests, shape), "31b", layer,
+                                       gemma.layer_shape(dims, layer, shape))
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    shapes = cases(args.quick)
+    if args.export_only:
+        export_all(args.twist, args.manifests, shapes)
+        return 0
     import torch
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
     torch.manual_seed(0)
     config = Gemma4TextConfig(**gemma.config_kwargs("31b", layers=args.layers))
     reference = Gemma4ForCausalLM(config).to("cuda", torch.bfloat16).eval()
     twisted = copy.deepcopy(reference)
-    shapes = cases(args.quick)
-    dims = gemma.CONFIGS["31b"]
-    for shape in shapes:
-        for layer in ("sliding", "full"):
-            gemma.export_layer_kernels(args.twist, Path(args.manifests) / case_name(shape).replace(" ", "_"),
-                                       "31b", layer, gemma.layer_shape(dims, layer, shape))
     records, date = [], datetime.date.today().isoformat()
     gpu = torch.cuda.get_device_name()
     for shape in shapes:
-        kernels = gemma.TwistKernels(Path(args.manifests) / case_name(shape).replace(" ", "_"), "31b", [shape])
+        kernels = gemma.TwistKernels(case_directory(args.manifests, shape), "31b", [shape])
         model = copy.deepcopy(twisted)
         gemma.swap_decoder_layers(model, kernels)
         records.append(measure_case(reference, model, kernels, shape, new_record(shape, gpu, date, args.layers)))

@@ -46,5 +46,23 @@ class BenchGemmaTest(unittest.TestCase):
         self.assertIn("sliding/attention", table)
 
 
+class ExportTest(unittest.TestCase):
+    def test_a_case_directory_holds_both_layer_types_the_sliding_one_at_its_window(self):
+        import os
+        import tempfile
+        twist = os.environ.get("TWIST", str(Path(__file__).resolve().parents[2] / "build" / "release" / "apps" /
+                                            "twist" / "twist"))
+        if not Path(twist).exists():
+            self.skipTest(f"no twist binary at {twist} (set TWIST)")
+        tiny, shape = gemma.CONFIGS["tiny"], gemma.LayerShape("decode", batch=2, keys=12)
+        with tempfile.TemporaryDirectory() as out:
+            directory = bench_gemma.case_directory(out, shape)
+            for layer in ("sliding", "full"):  # as export_all does, at the tiny configuration
+                gemma.export_layer_kernels(twist, directory, "tiny", layer, gemma.layer_shape(tiny, layer, shape))
+            kernels = gemma.TwistKernels(directory, "tiny", [shape])
+        # The sliding layer's kernels are those of its window (5 keys), the full layer's of all 12.
+        self.assertEqual(sorted((layer, s.keys) for layer, s in kernels.manifests), [("full", 12), ("sliding", 5)])
+
+
 if __name__ == "__main__":
     unittest.main()
