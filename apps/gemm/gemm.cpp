@@ -12,11 +12,8 @@ Expr activation(Epilogue e, const Expr &x) {
       return x;
     case Epilogue::bias_relu:
       return max(x, 0.0f);
-    case Epilogue::bias_gelu: {
-      // tanh approximation of GELU, as torch.nn.functional.gelu(approximate='tanh')
-      const Expr inner = 0.7978845608f * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.0f + tanh(inner));
-    }
+    case Epilogue::bias_gelu:
+      return gelu_tanh(x);
     case Epilogue::bias_silu:
       return x / (1.0f + exp(-x));
   }
@@ -24,6 +21,11 @@ Expr activation(Epilogue e, const Expr &x) {
 }
 
 }  // namespace
+
+Expr gelu_tanh(const Expr &x) {
+  const Expr inner = 0.7978845608f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + tanh(inner));
+}
 
 Gemm make_gemm(const GemmOptions &o) {
   const std::string &p = o.prefix;

@@ -21,7 +21,7 @@ struct GemmOptions {
   Type input = f16;   // f16 or bf16
   Type output = f16;  // the stored type
   Epilogue epilogue = Epilogue::none;
-  bool batched = false;      // A[b, M, K] x B[b, K, N]
+  bool batched = false;     // A[b, M, K] x B[b, K, N]
   std::string prefix = "";  // prepended to every name, so that several GEMMs can be alive at once
 };
 
@@ -37,6 +37,10 @@ struct Gemm {
 };
 
 Gemm make_gemm(const GemmOptions &options = {});
+
+// GELU in its tanh approximation, as torch.nn.functional.gelu(approximate='tanh') (the bias_gelu epilogue,
+// and the gate of gated MLPs such as Gemma's).
+Expr gelu_tanh(const Expr &x);
 
 // The tiling of a GEMM schedule, in the terms the primitives take.
 struct GemmTiling {

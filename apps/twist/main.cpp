@@ -12,6 +12,11 @@
 //   twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H
 //                      [--dtype f16|bf16] --out DIR
 //       The same for a row-wise op of apps/norms (its manifest notes the bytes the op must move).
+//   twist export gemma --config 31b|tiny --layer sliding|full --phase prefill|decode --batch B --tokens S
+//                      [--kv-len L] [--layer-scalar X] --out DIR
+//       Every kernel of one Gemma 4 decoder layer (apps/gemma) for B sequences of S new tokens (decode: S = 1
+//       against L keys), one manifest each, labelled gemma_<config>_<layer>_<phase>_B<B>_S<S>[_L<L>]_<kernel>
+//       and noted with op "gemma" and the kernel's name (python/twist/gemma.py reads them).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +31,7 @@
 #include "apps/attention/attention.h"
 #include "apps/gemm/gemm.h"
 #include "apps/gemm/gemm_rule.h"
+#include "apps/gemma/gemma.h"
 #include "apps/norms/norms.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/program/export_program.h"
@@ -411,6 +417,90 @@ int export_norms(const Options &o) {
   return 0;
 }
 
+// The kernels of one Gemma 4 decoder layer, each lowered with the schedule apps/gemma chooses and exported.
+int export_gemma(const Options &o) {
+  namespace gm = apps::gemma;
+  const std::string out_dir = o.get("out", "");
+  if (out_dir.empty()) fail("twist export gemma needs --out DIR");
+  const std::optional<gm::Config> config = gm::config_by_name(o.get("config", "31b"));
+  if (!config) fail("--config {}: use 31b or tiny (apps/gemma/gemma.h)", o.get("config", ""));
+  const std::optional<gm::LayerType> layer = gm::parse_layer_type(o.get("layer", ""));
+  if (!layer) fail("--layer '{}': use sliding or full", o.get("layer", ""));
+  const std::string phase = o.get("phase", "prefill");
+  if (phase != "prefill" && phase != "decode") fail("--phase {}: use prefill or decode", phase);
+  const bool decode = phase == "decode";
+  const int batch = std::stoi(o.get("batch", "1")), tokens = std::stoi(o.get("tokens", decode ? "1" : ""));
+  if (decode && tokens != 1)
+    fail("--phase decode takes one new token per sequence (--tokens 1), not {}", tokens);
+  const int keys = decode ? std::stoi(o.get("kv-len", "")) : tokens;
+  const double layer_scalar = std::stod(o.get("layer-scalar", "1"));
+  const gm::Config &c = *config;
+  const gm::LayerAttention la = gm::layer_attention(c, *layer);
+  const int rows = batch * tokens;
+  const std::string label = fmt::format("gemma_{}_{}_{}_B{}_S{}{}", c.name, gm::to_string(*layer), phase,
+                                        batch, tokens, decode ? fmt::format("_L{}", keys) : "");
+  auto write = [&](const std::string &kernel, const Func &out, const Schedule &s, const Scalars &scalars,
+                   const std::string &schedule_name) {
+    const LoweredProgram p = lower(out, s, Target::sm90a());
+    dump(o, out, s, p);
+    cuda::ExportRequest r;
+    r.label = label + "_" + kernel;
+    r.scalars = scalars;
+    r.notes = {{"op", "gemma"},
+               {"kernel", kernel},
+               {"config", c.name},
+               {"layer", gm::to_string(*layer)},
+               {"phase", phase},
+               {"batch", std::to_string(batch)},
+               {"tokens", std::to_string(tokens)},
+               {"keys", std::to_string(keys)},
+               {"schedule", schedule_name},
+               {"dtype", "bf16"}};
+    std::cout << cuda::export_program(p, r, out_dir).string() << "\n";
+  };
+  auto projection = [&](const std::string &kernel, int n, int k) {
+    const apps::Gemm g = apps::make_gemm({.input = bf16, .output = bf16});
+    const apps::GemmTiling t = gm::projection_tiling(rows, n, k);
+    write(kernel, g.out, apps::schedule_tensor_core(g, t), {{"M", rows}, {"N", n}, {"K", k}}, t.name());
+  };
+  auto head_norm = [&](const std::string &kernel, int heads, int first_column, bool weight, bool rope) {
+    const gm::HeadNorm n = gm::make_head_norm({.dtype = bf16,
+                                               .heads = heads,
+                                               .head_dim = la.head_dim,
+                                               .columns = la.qkv_columns(c.heads),
+                                               .first_column = first_column,
+                                               .weight = weight,
+                                               .rope = rope,
+                                               .eps = c.eps,
+                                               .prefix = ""});
+    write(kernel, n.out, gm::schedule_head_norm(n), {{"B", batch}, {"S", tokens}}, "row");
+  };
+  auto residual_norm = [&](const std::string &kernel, double scalar) {
+    const gm::ResidualNorm n = gm::make_residual_norm(bf16, c.hidden, c.eps);
+    write(kernel, n.out, gm::schedule_residual_norm(n), {{"rows", rows}, {"layer_scalar", scalar}}, "row");
+  };
+  // In the order the layer runs them.
+  const apps::Norm input_norm =
+      apps::make_norm(apps::NormKind::rmsnorm, {.dtype = bf16, .hidden = c.hidden, .eps = c.eps});
+  write("input_norm", input_norm.out, apps::schedule_norm(input_norm), {{"rows", rows}}, "row");
+  projection("qkv", la.qkv_columns(c.heads), c.hidden);
+  head_norm("q_norm_rope", c.heads, 0, true, true);
+  head_norm("k_norm_rope", la.kv_heads, la.k_first_column(c.heads), true, true);
+  head_norm("v_norm", la.kv_heads, la.v_first_column(c.heads), false, false);
+  const apps::Attention a = gm::make_layer_attention(c, *layer, decode);
+  Scalars attention_scalars = {{"B", batch}, {"H", c.heads}, {"L", keys}, {"qk_scale", gm::qk_scale()}};
+  if (!decode) attention_scalars["S"] = tokens;
+  write("attention", a.out, gm::schedule_layer_attention(a, decode, keys), attention_scalars,
+        gm::attention_tiling(la.head_dim, decode, keys).name());
+  projection("o_proj", c.hidden, c.heads * la.head_dim);
+  residual_norm("post_attention_norm", 1.0);
+  const gm::GatedUp g = gm::make_gated_up(bf16, c.hidden, c.intermediate);
+  write("gate_up", g.out, gm::schedule_gated_up(g), {{"M", rows}}, "simt");
+  projection("down_proj", c.hidden, c.intermediate);
+  residual_norm("post_feedforward_norm", layer_scalar);
+  return 0;
+}
+
 int usage() {
   // One literal per line of the usage text.
   // clang-format off
@@ -428,7 +518,9 @@ int usage() {
                "                         [--rule true (the Hopper tiling by apps::hopper_attention_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"
                "                         [--dtype f16|bf16] [--layernorm two_pass|welford] [--label NAME]\n"
-               "                         [--dump=funcs,schedule,realization,loopnest,cuda]\n";
+               "                         [--dump=funcs,schedule,realization,loopnest,cuda]\n"
+               "       twist export gemma --layer sliding|full --batch B --tokens S --out DIR [--config 31b|tiny]\n"
+               "                         [--phase prefill|decode [--kv-len L]] [--layer-scalar X] [--dump=...]\n";
   // clang-format on
   return 2;
 }
@@ -449,6 +541,8 @@ int main(int argc, char **argv) {
       return export_attention(parse(argc, argv, 3));
     if (command == "export" && argc >= 3 && std::string(argv[2]) == "norms")
       return export_norms(parse(argc, argv, 3));
+    if (command == "export" && argc >= 3 && std::string(argv[2]) == "gemma")
+      return export_gemma(parse(argc, argv, 3));
   } catch (const twist::Error &e) {
     std::cerr << "twist: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,188 @@
+#include "apps/gemma/gemma.h"
+
+#include <cmath>
+
+#include "algebra/builtins.h"
+#include "lang/error.h"
+
+namespace twist::apps::gemma {
+
+Config gemma4_31b() {
+  return {.name = "31b",
+          .hidden = 5376,
+          .intermediate = 21504,
+          .heads = 32,
+          .kv_heads = 16,
+          .head_dim = 256,
+          .global_kv_heads = 4,
+          .global_head_dim = 512,
+          .global_values_from_keys = true,
+          .sliding_window = 1024,
+          .eps = 1e-6f};
+}
+
+Config gemma4_tiny() {
+  return {.name = "tiny",
+          .hidden = 48,
+          .intermediate = 40,
+          .heads = 4,
+          .kv_heads = 2,
+          .head_dim = 16,
+          .global_kv_heads = 1,
+          .global_head_dim = 32,
+          .global_values_from_keys = true,
+          .sliding_window = 5,
+          .eps = 1e-6f};
+}
+
+std::optional<Config> config_by_name(const std::string &name) {
+  for (const Config &c : {gemma4_31b(), gemma4_tiny()})
+    if (c.name == name) return c;
+  return std::nullopt;
+}
+
+const char *to_string(LayerType t) {
+  return t == LayerType::sliding ? "sliding" : "full";
+}
+
+std::optional<LayerType> parse_layer_type(const std::string &name) {
+  if (name == "sliding") return LayerType::sliding;
+  if (name == "full") return LayerType::full;
+  return std::nullopt;
+}
+
+LayerAttention layer_attention(const Config &c, LayerType t) {
+  if (t == LayerType::sliding) return {c.kv_heads, c.head_dim, c.sliding_window, false};
+  return {c.global_kv_heads, c.global_head_dim, std::nullopt, c.global_values_from_keys};
+}
+
+namespace {
+
+Expr f32_of(const Expr &e) {
+  return cast(f32, e);
+}
+
+}  // namespace
+
+GatedUp make_gated_up(Type dtype, int hidden, int intermediate, const std::string &p) {
+  SizeParam M(p + "M");
+  GatedUp g{dtype,
+            hidden,
+            intermediate,
+            p,
+            M,
+            Input(p + "x", dtype, {M, Expr(hidden)}),
+            Input(p + "w", dtype, {Expr(hidden), Expr(2 * intermediate)}),
+            RDom({{0, hidden}}, p + "k"),
+            Func(p + "C"),
+            Func(p + "out")};
+  Var i("i"), j("j");
+  const RVar k = g.k.x;
+  const Expr row = f32_of(g.x(i, k));
+  // One fold over k of both products: the row of x is read once for the gate's and the up's column j.
+  g.C(i, j) = reduce(algebra::product({algebra::sum(f32), algebra::sum(f32)}, {"gate", "up"}), g.k,
+                     {row * f32_of(g.w(k, j)), row * f32_of(g.w(k, j + intermediate))});
+  g.out(i, j) = cast(dtype, gelu_tanh(g.C(i, j)[0]) * g.C(i, j)[1]);
+  g.out.set_shape({M, Expr(intermediate)});
+  return g;
+}
+
+HeadNorm make_head_norm(const HeadNormOptions &o) {
+  const std::string &p = o.prefix;
+  const int D = o.head_dim;
+  if (o.columns % D != 0 || o.first_column % D != 0)
+    fail(
+        "head norm {}: the projection's {} columns and the group's first column {} must be whole heads of {}",
+        p, o.columns, o.first_column, D);
+  SizeParam batch(p + "B"), seq(p + "S");
+  HeadNorm n{o,
+             batch,
+             seq,
+             Input(p + "x", o.dtype, {batch, seq, Expr(o.columns / D), Expr(D)}),
+             std::nullopt,
+             std::nullopt,
+             std::nullopt,
+             Var("b"),
+             Var("h"),
+             Var("s"),
+             Var("d"),
+             RDom({{0, D}}, p + "r"),
+             Func(p + "ss"),
+             Func(p + "out")};
+  if (o.weight) n.w.emplace(p + "w", o.dtype, std::vector<Expr>{Expr(D)});
+  if (o.rope) {
+    n.cos.emplace(p + "cos", o.dtype, std::vector<Expr>{batch, seq, Expr(D)});
+    n.sin.emplace(p + "sin", o.dtype, std::vector<Expr>{batch, seq, Expr(D)});
+  }
+  const Var &b = n.b, &h = n.h, &s = n.s, &d = n.d;
+  auto element = [&](const Expr &e) { return f32_of(n.x(b, s, o.first_column / D + h, e)); };
+  n.ss(b, h, s) = reduce(algebra::sum(f32), n.r, element(n.r.x) * element(n.r.x));
+  // The normalized head, rounded to the storage type as the norm's module returns it.
+  auto normalized = [&](const Expr &e) {
+    Expr v = element(e) * rsqrt(n.ss(b, h, s) / float(D) + o.eps);
+    if (n.w) v = v * f32_of((*n.w)(e));
+    return f32_of(cast(o.dtype, v));
+  };
+  Expr value = normalized(d);
+  if (o.rope) {
+    // rotate_half: the first half of the head takes minus the second half, the second half the first.
+    const int half = D / 2;
+    const Expr partner = normalized((d + half) % D);
+    const Expr rotated = select(d < half, -partner, partner);
+    value = value * f32_of((*n.cos)(b, s, d)) + rotated * f32_of((*n.sin)(b, s, d));
+  }
+  n.out(b, h, s, d) = cast(o.dtype, value);
+  n.out.set_shape({batch, Expr(o.heads), seq, Expr(D)});
+  return n;
+}
+
+ResidualNorm make_residual_norm(Type dtype, int hidden, float eps, const std::string &p) {
+  SizeParam rows(p + "rows");
+  const Expr H(hidden);
+  ResidualNorm n{dtype,
+                 hidden,
+                 eps,
+                 p,
+                 rows,
+                 Input(p + "x", dtype, {rows, H}),
+                 Input(p + "residual", dtype, {rows, H}),
+                 Input(p + "w_post", dtype, {H}),
+                 Input(p + "w_next", dtype, {H}),
+                 Param<float>(p + "layer_scalar"),
+                 Var("i"),
+                 Var("j"),
+                 Func(p + "ss_x"),
+                 Func(p + "ss_h"),
+                 Func(p + "h"),
+                 Func(p + "out")};
+  const Var &i = n.i, &j = n.j;
+  RDom rx({{0, H}}, p + "rx"), rh({{0, H}}, p + "rh");
+  n.ss_x(i) = reduce(algebra::sum(f32), rx, f32_of(n.x(i, rx.x)) * f32_of(n.x(i, rx.x)));
+  // Each step rounded to the storage type where the model's bf16 tensors are: the norm's output, the sum
+  // with the residual, the product with layer_scalar.
+  const Expr post =
+      f32_of(cast(dtype, f32_of(n.x(i, j)) * rsqrt(n.ss_x(i) / float(hidden) + eps) * f32_of(n.w_post(j))));
+  n.h(i, j) = cast(dtype, f32_of(cast(dtype, f32_of(n.residual(i, j)) + post)) * n.layer_scalar);
+  n.ss_h(i) = reduce(algebra::sum(f32), rh, f32_of(n.h(i, rh.x)) * f32_of(n.h(i, rh.x)));
+  n.out(i, j) = {n.h(i, j), cast(dtype, f32_of(n.h(i, j)) * rsqrt(n.ss_h(i) / float(hidden) + eps) *
+                                            f32_of(n.w_next(j)))};
+  n.out.set_shape({rows, H});
+  return n;
+}
+
+double qk_scale() {
+  return std::log2(std::exp(1.0));
+}
+
+Attention make_layer_attention(const Config &c, LayerType t, bool decode, const std::string &prefix) {
+  const LayerAttention la = layer_attention(c, t);
+  return make_attention({.dtype = bf16,
+                         .head_dim = la.head_dim,
+                         .group = c.heads / la.kv_heads,
+                         .causal = true,
+                         .window = la.window,
+                         .decode = decode,
+                         .prefix = prefix});
+}
+
+}  // namespace twist::apps::gemma

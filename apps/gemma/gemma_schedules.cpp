@@ -1,0 +1,65 @@
+// Every schedule of the Gemma kernels, chosen in this one file: the library's schedules as they stand, so
+// that a better GEMM or attention schedule (the Hopper datapath) changes the line that picks it here.
+#include <algorithm>
+
+#include "apps/gemm/gemm_rule.h"
+#include "apps/gemma/gemma.h"
+
+namespace twist::apps::gemma {
+
+GemmTiling projection_tiling(int64_t m, int64_t n, int64_t k) {
+  return gemm_tiling_by_rule({.m = m, .n = n, .k = k, .batch = 1, .input = bf16});
+}
+
+Schedule schedule_gated_up(const GatedUp &g) {
+  // The two sums of the gated product are one reduction whose monoid is a product: the tensor-core schedules
+  // take a contraction into one f32 sum only (scheduler/contraction.h), so this is the CUDA-core schedule
+  // that any monoid takes, until a matrix atom can fold two contractions that share an operand.
+  Gemm as_gemm{{.input = g.dtype, .output = g.dtype, .prefix = g.prefix},
+               g.M,
+               SizeParam(g.prefix + "N"),
+               SizeParam(g.prefix + "K"),
+               SizeParam(g.prefix + "batch"),
+               g.x,
+               g.w,
+               std::nullopt,
+               std::nullopt,
+               g.k,
+               g.C,
+               g.out};
+  return schedule_simt(as_gemm);
+}
+
+Schedule schedule_head_norm(const HeadNorm &n) {
+  Schedule s;
+  s[n.ss].compute_at(n.out, n.s);  // one block per (batch, head, token): the head's row folded by a tree
+  return s;
+}
+
+Schedule schedule_residual_norm(const ResidualNorm &n) {
+  Schedule s;
+  s[n.ss_x].compute_at(n.out, n.i);
+  s[n.ss_h].compute_at(n.out, n.i);
+  return s;
+}
+
+AttentionTiling attention_tiling(int head_dim, bool decode, int kv_length) {
+  AttentionTiling t;
+  // Wider heads hold more of the output tile in registers: fewer keys per step (as for D = 256 in
+  // tests/scheduler/attention_lowering_test.cpp).
+  t.key_tile = head_dim >= 256 ? 32 : 64;
+  // Full layers' heads of 512: a block of 128 queries would stage 128 KB of Q alone, past the 227 KB with K
+  // and V.
+  if (head_dim >= 512) t.block_rows = 64;
+  // Decoding splits the keys across blocks (flash-decoding), at least in two: a decode kernel that writes
+  // its packed rows back unsplit races in shared memory (the interpreter's race check; see the report).
+  if (decode) t.split_kv = std::clamp(kv_length / 1024, 2, 16);
+  return t;
+}
+
+Schedule schedule_layer_attention(const Attention &a, bool decode, int kv_length) {
+  const AttentionTiling t = attention_tiling(a.options.head_dim, decode, kv_length);
+  return decode ? schedule_decode(a, t) : schedule_attention(a, t);
+}
+
+}  // namespace twist::apps::gemma

@@ -1,0 +1,68 @@
+"""The Gemma benchmark's GPU-free parts: its cases, the per-kernel summary (speedups, geometric mean, the kernels
+below PyTorch's), the record and the table. No torch."""
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+import bench_gemma  # noqa: E402
+from twist import gemma  # noqa: E402
+
+
+class BenchGemmaTest(unittest.TestCase):
+    def test_cases_cover_the_issue_grid(self):
+        full = bench_gemma.cases(quick=False)
+        prefill = [c for c in full if c.phase == "prefill"]
+        decode = [c for c in full if c.phase == "decode"]
+        self.assertEqual({c.batch for c in prefill}, {1, 2, 4, 8})
+        self.assertEqual({c.tokens for c in prefill}, {2048, 4096, 8192})
+        self.assertEqual({c.batch for c in decode}, {1, 8, 32, 64})
+        self.assertEqual({c.keys for c in decode}, {4096, 8192, 16384, 32768})
+        self.assertEqual(len(bench_gemma.cases(quick=True)), 2)
+        self.assertEqual(bench_gemma.case_name(decode[0]), "decode B1 L4096")
+
+    def test_every_kernel_names_the_pytorch_code_it_replaces(self):
+        self.assertEqual(set(bench_gemma.PYTORCH_EQUIVALENT), set(gemma.KERNELS))
+
+    def test_summary_and_record(self):
+        kernels = {"sliding": {"qkv": {"twist_ms": 1.0, "pytorch_ms": 2.0},
+                               "attention": {"twist_ms": 2.0, "pytorch_ms": 1.0}},
+                   "full": {"gate_up": {"twist_ms": 1.0, "pytorch_ms": 4.0}}}
+        summary = bench_gemma.kernel_summary(kernels)
+        self.assertAlmostEqual(summary["geomean_speedup"], 4.0 ** (1 / 3))
+        self.assertEqual(summary["slower_than_pytorch"], ["sliding/attention"])
+        shape = gemma.LayerShape("prefill", batch=1, tokens=2048)
+        r = bench_gemma.new_record(shape, "H200", "2026-12-03", 2)
+        r = bench_gemma.finish_record(r, {"logits": 0.01, "hidden_states": 0.05}, kernels,
+                                      {k: bench_gemma.layer_kernels_ms(v) for k, v in kernels.items()},
+                                      {"eager": 6.0, "compile": 4.0, "twist": 2.0})
+        self.assertFalse(r["ok"])  # the hidden states' error is above the tolerance
+        self.assertEqual(r["end_to_end_speedup"], {"vs_eager": 3.0, "vs_compile": 2.0})
+        self.assertEqual(r["layer_ms"]["sliding"], {"twist": 3.0, "pytorch": 3.0})
+        table = bench_gemma.format_table([r])
+        self.assertIn("prefill B1 S2048", table)
+        self.assertIn("sliding/attention", table)
+
+
+class ExportTest(unittest.TestCase):
+    def test_a_case_directory_holds_both_layer_types_the_sliding_one_at_its_window(self):
+        import os
+        import tempfile
+        twist = os.environ.get("TWIST", str(Path(__file__).resolve().parents[2] / "build" / "release" / "apps" /
+                                            "twist" / "twist"))
+        if not Path(twist).exists():
+            self.skipTest(f"no twist binary at {twist} (set TWIST)")
+        tiny, shape = gemma.CONFIGS["tiny"], gemma.LayerShape("decode", batch=2, keys=12)
+        with tempfile.TemporaryDirectory() as out:
+            directory = bench_gemma.case_directory(out, shape)
+            for layer in ("sliding", "full"):  # as export_all does, at the tiny configuration
+                gemma.export_layer_kernels(twist, directory, "tiny", layer, gemma.layer_shape(tiny, layer, shape))
+            kernels = gemma.TwistKernels(directory, "tiny", [shape])
+        # The sliding layer's kernels are those of its window (5 keys), the full layer's of all 12.
+        self.assertEqual(sorted((layer, s.keys) for layer, s in kernels.manifests), [("full", 12), ("sliding", 5)])
+
+
+if __name__ == "__main__":
+    unittest.main()

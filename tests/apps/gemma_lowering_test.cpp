@@ -1,0 +1,139 @@
+// The kernels of a Gemma 4 decoder layer (apps/gemma) lowered with their schedules and run on the CPU
+// interpreter against the algorithm oracle at the tiny configuration; at the published configuration, lowered
+// for sm_90a (its budgets checked) without running.
+#include <doctest/doctest.h>
+
+#include "apps/gemma/gemma.h"
+#include "scheduler/lower.h"
+#include "tests/scheduler/lowering_support.h"
+
+using namespace twist;
+using namespace twist::apps;
+using namespace twist::apps::gemma;
+using twist::testing::lowered_error;
+using twist::testing::random_inputs;
+
+namespace {
+
+constexpr double bf16_tolerance = 1.6e-2;  // as the norms' bf16 cases: one bf16 rounding of the output
+
+}  // namespace
+
+TEST_CASE("gemma: gate and up projections as one reduction with the tanh-GELU gate as its epilogue") {
+  const Config c = gemma4_tiny();
+  const GatedUp g = make_gated_up(bf16, c.hidden, c.intermediate, "gu_");
+  const Schedule s = schedule_gated_up(g);
+  const LoweredProgram p = lower(g.out, s, Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);  // the gate is applied where the sums are, no [M, 2I] tensor in between
+  const std::map<std::string, double> sizes = {{g.M.name(), 37}};
+  CHECK(lowered_error(g.out, s, random_inputs(g.out, sizes, 31), sizes) < bf16_tolerance);
+}
+
+TEST_CASE("gemma: q and k RMSNorm with RoPE, and v's norm without weight, read from the fused projection") {
+  const Config c = gemma4_tiny();
+  for (const LayerType t : {LayerType::sliding, LayerType::full}) {
+    const LayerAttention la = layer_attention(c, t);
+    const int columns = la.qkv_columns(c.heads);
+    struct Group {
+      const char *name;
+      int heads, first_column;
+      bool weight, rope;
+    };
+    for (const Group &group :
+         {Group{"q", c.heads, 0, true, true}, Group{"k", la.kv_heads, la.k_first_column(c.heads), true, true},
+          Group{"v", la.kv_heads, la.v_first_column(c.heads), false, false}}) {
+      const HeadNorm n = make_head_norm({.dtype = bf16,
+                                         .heads = group.heads,
+                                         .head_dim = la.head_dim,
+                                         .columns = columns,
+                                         .first_column = group.first_column,
+                                         .weight = group.weight,
+                                         .rope = group.rope,
+                                         .eps = c.eps,
+                                         .prefix = std::string("hn_") + group.name + to_string(t)});
+      const Schedule s = schedule_head_norm(n);
+      const LoweredProgram p = lower(n.out, s, Target::sm90a());
+      INFO(to_string(t), " layer, ", group.name);
+      CHECK(p.kernels.size() == 1);
+      const std::map<std::string, double> sizes = {{n.batch.name(), 2}, {n.seq.name(), 5}};
+      CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 41), sizes) < bf16_tolerance);
+    }
+  }
+}
+
+TEST_CASE("gemma: the residual add between two RMSNorms in one row kernel with two outputs") {
+  const Config c = gemma4_tiny();
+  const ResidualNorm n = make_residual_norm(bf16, c.hidden, c.eps, "rn_");
+  const Schedule s = schedule_residual_norm(n);
+  const LoweredProgram p = lower(n.out, s, Target::sm90a());
+  REQUIRE(p.kernels.size() == 1);
+  CHECK(p.outputs.size() == 2);
+  for (const double layer_scalar : {1.0, 0.75}) {
+    const std::map<std::string, double> sizes = {{n.rows.name(), 9}, {n.layer_scalar.name(), layer_scalar}};
+    INFO("layer_scalar ", layer_scalar);
+    CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 51), sizes) < bf16_tolerance);
+  }
+}
+
+TEST_CASE("gemma: sliding-window and full attention, prefill and decode, GQA, scaled by 1") {
+  const Config c = gemma4_tiny();
+  for (const LayerType t : {LayerType::sliding, LayerType::full})
+    for (const bool decode : {false, true}) {
+      const Attention a = make_layer_attention(
+          c, t, decode, std::string("at_") + to_string(t) + (decode ? "_decode" : "_prefill"));
+      const int queries = decode ? 1 : 19, keys = decode ? 40 : 19;
+      const Schedule s = schedule_layer_attention(a, decode, keys);
+      std::map<std::string, double> sizes = {{a.batch.name(), 2},
+                                             {a.heads.name(), c.heads},
+                                             {a.keys.name(), keys},
+                                             {a.qk_scale.name(), qk_scale()}};
+      if (!decode) sizes[a.queries.name()] = queries;
+      INFO(to_string(t), decode ? " decode" : " prefill");
+      CHECK(lowered_error(a.out, s, random_inputs(a.out, sizes, 61), sizes) < bf16_tolerance);
+    }
+}
+
+TEST_CASE("gemma: the projections with the tiling the GEMM rule picks") {
+  const Config c = gemma4_tiny();
+  const LayerAttention la = layer_attention(c, LayerType::sliding);
+  const int tokens = 20;
+  struct Projection {
+    const char *name;
+    int n, k;
+  };
+  for (const Projection &pr :
+       {Projection{"qkv", la.qkv_columns(c.heads), c.hidden},
+        Projection{"o", c.hidden, c.heads * la.head_dim}, Projection{"down", c.hidden, c.intermediate}}) {
+    const Gemm g = make_gemm({.input = bf16, .output = bf16, .prefix = std::string("pr_") + pr.name});
+    const Schedule s = schedule_tensor_core(g, projection_tiling(tokens, pr.n, pr.k));
+    const std::map<std::string, double> sizes = {
+        {g.M.name(), tokens}, {g.N.name(), pr.n}, {g.K.name(), pr.k}};
+    INFO(pr.name);
+    CHECK(lowered_error(g.out, s, random_inputs(g.out, sizes, 71), sizes) < bf16_tolerance);
+  }
+}
+
+TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_90a within its budgets") {
+  const Config c = gemma4_31b();
+  const GatedUp g = make_gated_up(bf16, c.hidden, c.intermediate, "big_gu_");
+  CHECK(lower(g.out, schedule_gated_up(g), Target::sm90a()).kernels.size() == 1);
+  const ResidualNorm rn = make_residual_norm(bf16, c.hidden, c.eps, "big_rn_");
+  CHECK(lower(rn.out, schedule_residual_norm(rn), Target::sm90a()).kernels.size() == 1);
+  for (const LayerType t : {LayerType::sliding, LayerType::full}) {
+    const LayerAttention la = layer_attention(c, t);
+    const HeadNorm q = make_head_norm({.dtype = bf16,
+                                       .heads = c.heads,
+                                       .head_dim = la.head_dim,
+                                       .columns = la.qkv_columns(c.heads),
+                                       .first_column = 0,
+                                       .eps = c.eps,
+                                       .prefix = std::string("big_q_") + to_string(t)});
+    CHECK(lower(q.out, schedule_head_norm(q), Target::sm90a()).kernels.size() == 1);
+    for (const bool decode : {false, true}) {
+      INFO(to_string(t), decode ? " decode" : " prefill");
+      const Attention a = make_layer_attention(
+          c, t, decode, std::string("big_at_") + to_string(t) + (decode ? "_decode" : "_prefill"));
+      CHECK_FALSE(lower(a.out, schedule_layer_attention(a, decode, 8192), Target::sm90a()).kernels.empty());
+    }
+  }
+}
