@@ -106,9 +106,9 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int blocks_per_sm
                                     mc.shared_bytes_per_sm / blocks_per_sm - 1024) -
                            256;  // the ring's mbarriers
   const bool write_back_fits = block.m * block.n * 4 <= block_budget;
-  t.stages = write_back_fits ? std::min<int>(block_budget / stage_bytes,
-                                             static_cast<int>(std::max<int64_t>(2, slice)))
-                             : 0;
+  t.stages = write_back_fits
+                 ? std::min<int>(block_budget / stage_bytes, static_cast<int>(std::max<int64_t>(2, slice)))
+                 : 0;
   if (t.stages < 2) return p;  // not a plan: the caller drops it
 
   const int64_t rows_read = std::min<int64_t>(block.m, s.m);  // TMA fills rows past M with zeros, unread
@@ -175,8 +175,7 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
     // A block reaching more than one atom of rows, or 64 columns, past the edge computes only padding there.
     if (block.m > ceil_div(s.m, 64) * 64 || block.n > ceil_div(s.n, 64) * 64) continue;
     const int threads = 128 * block.warpgroups;
-    const int registers =
-        allocated_registers(block.m * block.n / threads + kRegistersBesideAccumulators);
+    const int registers = allocated_registers(block.m * block.n / threads + kRegistersBesideAccumulators);
     if (registers > mc.target.max_registers_per_thread) continue;
     const int by_registers = mc.target.registers_per_sm / (threads * registers);
     for (int b = 1; b <= by_registers; ++b)

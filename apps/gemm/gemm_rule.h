@@ -17,10 +17,10 @@
 //  - blocks per SM from registers (accumulators plus what the rest of the kernel holds) and shared memory;
 //  - time = max(compute, memory) + the combine kernel when K is split, where compute counts the tiles of
 //    the busiest SM (ceil(blocks / SMs) x k-tiles: a last wave that is nearly empty costs a whole wave, which
-//    is how the rule prefers the tiling whose last wave is fullest), and memory is the bytes that must come from HBM (A and
-//    B once, the output, split-K's partial sums written and read back) at the least of HBM's bandwidth, the
-//    bandwidth the bytes in flight sustain (Little's law: active blocks x bytes in their ring / latency) and
-//    what L2 delivers to the active SMs (every block's tiles of A and B, re-reads included);
+//    is how the rule prefers the tiling whose last wave is fullest), and memory is the bytes that must come
+//    from HBM (A and B once, the output, split-K's partial sums written and read back) at the least of HBM's
+//    bandwidth, the bandwidth the bytes in flight sustain (Little's law: active blocks x bytes in their ring
+//    / latency) and what L2 delivers to the active SMs (every block's tiles of A and B, re-reads included);
 //  - stages: memory-bound plans take every slot the shared-memory budget holds (bytes in flight are what
 //    they run on); compute-bound ones the depth that covers the memory latency with the compute of the tiles
 //    ahead (deeper rings measured slower on the H200, bench/RESULTS.md); never more than the slice's k-tiles;
@@ -31,9 +31,9 @@
 //  1. Skinny problems (M <= 64) are memory-bound: the time is reading B once. They take the small block
 //     64x64x32 (warps 32x32, 3 stages): padding M up to 64 rows wastes only idle tensor cores, and its 116
 //     registers per thread let 4 blocks share an SM, so more of B is in flight.
-//  2. Otherwise the problem is compute-bound. Block 128x256x64 (warps 64x64, 3 stages, one block per SM) loads
-//     A half as often per flop as 128x128x64, so it is taken when its tiles fill every SM at least once;
-//     otherwise 128x128x64 (warps 64x64, 3 stages, two blocks per SM), which makes twice the tiles.
+//  2. Otherwise the problem is compute-bound. Block 128x256x64 (warps 64x64, 3 stages, one block per SM)
+//     loads A half as often per flop as 128x128x64, so it is taken when its tiles fill every SM at least
+//     once; otherwise 128x128x64 (warps 64x64, 3 stages, two blocks per SM), which makes twice the tiles.
 //  3. Split-K (split_k_by_rule): when the tiles give fewer blocks than the SMs hold at once, K is split into
 //     enough slices to fill them, but only as far as it pays: each slice keeps at least 4 k-blocks (the
 //     3-stage pipeline's fill and one more), at most 16 slices, and the f32 partial sums that the slices
@@ -67,8 +67,10 @@ struct GemmMachine {
   // GEMM's 128x128 and 128x256 tilings at 4096^3 (477 against 582 TFLOP/s): the one tile-shape effect the
   // model must explain is the operand bytes per flop that each tile pulls through L2.
   double l2_bytes_per_s = 8e12;
-  double memory_latency_s = 1e-6;  // a load's latency from HBM under load: what the bytes in flight must cover
-  double second_kernel_s = 2e-6;   // what split-K's combine kernel adds: its launch behind the first, its ramp
+  // A load's latency from HBM under load: what the bytes in flight must cover.
+  double memory_latency_s = 1e-6;
+  // What split-K's combine kernel adds besides its bytes: its launch behind the first kernel, its ramp.
+  double second_kernel_s = 2e-6;
 };
 
 // Split-K slices for a grid of `tiles` blocks of `block_k`-deep k-steps, `blocks_per_sm` of which fit an SM
@@ -96,8 +98,8 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &shape, const GemmMachine &
 // cannot copy the operands or the target has no wgmma.
 HopperPlan hopper_plan_by_rule(const GemmShape &shape, const GemmMachine &machine = {});
 
-// Whether the Hopper schedule can take the shape on the machine: wgmma on the target, rows of A and B that are
-// multiples of 16 bytes.
+// Whether the Hopper schedule can take the shape on the machine: wgmma on the target, rows of A and B that
+// are multiples of 16 bytes.
 bool hopper_takes(const GemmShape &shape, const GemmMachine &machine);
 
 // The schedule the rule picks: one of the two datapaths' tilings.

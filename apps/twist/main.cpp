@@ -141,7 +141,8 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     h.split_k = std::stoi(o.get("split-k", "1"));
     return h;
   }
-  if (o.values.count("warpgroups")) fail("--warpgroups is a flag of --atom wgmma, not of the mma.sync schedule");
+  if (o.values.count("warpgroups"))
+    fail("--warpgroups is a flag of --atom wgmma, not of the mma.sync schedule");
   apps::GemmTiling t;
   const std::vector<int> block = parse_dims(o.get("block", "128x128x32"), 3, "--block");
   const std::vector<int> warp = parse_dims(o.get("warp", "64x64"), 2, "--warp");

@@ -143,18 +143,19 @@ TEST_CASE("GPU: split-K and fused epilogues and batching and f16 or hybrid accum
   }
 }
 
-TEST_CASE("GPU: the schedule rule's picks match a double loop on skinny, odd and unaligned shapes in f16 and bf16") {
+TEST_CASE(
+    "GPU: the schedule rule's picks match a double loop on skinny, odd and unaligned shapes in f16 and "
+    "bf16") {
   TWIST_REQUIRE_GPU();
   for (const Type &type : {f16, bf16}) {
     Gemm g = make_gemm({.input = type, .output = f32, .prefix = "rule" + type_name(type)});
     // Every element of the small ones; a sample of the rest. The rule takes the Hopper schedule for all but
     // the last two (N or K not a multiple of 8: the mma.sync fallback), split-K at M = 1 and 16 on 132 SMs.
-    for (auto [s, samples] :
-         {std::pair{Shape{1, 304, 2000}, 0}, std::pair{Shape{16, 104, 4096}, 0},
-          std::pair{Shape{100, 104, 104}, 0}, std::pair{Shape{1, 4096, 4096}, 512},
-          std::pair{Shape{16, 4096, 14336}, 512}, std::pair{Shape{64, 14336, 4096}, 512},
-          std::pair{Shape{777, 3336, 1240}, 512}, std::pair{Shape{3000, 5000, 2000}, 512},
-          std::pair{Shape{16, 5000, 3001}, 512}, std::pair{Shape{100, 100, 100}, 0}}) {
+    for (auto [s, samples] : {std::pair{Shape{1, 304, 2000}, 0}, std::pair{Shape{16, 104, 4096}, 0},
+                              std::pair{Shape{100, 104, 104}, 0}, std::pair{Shape{1, 4096, 4096}, 512},
+                              std::pair{Shape{16, 4096, 14336}, 512}, std::pair{Shape{64, 14336, 4096}, 512},
+                              std::pair{Shape{777, 3336, 1240}, 512}, std::pair{Shape{3000, 5000, 2000}, 512},
+                              std::pair{Shape{16, 5000, 3001}, 512}, std::pair{Shape{100, 100, 100}, 0}}) {
       const GemmPlan plan = gemm_plan_by_rule({s.m, s.n, s.k, 1, type});
       INFO(type_name(type), " ", plan.name(), " ", s.m, "x", s.n, "x", s.k);
       CHECK(plan.hopper() == (s.n % 8 == 0 && s.k % 8 == 0));

@@ -61,7 +61,8 @@ TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes"
         CHECK(p.blocks_per_sm * block_bytes <= h200.shared_bytes_per_sm);
         CHECK(t.stages <= std::max<int64_t>(2, ceil_div(ceil_div(k, 64), t.split_k)));
         // The least modeled time, up to the 2% the rule calls a tie.
-        for (const HopperPlan &other : hopper_plans(shape, h200)) CHECK(p.seconds() <= other.seconds() * 1.02);
+        for (const HopperPlan &other : hopper_plans(shape, h200))
+          CHECK(p.seconds() <= other.seconds() * 1.02);
         CHECK(t.split_k >= 1);
         CHECK(t.split_k <= 16);
         if (t.split_k > 1) {
@@ -79,8 +80,7 @@ TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes"
           const int budget = std::min(h200.target.max_shared_bytes_per_block,
                                       h200.shared_bytes_per_sm / p.blocks_per_sm - 1024) -
                              256;
-          CHECK((t.stages + 1 > budget / stage_bytes(t) ||
-                 t.stages >= ceil_div(ceil_div(k, 64), t.split_k)));
+          CHECK((t.stages + 1 > budget / stage_bytes(t) || t.stages >= ceil_div(ceil_div(k, 64), t.split_k)));
         }
       }
   CHECK(split > 0);
@@ -129,10 +129,11 @@ TEST_CASE("the rule falls back to mma.sync where TMA cannot copy the rows, and o
   const GemmPlan unaligned = gemm_plan_by_rule({1, 4100, 4096}, h200);
   CHECK(unaligned.name() == mma_sync_tiling_by_rule({1, 4100, 4096}, h200).name());
   CHECK(!gemm_plan_by_rule({4096, 4096, 4096}, {Target::sm80(), 108}).hopper());
-  CHECK_THROWS_WITH_AS(hopper_plan_by_rule({16, 4100, 4096}, h200),
-                       doctest::Contains("rows of A (K = 4096) and B (N = 4100) that are multiples of 16 bytes "
-                                         "(8 elements); use gemm_plan_by_rule"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      hopper_plan_by_rule({16, 4100, 4096}, h200),
+      doctest::Contains("rows of A (K = 4096) and B (N = 4100) that are multiples of 16 bytes "
+                        "(8 elements); use gemm_plan_by_rule"),
+      Error);
 }
 
 TEST_CASE("the mma.sync rule's tilings keep its promises over odd and skinny shapes") {
@@ -187,8 +188,8 @@ TEST_CASE("the mma.sync rule: skinny shapes split K, large square shapes take th
 }
 
 TEST_CASE("the rule refuses empty shapes and input types without a tensor-core schedule, saying what to do") {
-  CHECK_THROWS_WITH_AS(gemm_plan_by_rule({0, 16, 16}), doctest::Contains("the shape 0x16x16 (batch 1) is empty"),
-                       Error);
+  CHECK_THROWS_WITH_AS(gemm_plan_by_rule({0, 16, 16}),
+                       doctest::Contains("the shape 0x16x16 (batch 1) is empty"), Error);
   CHECK_THROWS_WITH_AS(
       gemm_plan_by_rule({16, 16, 16, 1, f32}),
       doctest::Contains("f32 inputs have no tensor-core schedule; use f16 or bf16, or schedule_simt"), Error);
@@ -220,7 +221,8 @@ TEST_CASE("the rule's picks lower and match the oracle on the interpreter at sma
   }
 }
 
-TEST_CASE("the rule's skinny picks compile: the split-K Hopper kernel for sm_90a, mma.sync for both targets") {
+TEST_CASE(
+    "the rule's skinny picks compile: the split-K Hopper kernel for sm_90a, mma.sync for both targets") {
   Gemm g = make_gemm({.input = f16, .output = f16});
   GemmMachine free_combine;
   free_combine.second_kernel_s = 0;
@@ -229,7 +231,9 @@ TEST_CASE("the rule's skinny picks compile: the split-K Hopper kernel for sm_90a
   const LoweredProgram p = lower(g.out, hopper.schedule(g), Target::sm90a());
   CHECK(p.kernels.size() == (std::get<HopperTiling>(hopper.tiling).split_k > 1 ? 2u : 1u));
   for (const Kernel &k : p.kernels)
-    CHECK(!cuda::default_kernel_cache().compile(cuda::cuda_source(k), k.name + ".cu", {"sm_90a"}).cubin.empty());
+    CHECK(!cuda::default_kernel_cache()
+               .compile(cuda::cuda_source(k), k.name + ".cu", {"sm_90a"})
+               .cubin.empty());
   const GemmTiling mma = mma_sync_tiling_by_rule({1, 4096, 4096});
   REQUIRE(mma.split_k > 1);
   CHECK(compile_for_both_targets(lower(g.out, schedule_tensor_core(g, mma), Target::sm90a())).size() >= 2);
