@@ -98,10 +98,11 @@ for dtype in f16 bf16; do
 done
 
 # The skinny tilings the rule weighs, each with the deepest ring that fits one block per SM (227 KB: 14 stages of
-# 64x64x64 tiles of A and B, 9 of 64x128x64, 5 of 64x256x64), K split 1, 2, 4 and 8 ways.
+# 64x64x64 tiles of A and B, 9 of 64x128x64, 5 of 64x256x64), K split 1, 2, 4 and 8 ways; and 64x128x128 (4
+# stages), which the rule does not weigh: k-tiles twice as deep halve the ring's barriers per byte of B.
 explore_shapes=(1x4096x4096 16x4096x4096 1x14336x4096 16x4096x14336)
 for shape in "${explore_shapes[@]}"; do
-  for block in 64x64x64:14 64x128x64:9 64x256x64:5; do
+  for block in 64x64x64:14 64x128x64:9 64x256x64:5 64x128x128:4; do
     for split in 1 2 4 8; do
       export_gemm --shape "$shape" --dtype f16 --atom wgmma --block "${block%%:*}" --warpgroups 1 \
         --stages "${block##*:}" --split-k "$split" --out "$out/gemm_explore"

@@ -97,7 +97,9 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int blocks_per_sm
   // few blocks costs as much as a full one.
   const double one_tile_s = 2.0 * block.m * block.n * kBlockK / mc.tensor_flops_per_sm;
   const double tile_s = one_tile_s * p.blocks_sharing_sm;  // a tile's time while the SM's blocks share it
-  p.compute_s = static_cast<double>(ceil_div(blocks, mc.sm_count) * slice) * one_tile_s;
+  const double busiest_sm_s = static_cast<double>(ceil_div(blocks, mc.sm_count) * slice) * one_tile_s;
+  const double barriers_s = static_cast<double>(ceil_div(blocks, slots) * slice) * mc.k_tile_sync_s;
+  p.compute_s = std::max(busiest_sm_s, barriers_s);
 
   // Stages: what the budget holds for `blocks_per_sm` blocks. The output tile the epilogue writes back (at
   // most 4 bytes an element) reuses the ring's bytes, so it must fit the budget too.
