@@ -98,8 +98,13 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int blocks_per_sm
   const double one_tile_s = 2.0 * block.m * block.n * kBlockK / mc.tensor_flops_per_sm;
   const double tile_s = one_tile_s * p.blocks_sharing_sm;  // a tile's time while the SM's blocks share it
   const double busiest_sm_s = static_cast<double>(ceil_div(blocks, mc.sm_count) * slice) * one_tile_s;
-  const double barriers_s = static_cast<double>(ceil_div(blocks, slots) * slice) * mc.k_tile_sync_s;
-  p.compute_s = std::max(busiest_sm_s, barriers_s);
+  // A warpgroup's k-tile is a chain: a round of the ring's barriers, then its wgmmas, which the next round
+  // waits for. The block's other warpgroups keep the tensor cores busy meanwhile, so a k-tile of the block
+  // takes the longer of all its warpgroups' wgmmas and one warpgroup's chain.
+  const double wgmma_s = tile_s / block.warpgroups;
+  const double block_tile_s = std::max(block.warpgroups * wgmma_s, mc.k_tile_sync_s + wgmma_s);
+  const double chains_s = static_cast<double>(ceil_div(blocks, slots) * slice) * block_tile_s;
+  p.compute_s = std::max(busiest_sm_s, chains_s);
 
   // Stages: what the budget holds for `blocks_per_sm` blocks. The output tile the epilogue writes back (at
   // most 4 bytes an element) reuses the ring's bytes, so it must fit the budget too.

@@ -17,8 +17,8 @@
 //  - blocks per SM from registers (accumulators plus what the rest of the kernel holds) and shared memory;
 //  - time = max(compute, memory) + the combine kernel when K is split, where compute counts the tiles of
 //    the busiest SM (ceil(blocks / SMs) x k-tiles: a last wave that is nearly empty costs a whole wave, which
-//    is how the rule prefers the tiling whose last wave is fullest), and no block runs its k-tiles faster
-//    than one round of barriers each; memory is the bytes that must come
+//    is how the rule prefers the tiling whose last wave is fullest), and no block runs a k-tile faster than
+//    one warpgroup's round of barriers followed by its wgmmas; memory is the bytes that must come
 //    from HBM (A and B once, the output, split-K's partial sums written and read back) at the least of HBM's
 //    bandwidth, the bandwidth the bytes in flight sustain (Little's law: active blocks x bytes in their ring
 //    / latency) and what L2 delivers to the active SMs (every block's tiles of A and B, re-reads included);
@@ -70,10 +70,11 @@ struct GemmMachine {
   double l2_bytes_per_s = 8e12;
   // A load's latency from HBM under load: what the bytes in flight must cover.
   double memory_latency_s = 1e-6;
-  // A k-tile's round of synchronization in a block (wait for the tile's copy, issue the wgmmas, wait for the
-  // previous group, release its slot, issue the next copy): about 400 cycles. A block's k-tiles take at least
-  // this long each, whatever the wgmmas take, which is what keeps small tiles from streaming B alone.
-  double k_tile_sync_s = 0.2e-6;
+  // A warpgroup's round of synchronization per k-tile (wait for the tile's copy, issue the wgmmas, wait for the
+  // previous group, release its slot, issue the next copy), which its wgmmas follow: 0.4 us, fitted to the
+  // skinny exploration on the H200 (bench/RESULTS.md: one-warpgroup blocks 64 wide stream a k-tile in 0.5 us,
+  // 128 wide in 0.6 us, 256 wide in 0.84 us). It is what keeps few blocks of small tiles from streaming B.
+  double k_tile_sync_s = 0.4e-6;
   // What split-K's combine kernel adds besides its bytes: its launch behind the first kernel, its ramp.
   double second_kernel_s = 2e-6;
 };

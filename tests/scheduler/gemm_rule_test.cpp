@@ -95,12 +95,19 @@ TEST_CASE("the Hopper rule: wide blocks for large shapes, the fuller last wave, 
   const HopperTiling square = hopper_plan_by_rule({4096, 4096, 4096}, h200).tiling;
   CHECK(square.name() == "wgmma_128x256x64_wg2_s3_tma");
   CHECK(hopper_plan_by_rule({8192, 8192, 8192}, h200).tiling.name() == "wgmma_128x256x64_wg2_s3_tma");
-  // 133 tiles of 128x256 would leave one block in a second wave; 266 of 128x128 fill both waves but 2 blocks.
-  const HopperPlan odd = hopper_plan_by_rule({896, 4864, 4096}, h200);
-  CHECK(odd.tiling.block_m * odd.tiling.block_n == 128 * 128);
-  CHECK(last_wave(tiles({896, 4864, 4096}, 128, 256), h200.sm_count) < 0.01);
-  // 132 tiles of 128x256 fill one wave exactly: the wide block again.
-  CHECK(hopper_plan_by_rule({896, 4608, 4096}, h200).tiling.block_n == 256);
+  // 133 tiles of 128x256 would leave one block in a second wave on 132 SMs, idling the machine for a whole
+  // wave: the pick's busiest SM runs fewer k-tiles (a fuller last wave, here by splitting K).
+  const GemmShape odd{896, 4864, 4096};
+  const HopperTiling o = hopper_plan_by_rule(odd, h200).tiling;
+  const int64_t k_tiles = ceil_div(odd.k, 64);
+  const int64_t busiest = ceil_div(tiles(odd, o.block_m, o.block_n) * o.split_k, h200.sm_count) *
+                          ceil_div(k_tiles, o.split_k) * o.block_m * o.block_n;
+  CHECK(busiest < ceil_div(tiles(odd, 128, 256), h200.sm_count) * k_tiles * 128 * 256);
+  CHECK(last_wave(tiles(odd, 128, 256), h200.sm_count) < 0.01);
+  // 132 tiles of 128x256 fill one wave exactly: the wide block, unsplit.
+  const HopperTiling even = hopper_plan_by_rule({896, 4608, 4096}, h200).tiling;
+  CHECK(even.block_n == 256);
+  CHECK(even.split_k == 1);
   // Decode shapes: one atom of rows, and a ring as deep as shared memory holds (they run on bytes in flight).
   for (const GemmShape &s : {GemmShape{1, 4096, 4096}, GemmShape{16, 4096, 14336}, GemmShape{1, 14336, 4096},
                              GemmShape{64, 5120, 13824, 1, bf16}}) {
@@ -205,8 +212,8 @@ TEST_CASE("the rule's picks lower and match the oracle on the interpreter at sma
     bool hopper, split;
   };
   for (const Case &c : {Case{{1, 72, 1000}, true, true}, Case{{16, 104, 2048, 1, bf16}, true, true},
-                        Case{{33, 64, 200}, true, false}, Case{{70, 200, 200}, true, false},
-                        Case{{100, 72, 200}, true, false}, Case{{16, 100, 2048}, false, true},
+                        Case{{33, 64, 200}, true, false}, Case{{70, 200, 200}, true, true},
+                        Case{{100, 72, 200}, true, true}, Case{{16, 100, 2048}, false, true},
                         Case{{70, 104, 203}, false, false}}) {
     const GemmPlan plan = gemm_plan_by_rule(c.shape, tiny);
     INFO(c.shape.m, "x", c.shape.n, "x", c.shape.k, " ", plan.name());
