@@ -211,10 +211,10 @@ TEST_CASE("the rule's picks lower and match the oracle on the interpreter at sma
     GemmShape shape;
     bool hopper, split;
   };
-  for (const Case &c : {Case{{1, 72, 1000}, true, true}, Case{{16, 104, 2048, 1, bf16}, true, true},
-                        Case{{33, 64, 200}, true, false}, Case{{70, 200, 200}, true, true},
-                        Case{{100, 72, 200}, true, true}, Case{{16, 100, 2048}, false, true},
-                        Case{{70, 104, 203}, false, false}}) {
+  for (const Case &c :
+       {Case{{1, 72, 1000}, true, true}, Case{{16, 104, 2048, 1, bf16}, true, true},
+        Case{{33, 64, 200}, true, false}, Case{{70, 200, 200}, true, true}, Case{{100, 72, 200}, true, true},
+        Case{{16, 100, 2048}, false, true}, Case{{70, 104, 203}, false, false}}) {
     const GemmPlan plan = gemm_plan_by_rule(c.shape, tiny);
     INFO(c.shape.m, "x", c.shape.n, "x", c.shape.k, " ", plan.name());
     CHECK(plan.hopper() == c.hopper);
