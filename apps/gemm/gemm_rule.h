@@ -72,9 +72,9 @@ struct GemmMachine {
   double memory_latency_s = 1e-6;
   // A warpgroup's round of synchronization per k-tile (wait for the tile's copy, issue the wgmmas, wait for
   // the previous group, release its slot, issue the next copy), which its wgmmas follow: 0.4 us, fitted to
-  // the skinny exploration on the H200 (bench/RESULTS.md: one-warpgroup blocks 64 wide stream a k-tile in 0.5
-  // us, 128 wide in 0.6 us, 256 wide in 0.84 us). It is what keeps few blocks of small tiles from streaming
-  // B.
+  // the skinny exploration on the H200 (bench/RESULTS.md), where a block of one warpgroup streamed a k-tile
+  // in 0.5 us at 64 columns, 0.6 us at 128 and 0.84 us at 256. It keeps few blocks of small tiles from
+  // streaming B.
   double k_tile_sync_s = 0.4e-6;
   // What split-K's combine kernel adds besides its bytes: its launch behind the first kernel, its ramp.
   double second_kernel_s = 2e-6;
