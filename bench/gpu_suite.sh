@@ -127,6 +127,11 @@ if wants accumulation; then
   section "accumulation study"
   python3 apps/gemm/accuracy_study.py .gpu/manifests/accumulation --timing .gpu/manifests/accumulation_timing \
     --out "$out/accumulation.json" 2>&1 | tee -a "$log" || status=1
+  # The same study on the Hopper schedule (wgmma), beside the mma.sync one.
+  if [[ -d .gpu/manifests/accumulation_wgmma ]]; then
+    python3 apps/gemm/accuracy_study.py .gpu/manifests/accumulation_wgmma \
+      --timing .gpu/manifests/accumulation_wgmma_timing --out "$out/accumulation_wgmma.json" 2>&1 | tee -a "$log" || status=1
+  fi
 fi
 
 if wants attention && [[ -d .gpu/manifests/attention ]]; then

@@ -89,6 +89,9 @@ Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t) {
 std::string HopperTiling::name() const {
   std::string s = fmt::format("wgmma_{}x{}x{}_wg{}_s{}_tma", block_m, block_n, block_k, warpgroups, stages);
   if (accumulation.kind == Accumulation::Kind::f16) s += "_f16acc";
+  if (accumulation.kind == Accumulation::Kind::hybrid)
+    s += fmt::format("_hybrid{}", accumulation.promote_every);
+  if (split_k > 1) s += fmt::format("_splitk{}", split_k);
   return s;
 }
 
@@ -113,6 +116,7 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
       .accumulate(t.accumulation)
       .raster(t.raster_group);
   if (g.options.batched) c.bind("b", Binding::block_z);
+  if (t.split_k > 1) c.split_reduction("ko", t.split_k);
   return s;
 }
 

@@ -79,6 +79,7 @@ struct HopperTiling {
   int stages = 4;
   Accumulation accumulation = Accumulation::fp32();
   int raster_group = 8;
+  int split_k = 1;  // > 1: split_reduction of the k-tiles across blocks, combined by a second kernel
   std::string name() const;
 };
 

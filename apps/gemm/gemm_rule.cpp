@@ -1,6 +1,8 @@
 #include "apps/gemm/gemm_rule.h"
 
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 
 #include "lang/error.h"
 
@@ -15,6 +17,17 @@ int64_t ceil_div(int64_t a, int64_t b) {
 int64_t tiles_of(const GemmShape &s, int block_m, int block_n) {
   return ceil_div(s.m, block_m) * ceil_div(s.n, block_n) * s.batch;
 }
+
+void check_shape(const GemmShape &s, const char *rule) {
+  if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1)
+    fail("{}: the shape {}x{}x{} (batch {}) is empty; every extent must be at least 1", rule, s.m, s.n, s.k,
+         s.batch);
+  if (s.input != f16 && s.input != bf16)
+    fail("{}: {} inputs have no tensor-core schedule; use f16 or bf16, or schedule_simt", rule,
+         type_name(s.input));
+}
+
+// --- mma.sync --------------------------------------------------------------------------------------------
 
 // A tiling of the mma.sync schedule and how many of its blocks share an SM, from its registers per thread (as
 // ptxas reports them for these tilings on sm_90a, bench/RESULTS.md) and its shared memory (3 stages of A's
@@ -44,7 +57,96 @@ MmaBlock mma_sync_block(const GemmShape &s, const GemmMachine &machine) {
   return mma_block(128, 128, 64, 64, 64, 250, machine.target);
 }
 
+// --- Hopper ----------------------------------------------------------------------------------------------
+
+struct HopperBlock {
+  int m, n, warpgroups;
+};
+// Largest first: of plans the model finds equal, the first listed moves the fewest operand bytes per flop.
+constexpr HopperBlock kHopperBlocks[] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2},
+                                         {64, 256, 1},  {64, 128, 1},  {64, 64, 1}};
+constexpr int kBlockK = 64;  // one 128-byte swizzled row of 16-bit elements
+constexpr int kElementBytes = 2;
+// Registers per thread besides the f32 accumulators (addresses, descriptors, loop state): ptxas gives the
+// 128x256 tiling with two warpgroups 154 registers, 128 of them accumulators.
+constexpr int kRegistersBesideAccumulators = 26;
+constexpr int kMaxSplitK = 16;
+constexpr double kTie = 1.02;  // plans within 2% of the fastest are equal to the model
+
+// The least registers per thread the allocator hands out in steps of 8.
+int allocated_registers(int per_thread) {
+  return (per_thread + 7) / 8 * 8;
+}
+
+// One plan of the model: `b` blocks of `block` per SM, K split into `split` slices.
+HopperPlan model(const GemmShape &s, const HopperBlock &block, int blocks_per_sm, int split,
+                 const GemmMachine &mc) {
+  HopperPlan p;
+  HopperTiling &t = p.tiling;
+  t.block_m = block.m, t.block_n = block.n, t.block_k = kBlockK, t.warpgroups = block.warpgroups;
+  t.split_k = split;
+  p.blocks_per_sm = blocks_per_sm;
+  const int64_t k_tiles = ceil_div(s.k, kBlockK);
+  const int64_t slice = ceil_div(k_tiles, split);  // k-tiles per block
+  const int64_t blocks = tiles_of(s, block.m, block.n) * split;
+  const int64_t slots = int64_t{blocks_per_sm} * mc.sm_count;
+  const int64_t active = std::min(blocks, slots);
+  const int64_t active_sms = std::min<int64_t>(active, mc.sm_count);
+  p.blocks_sharing_sm = static_cast<int>(ceil_div(active, mc.sm_count));
+  // The SM given the most blocks computes ceil(blocks / SMs) tiles, however many run at once: a last wave of
+  // few blocks costs as much as a full one.
+  const double one_tile_s = 2.0 * block.m * block.n * kBlockK / mc.tensor_flops_per_sm;
+  const double tile_s = one_tile_s * p.blocks_sharing_sm;  // a tile's time while the SM's blocks share it
+  const double busiest_sm_s = static_cast<double>(ceil_div(blocks, mc.sm_count) * slice) * one_tile_s;
+  // A warpgroup's k-tile is a chain: a round of the ring's barriers, then its wgmmas, which the next round
+  // waits for. The block's other warpgroups keep the tensor cores busy meanwhile, so a k-tile of the block
+  // takes the longer of all its warpgroups' wgmmas and one warpgroup's chain.
+  const double wgmma_s = tile_s / block.warpgroups;
+  const double block_tile_s = std::max(block.warpgroups * wgmma_s, mc.k_tile_sync_s + wgmma_s);
+  const double chains_s = static_cast<double>(ceil_div(blocks, slots) * slice) * block_tile_s;
+  p.compute_s = std::max(busiest_sm_s, chains_s);
+
+  // Stages: what the budget holds for `blocks_per_sm` blocks. The output tile the epilogue writes back (at
+  // most 4 bytes an element) reuses the ring's bytes, so it must fit the budget too.
+  const int stage_bytes = (block.m + block.n) * kBlockK * kElementBytes;
+  const int block_budget = std::min(mc.target.max_shared_bytes_per_block,
+                                    mc.shared_bytes_per_sm / blocks_per_sm - 1024) -
+                           256;  // the ring's mbarriers
+  const bool write_back_fits = block.m * block.n * 4 <= block_budget;
+  t.stages = write_back_fits
+                 ? std::min<int>(block_budget / stage_bytes, static_cast<int>(std::max<int64_t>(2, slice)))
+                 : 0;
+  if (t.stages < 2) return p;  // not a plan: the caller drops it
+
+  const int64_t rows_read = std::min<int64_t>(block.m, s.m);  // TMA fills rows past M with zeros, unread
+  const double tile_bytes = static_cast<double>((rows_read + block.n) * kBlockK * kElementBytes);
+  // The first kernel reads A and B and writes the output (at most 4 bytes an element) or the f32 partial
+  // sums of every slice; the combine kernel reads the partials back and writes the output.
+  const double outputs = static_cast<double>(s.m * s.n * s.batch);
+  const double partial_bytes = split > 1 ? 4.0 * split * outputs : 0;
+  const double hbm_bytes =
+      static_cast<double>(s.batch) * kElementBytes * static_cast<double>(s.m * s.k + s.k * s.n) +
+      (split > 1 ? partial_bytes : 4.0 * outputs);
+  const double l2_bytes = static_cast<double>(blocks * slice) * tile_bytes;
+  auto memory_s = [&](int stages) {
+    const double in_flight = static_cast<double>(active) * (stages - 1) * tile_bytes;
+    const double l2_share = mc.l2_bytes_per_s * static_cast<double>(active_sms) / mc.sm_count;
+    const double bandwidth = std::min(mc.hbm_bytes_per_s, in_flight / mc.memory_latency_s);
+    return std::max(hbm_bytes / bandwidth, l2_bytes / l2_share);
+  };
+  // Compute-bound: the depth whose tiles ahead cover the latency; memory-bound: every slot that fits.
+  if (memory_s(t.stages) < p.compute_s)
+    t.stages = std::min(t.stages, 1 + static_cast<int>(std::ceil(mc.memory_latency_s / tile_s)));
+  p.memory_s = memory_s(t.stages);
+  p.combine_s = split > 1 ? mc.second_kernel_s + (partial_bytes + 4.0 * outputs) / mc.hbm_bytes_per_s : 0;
+  return p;
+}
+
 }  // namespace
+
+double HopperPlan::seconds() const {
+  return std::max(compute_s, memory_s) + combine_s;
+}
 
 int split_k_by_rule(const GemmShape &s, int64_t tiles, int block_k, int blocks_per_sm,
                     const GemmMachine &machine) {
@@ -58,17 +160,84 @@ int split_k_by_rule(const GemmShape &s, int64_t tiles, int block_k, int blocks_p
       std::max<int64_t>(1, std::min({to_fill, pipeline_deep, partials_cheap, int64_t{16}})));
 }
 
-GemmTiling gemm_tiling_by_rule(const GemmShape &s, const GemmMachine &machine) {
-  if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1)
-    fail("gemm_tiling_by_rule: the shape {}x{}x{} (batch {}) is empty; every extent must be at least 1", s.m,
-         s.n, s.k, s.batch);
-  if (s.input != f16 && s.input != bf16)
-    fail("gemm_tiling_by_rule: {} inputs have no tensor-core schedule; use f16 or bf16, or schedule_simt",
-         type_name(s.input));
+GemmTiling mma_sync_tiling_by_rule(const GemmShape &s, const GemmMachine &machine) {
+  check_shape(s, "mma_sync_tiling_by_rule");
   MmaBlock b = mma_sync_block(s, machine);
   b.tiling.split_k = split_k_by_rule(s, tiles_of(s, b.tiling.block_m, b.tiling.block_n), b.tiling.block_k,
                                      b.blocks_per_sm, machine);
   return b.tiling;
+}
+
+bool hopper_takes(const GemmShape &s, const GemmMachine &machine) {
+  const int per_16_bytes = 16 / kElementBytes;
+  return machine.target.has_wgmma && machine.target.has_tma && s.k % per_16_bytes == 0 &&
+         s.n % per_16_bytes == 0;
+}
+
+std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) {
+  check_shape(s, "hopper_plans");
+  std::vector<HopperPlan> plans;
+  const int64_t k_tiles = ceil_div(s.k, kBlockK);
+  for (const HopperBlock &block : kHopperBlocks) {
+    // A block reaching more than one atom of rows, or 64 columns, past the edge computes only padding there.
+    if (block.m > ceil_div(s.m, 64) * 64 || block.n > ceil_div(s.n, 64) * 64) continue;
+    const int threads = 128 * block.warpgroups;
+    const int registers = allocated_registers(block.m * block.n / threads + kRegistersBesideAccumulators);
+    if (registers > mc.target.max_registers_per_thread) continue;
+    const int by_registers = mc.target.registers_per_sm / (threads * registers);
+    for (int b = 1; b <= by_registers; ++b)
+      // Split parts share a block.z with batches, so a batched GEMM does not split; every part has k-tiles.
+      for (int split = 1; split <= (s.batch > 1 ? 1 : kMaxSplitK); ++split) {
+        if ((split - 1) * ceil_div(k_tiles, split) >= k_tiles) break;
+        HopperPlan p = model(s, block, b, split, mc);
+        if (p.tiling.stages >= 2) plans.push_back(p);
+      }
+  }
+  return plans;
+}
+
+HopperPlan hopper_plan_by_rule(const GemmShape &s, const GemmMachine &mc) {
+  if (!hopper_takes(s, mc))
+    fail(
+        "hopper_plan_by_rule: the shape {}x{}x{} cannot take the Hopper schedule on {}: it needs wgmma and "
+        "TMA, and rows of A (K = {}) and B (N = {}) that are multiples of 16 bytes (8 elements); use "
+        "gemm_plan_by_rule, which falls back to the mma.sync schedule",
+        s.m, s.n, s.k, mc.target.arch, s.k, s.n);
+  const std::vector<HopperPlan> plans = hopper_plans(s, mc);
+  if (plans.empty())
+    fail("hopper_plan_by_rule: no Hopper tiling fits the shared memory and registers of {} for {}x{}x{}",
+         mc.target.arch, s.m, s.n, s.k);
+  double fastest = plans[0].seconds();
+  for (const HopperPlan &p : plans) fastest = std::min(fastest, p.seconds());
+  // Among the plans the model cannot tell apart: the least operand traffic through L2, then fewer slices,
+  // then more blocks running on each SM (they hide each other's latencies), then the deeper ring.
+  auto preference = [&](const HopperPlan &p) {
+    return std::tuple(tiles_of(s, p.tiling.block_m, p.tiling.block_n) * (p.tiling.block_m + p.tiling.block_n),
+                      p.tiling.split_k, -p.blocks_sharing_sm, -p.tiling.stages);
+  };
+  const HopperPlan *best = nullptr;
+  for (const HopperPlan &p : plans)
+    if (p.seconds() <= fastest * kTie && (!best || preference(p) < preference(*best))) best = &p;
+  return *best;
+}
+
+std::string GemmPlan::name() const {
+  return std::visit([](const auto &t) { return t.name(); }, tiling);
+}
+
+Accumulation GemmPlan::accumulation() const {
+  return std::visit([](const auto &t) { return t.accumulation; }, tiling);
+}
+
+Schedule GemmPlan::schedule(const Gemm &g) const {
+  if (const auto *h = std::get_if<HopperTiling>(&tiling)) return schedule_hopper(g, *h);
+  return schedule_tensor_core(g, std::get<GemmTiling>(tiling));
+}
+
+GemmPlan gemm_plan_by_rule(const GemmShape &s, const GemmMachine &machine) {
+  check_shape(s, "gemm_plan_by_rule");
+  if (hopper_takes(s, machine)) return {hopper_plan_by_rule(s, machine).tiling};
+  return {mma_sync_tiling_by_rule(s, machine)};
 }
 
 }  // namespace twist::apps

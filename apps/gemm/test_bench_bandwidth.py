@@ -90,10 +90,18 @@ class RuleExportSet(unittest.TestCase):
         self.assertEqual((problem.m, problem.n, problem.k, problem.dtype), (16, 5120, 13824, "bf16"))
         r = bench_gemm.new_record(problem, manifest, "NVIDIA H200", "d")
         self.assertEqual((r["chosen_by"], r["memory_bound"]), ("rule", True))
-        self.assertIn("splitk", r["schedule"])  # a skinny shape on 132 SMs splits K
+        # The rule's skinny pick on 132 SMs: the Hopper schedule with one atom of rows, K split across blocks
+        # (a second kernel combines the slices), A and B copied by TMA through the tensor maps the launcher
+        # encodes.
+        self.assertRegex(r["schedule"], r"^wgmma_64x\d+x64_wg1_s\d+_tma_splitk\d+$")
+        self.assertEqual([k["name"] for k in data["kernels"]], ["out_parts", "out"])
         for kernel in data["kernels"]:
             self.assertEqual(kernel["cluster"], [1, 1, 1])
-            self.assertEqual(kernel["tensor_maps"], [])
+        maps = {m["buffer"]: m for m in data["kernels"][0]["tensor_maps"]}
+        self.assertEqual(maps["A"]["extents"], [16, 13824])
+        self.assertEqual(maps["B"]["extents"], [13824, 5120])
+        self.assertEqual({m["swizzle"] for m in maps.values()}, {128})
+        self.assertEqual(data["kernels"][1]["tensor_maps"], [])
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@
 //   64x64]
 //                     [--stages 3] [--accumulation f32|f16|hybrid:N] [--split-k N] [--raster G] --out DIR
 //       Writes the kernels, cubins (sm_90a) and a launch manifest for those shapes; the output type is
-//       the input type unless --output says otherwise. --rule true takes the tiling from the GEMM's
-//       schedule rule (apps/gemm/gemm_rule.h) instead of the tiling flags.
+//       the input type unless --output says otherwise. --atom wgmma takes the Hopper schedule (--block,
+//       --warpgroups, --stages, --split-k). --rule true takes the schedule from the GEMM's schedule rule
+//       (apps/gemm/gemm_rule.h: the Hopper schedule where TMA can copy the operands, else mma.sync) instead
+//       of the tiling flags.
 //   twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H
 //                      [--dtype f16|bf16] --out DIR
 //       The same for a row-wise op of apps/norms (its manifest notes the bytes the op must move).
@@ -25,6 +27,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "algebra/online.h"
@@ -125,7 +128,27 @@ std::string accumulation_flag(const Accumulation &a) {
   return to_string(a);
 }
 
-apps::GemmTiling parse_tiling(const Options &o) {
+// --atom wgmma: the Hopper schedule (TMA ring, wgmma atoms) with --block MxNxK, --warpgroups, --stages and
+// --split-k; otherwise the mma.sync schedule with --block, --warp, --stages, --split-k and --transport.
+std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o) {
+  const std::string atom = o.get("atom", "mma");
+  if (atom != "mma" && atom != "wgmma") fail("--atom {}: use mma (mma.sync) or wgmma (Hopper)", atom);
+  if (atom == "wgmma") {
+    for (const char *mma_only : {"warp", "min-blocks", "transport"})
+      if (o.values.count(mma_only))
+        fail("--{} is a flag of the mma.sync schedule (--atom mma), not of --atom wgmma", mma_only);
+    apps::HopperTiling h;
+    const std::vector<int> block = parse_dims(o.get("block", "128x128x64"), 3, "--block");
+    h.block_m = block[0], h.block_n = block[1], h.block_k = block[2];
+    h.warpgroups = std::stoi(o.get("warpgroups", "2"));
+    h.stages = std::stoi(o.get("stages", "4"));
+    h.accumulation = parse_accumulation(o.get("accumulation", "f32"));
+    h.raster_group = std::stoi(o.get("raster", "8"));
+    h.split_k = std::stoi(o.get("split-k", "1"));
+    return h;
+  }
+  if (o.values.count("warpgroups"))
+    fail("--warpgroups is a flag of --atom wgmma, not of the mma.sync schedule");
   apps::GemmTiling t;
   const std::vector<int> block = parse_dims(o.get("block", "128x128x32"), 3, "--block");
   const std::vector<int> warp = parse_dims(o.get("warp", "64x64"), 2, "--warp");
@@ -280,28 +303,20 @@ int export_gemm(const Options &o) {
   apps::Gemm g = apps::make_gemm({.input = dtype, .output = output});
   const bool by_rule = o.flag("rule");
   if (by_rule)
-    for (const char *chosen : {"block", "warp", "stages", "split-k", "min-blocks", "transport"})
+    for (const char *chosen :
+         {"atom", "block", "warp", "warpgroups", "stages", "split-k", "min-blocks", "transport"})
       if (o.values.count(chosen))
-        fail("--rule true chooses the tiling (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
+        fail("--rule true chooses the schedule (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
              chosen);
-  // --atom wgmma: the Hopper schedule (TMA ring, wgmma atoms) with --block MxNxK, --warpgroups and --stages.
-  const bool wgmma = o.get("atom", "mma") == "wgmma";
-  if (wgmma && by_rule)
-    fail("--atom wgmma takes its tiling from --block, --warpgroups and --stages, not --rule");
-  const apps::GemmTiling tiling =
-      by_rule ? apps::gemm_tiling_by_rule({shape[0], shape[1], shape[2], 1, dtype}) : parse_tiling(o);
-  apps::HopperTiling hopper;
-  if (wgmma) {
-    const std::vector<int> block = parse_dims(o.get("block", "128x128x64"), 3, "--block");
-    hopper.block_m = block[0], hopper.block_n = block[1], hopper.block_k = block[2];
-    hopper.warpgroups = std::stoi(o.get("warpgroups", "2"));
-    hopper.stages = std::stoi(o.get("stages", "4"));
-    hopper.accumulation = parse_accumulation(o.get("accumulation", "f32"));
-    hopper.raster_group = std::stoi(o.get("raster", "8"));
-  }
-  const std::string schedule_name = wgmma ? hopper.name() : tiling.name();
-  const Accumulation accumulation = wgmma ? hopper.accumulation : tiling.accumulation;
-  const Schedule s = wgmma ? apps::schedule_hopper(g, hopper) : apps::schedule_tensor_core(g, tiling);
+  apps::GemmPlan plan = by_rule ? apps::gemm_plan_by_rule({shape[0], shape[1], shape[2], 1, dtype})
+                                : apps::GemmPlan{parse_tiling(o)};
+  // The rule's tiling with the accumulation asked for (the accumulation study on the rule's schedules).
+  if (by_rule && o.values.count("accumulation"))
+    std::visit([&](auto &t) { t.accumulation = parse_accumulation(o.get("accumulation", "f32")); },
+               plan.tiling);
+  const std::string schedule_name = plan.name();
+  const Accumulation accumulation = plan.accumulation();
+  const Schedule s = plan.schedule(g);
   const LoweredProgram p = lower(g.out, s, Target::sm90a());
   dump(o, g.out, s, p);
   const Scalars scalars = {{"M", shape[0]}, {"N", shape[1]}, {"K", shape[2]}};
@@ -508,8 +523,8 @@ int usage() {
                "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
                "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
                "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
-               "                         [--rule true (the tiling by apps/gemm/gemm_rule.h)]\n"
-               "                         [--atom wgmma [--block 128x128x64] [--warpgroups 2] [--stages 4] (Hopper)]\n"
+               "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)]\n"
+               "                         [--atom wgmma [--block 128x128x64] [--warpgroups 2] [--stages 4] [--split-k N] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"

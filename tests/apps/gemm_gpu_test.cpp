@@ -52,10 +52,10 @@ struct Shape {
 };
 
 // `cluster`, when given, launches every kernel in thread-block clusters of that shape (its grid must divide).
-double run_gemm(const Gemm &g, const GemmTiling &t, Shape s, int samples, uint64_t seed,
+double run_gemm(const Gemm &g, const Schedule &schedule, Shape s, int samples, uint64_t seed,
                 std::array<int, 3> cluster = {1, 1, 1}) {
   static cuda::Device device;
-  LoweredProgram p = lower(g.out, schedule_tensor_core(g, t), Target::sm90a());
+  LoweredProgram p = lower(g.out, schedule, Target::sm90a());
   for (twist::Kernel &k : p.kernels) k.cluster = cluster;
   cuda::GpuProgram gpu(p, device);
   const HostTensor a = reference::random_normal(g.options.input, {s.m, s.k}, seed);
@@ -73,7 +73,7 @@ TEST_CASE("GPU: tensor-core GEMM on odd shapes matches a double loop at every el
     for (const GemmTiling &t : {small_tiling(), GemmTiling{}})
       for (Shape s : {Shape{127, 255, 61}, Shape{1, 1, 1}, Shape{64, 64, 40}, Shape{130, 72, 96}, Shape{257, 129, 1000}}) {
         INFO(type_name(type), " ", t.name(), " ", s.m, "x", s.n, "x", s.k);
-        CHECK(run_gemm(g, t, s, 0, 17) < 1e-5);
+        CHECK(run_gemm(g, schedule_tensor_core(g, t), s, 0, 17) < 1e-5);
       }
   }
 }
@@ -87,7 +87,7 @@ TEST_CASE("GPU: tensor-core GEMM at the benchmark's shapes with f16 and bf16 out
     for (Shape s : {Shape{1024, 1024, 1024}, Shape{2048, 2048, 2048}, Shape{4096, 4096, 4096}, Shape{8192, 8192, 8192},
                     Shape{4096, 15360, 3840}, Shape{4096, 3840, 15360}, Shape{16, 15360, 3840}, Shape{1, 4096, 4096}}) {
       INFO(type_name(type), " ", s.m, "x", s.n, "x", s.k);
-      CHECK(run_gemm(g, GemmTiling{}, s, 512, 5) < tolerance);
+      CHECK(run_gemm(g, schedule_tensor_core(g, GemmTiling{}), s, 512, 5) < tolerance);
     }
   }
 }
@@ -143,18 +143,23 @@ TEST_CASE("GPU: split-K and fused epilogues and batching and f16 or hybrid accum
   }
 }
 
-TEST_CASE("GPU: the schedule rule's tilings match a double loop on skinny and odd shapes in f16 and bf16") {
+TEST_CASE(
+    "GPU: the schedule rule's picks match a double loop on skinny, odd and unaligned shapes in f16 and "
+    "bf16") {
   TWIST_REQUIRE_GPU();
   for (const Type &type : {f16, bf16}) {
     Gemm g = make_gemm({.input = type, .output = f32, .prefix = "rule" + type_name(type)});
-    // Every element of the small ones; a sample of the rest (split-K at M = 1 and 16 on 132 SMs).
-    for (auto [s, samples] :
-         {std::pair{Shape{1, 300, 2000}, 0}, std::pair{Shape{16, 100, 4096}, 0},
-          std::pair{Shape{100, 100, 100}, 0}, std::pair{Shape{1, 4096, 4096}, 512},
-          std::pair{Shape{16, 5000, 3000}, 512}, std::pair{Shape{777, 3333, 1240}, 512}}) {
-      const GemmTiling t = gemm_tiling_by_rule({s.m, s.n, s.k, 1, type});
-      INFO(type_name(type), " ", t.name(), " ", s.m, "x", s.n, "x", s.k);
-      CHECK(run_gemm(g, t, s, samples, 23) < 1e-5);
+    // Every element of the small ones; a sample of the rest. The rule takes the Hopper schedule for all but
+    // the last two (N or K not a multiple of 8: the mma.sync fallback), split-K at M = 1 and 16 on 132 SMs.
+    for (auto [s, samples] : {std::pair{Shape{1, 304, 2000}, 0}, std::pair{Shape{16, 104, 4096}, 0},
+                              std::pair{Shape{100, 104, 104}, 0}, std::pair{Shape{1, 4096, 4096}, 512},
+                              std::pair{Shape{16, 4096, 14336}, 512}, std::pair{Shape{64, 14336, 4096}, 512},
+                              std::pair{Shape{777, 3336, 1240}, 512}, std::pair{Shape{3000, 5000, 2000}, 512},
+                              std::pair{Shape{16, 5000, 3001}, 512}, std::pair{Shape{100, 100, 100}, 0}}) {
+      const GemmPlan plan = gemm_plan_by_rule({s.m, s.n, s.k, 1, type});
+      INFO(type_name(type), " ", plan.name(), " ", s.m, "x", s.n, "x", s.k);
+      CHECK(plan.hopper() == (s.n % 8 == 0 && s.k % 8 == 0));
+      CHECK(run_gemm(g, plan.schedule(g), s, samples, 23) < 1e-5);
     }
   }
 }
@@ -163,5 +168,5 @@ TEST_CASE("GPU: a GEMM launched in clusters of two blocks through GpuProgram mat
   TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "thread-block clusters");
   Gemm g = make_gemm({.input = f16, .output = f32, .prefix = "cluster"});
   // 64x64 blocks over N = 256: four blocks in x, two clusters of two.
-  CHECK(run_gemm(g, small_tiling(), Shape{100, 256, 96}, 0, 29, {2, 1, 1}) < 1e-5);
+  CHECK(run_gemm(g, schedule_tensor_core(g, small_tiling()), Shape{100, 256, 96}, 0, 29, {2, 1, 1}) < 1e-5);
 }

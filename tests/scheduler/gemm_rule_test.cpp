@@ -1,8 +1,11 @@
 // The GEMM schedule by rule (apps/gemm/gemm_rule.h): the properties its documentation promises over a sweep
-// of odd and skinny shapes, and its tilings lowered and run on the interpreter against the oracle.
+// of odd and skinny shapes, its decisions where they follow from the machine, and its picks lowered and run
+// on the interpreter against the oracle.
 #include <doctest/doctest.h>
 
 #include "apps/gemm/gemm_rule.h"
+#include "backends/cuda/codegen/cuda_printer.h"
+#include "backends/cuda/runtime/kernel_cache.h"
 #include "lang/error.h"
 #include "scheduler/lower.h"
 #include "tests/scheduler/lowering_support.h"
@@ -19,16 +22,135 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+int64_t tiles(const GemmShape &s, int block_m, int block_n) {
+  return ceil_div(s.m, block_m) * ceil_div(s.n, block_n) * s.batch;
+}
+
+// How full the last wave of `blocks` over `sms` SMs is: 1 for a whole wave.
+double last_wave(int64_t blocks, int sms) {
+  return static_cast<double>(blocks - (ceil_div(blocks, sms) - 1) * sms) / sms;
+}
+
+int stage_bytes(const HopperTiling &t) {
+  return (t.block_m + t.block_n) * t.block_k * 2;
+}
+
 }  // namespace
 
-TEST_CASE("the rule's tilings keep its promises over odd and skinny shapes") {
+TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes") {
+  const GemmMachine h200;
+  int split = 0, skinny_split = 0, memory_bound = 0;
+  for (int64_t m : {1, 7, 16, 33, 64, 65, 100, 1000, 4096, 12345})
+    for (int64_t n : {8, 24, 776, 4096, 11008})
+      for (int64_t k : {8, 40, 4096, 16384}) {
+        const GemmShape shape{m, n, k};
+        const HopperPlan p = hopper_plan_by_rule(shape, h200);
+        const HopperTiling &t = p.tiling;
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(k);
+        CAPTURE(t.name());
+        // No block reaches an atom of rows, or 64 columns, wholly past the edge: skinny M takes 64 rows.
+        CHECK(t.block_m <= ceil_div(m, 64) * 64);
+        CHECK(t.block_n <= ceil_div(n, 64) * 64);
+        CHECK(t.block_m / t.warpgroups % 64 == 0);
+        // The ring, and the output tile the epilogue writes back into the same bytes, fit the blocks per SM
+        // the ring was sized for.
+        CHECK(t.stages >= 2);
+        const int block_bytes = std::max(t.stages * stage_bytes(t), t.block_m * t.block_n * 4) + 1024;
+        CHECK(p.blocks_per_sm * block_bytes <= h200.shared_bytes_per_sm);
+        CHECK(t.stages <= std::max<int64_t>(2, ceil_div(ceil_div(k, 64), t.split_k)));
+        // The least modeled time, up to the 2% the rule calls a tie.
+        for (const HopperPlan &other : hopper_plans(shape, h200))
+          CHECK(p.seconds() <= other.seconds() * 1.02);
+        CHECK(t.split_k >= 1);
+        CHECK(t.split_k <= 16);
+        if (t.split_k > 1) {
+          ++split;
+          skinny_split += m <= 64;
+          // Every slice has k-tiles, and splitting filled SMs that the unsplit grid left idle.
+          CHECK((t.split_k - 1) * ceil_div(ceil_div(k, 64), t.split_k) < ceil_div(k, 64));
+          const int64_t unsplit = tiles(shape, t.block_m, t.block_n);
+          CHECK(ceil_div(unsplit * t.split_k, h200.sm_count) <= t.split_k * ceil_div(unsplit, h200.sm_count));
+          CHECK(last_wave(unsplit, h200.sm_count) < 1.0);
+        }
+        if (p.memory_s > p.compute_s) {
+          // Memory-bound plans take every slot that fits (or one per k-tile of the slice).
+          ++memory_bound;
+          const int budget = std::min(h200.target.max_shared_bytes_per_block,
+                                      h200.shared_bytes_per_sm / p.blocks_per_sm - 1024) -
+                             256;
+          CHECK((t.stages + 1 > budget / stage_bytes(t) || t.stages >= ceil_div(ceil_div(k, 64), t.split_k)));
+        }
+      }
+  CHECK(split > 0);
+  CHECK(skinny_split > 0);
+  CHECK(memory_bound > 0);
+}
+
+TEST_CASE("the Hopper rule: wide blocks for large shapes, the fuller last wave, 64-row blocks when skinny") {
+  const GemmMachine h200;
+  // 512 tiles of 128x256 (3.9 waves on 132 SMs): the tiling that loads the fewest operand bytes per flop,
+  // with the 3 stages that cover the memory latency (4 measured slower on the H200).
+  const HopperTiling square = hopper_plan_by_rule({4096, 4096, 4096}, h200).tiling;
+  CHECK(square.name() == "wgmma_128x256x64_wg2_s3_tma");
+  CHECK(hopper_plan_by_rule({8192, 8192, 8192}, h200).tiling.name() == "wgmma_128x256x64_wg2_s3_tma");
+  // 133 tiles of 128x256 would leave one block in a second wave on 132 SMs, idling the machine for a whole
+  // wave: the pick's busiest SM runs fewer k-tiles (a fuller last wave, here by splitting K).
+  const GemmShape odd{896, 4864, 4096};
+  const HopperTiling o = hopper_plan_by_rule(odd, h200).tiling;
+  const int64_t k_tiles = ceil_div(odd.k, 64);
+  const int64_t busiest = ceil_div(tiles(odd, o.block_m, o.block_n) * o.split_k, h200.sm_count) *
+                          ceil_div(k_tiles, o.split_k) * o.block_m * o.block_n;
+  CHECK(busiest < ceil_div(tiles(odd, 128, 256), h200.sm_count) * k_tiles * 128 * 256);
+  CHECK(last_wave(tiles(odd, 128, 256), h200.sm_count) < 0.01);
+  // 132 tiles of 128x256 fill one wave exactly: the wide block, unsplit.
+  const HopperTiling even = hopper_plan_by_rule({896, 4608, 4096}, h200).tiling;
+  CHECK(even.block_n == 256);
+  CHECK(even.split_k == 1);
+  // Decode shapes: one atom of rows, and a ring as deep as shared memory holds (they run on bytes in flight).
+  for (const GemmShape &s : {GemmShape{1, 4096, 4096}, GemmShape{16, 4096, 14336}, GemmShape{1, 14336, 4096},
+                             GemmShape{64, 5120, 13824, 1, bf16}}) {
+    const HopperPlan p = hopper_plan_by_rule(s, h200);
+    INFO(s.m, "x", s.n, "x", s.k, " ", p.tiling.name());
+    CHECK(p.tiling.block_m == 64);
+    CHECK(p.tiling.warpgroups == 1);
+    CHECK(p.memory_s > p.compute_s);
+    CHECK((p.tiling.stages + 1) * stage_bytes(p.tiling) > h200.shared_bytes_per_sm / p.blocks_per_sm - 1280);
+  }
+  // A long K over few tiles splits when the combine kernel is cheap against the idle SMs; batches never split
+  // (their parts would share block.z with the batch).
+  GemmMachine free_combine = h200;
+  free_combine.second_kernel_s = 0;
+  CHECK(hopper_plan_by_rule({128, 256, 65536}, free_combine).tiling.split_k > 1);
+  CHECK(hopper_plan_by_rule({128, 256, 65536, 4}, free_combine).tiling.split_k == 1);
+}
+
+TEST_CASE("the rule falls back to mma.sync where TMA cannot copy the rows, and on sm_80") {
+  const GemmMachine h200;
+  // Rows of A (K elements) and B (N elements) must be multiples of 16 bytes for TMA.
+  CHECK(gemm_plan_by_rule({16, 4096, 4096}, h200).hopper());
+  CHECK(!gemm_plan_by_rule({16, 4100, 4096}, h200).hopper());
+  CHECK(!gemm_plan_by_rule({16, 4096, 4095}, h200).hopper());
+  CHECK(gemm_plan_by_rule({4095, 4096, 4096}, h200).hopper());  // M is never a row length
+  const GemmPlan unaligned = gemm_plan_by_rule({1, 4100, 4096}, h200);
+  CHECK(unaligned.name() == mma_sync_tiling_by_rule({1, 4100, 4096}, h200).name());
+  CHECK(!gemm_plan_by_rule({4096, 4096, 4096}, {Target::sm80(), 108}).hopper());
+  CHECK_THROWS_WITH_AS(
+      hopper_plan_by_rule({16, 4100, 4096}, h200),
+      doctest::Contains("rows of A (K = 4096) and B (N = 4100) that are multiples of 16 bytes "
+                        "(8 elements); use gemm_plan_by_rule"),
+      Error);
+}
+
+TEST_CASE("the mma.sync rule's tilings keep its promises over odd and skinny shapes") {
   const GemmMachine h200;
   int split = 0, skinny = 0;
   for (int64_t m : {1, 7, 16, 33, 64, 65, 100, 1000, 4096, 12345})
     for (int64_t n : {1, 24, 777, 4096, 11008})
       for (int64_t k : {1, 40, 4096, 16384}) {
         const GemmShape shape{m, n, k};
-        const GemmTiling t = gemm_tiling_by_rule(shape, h200);
+        const GemmTiling t = mma_sync_tiling_by_rule(shape, h200);
         CAPTURE(m);
         CAPTURE(n);
         CAPTURE(k);
@@ -36,15 +158,14 @@ TEST_CASE("the rule's tilings keep its promises over odd and skinny shapes") {
         CHECK(t.block_m % t.warp_m == 0);
         CHECK(t.block_n % t.warp_n == 0);
         CHECK(t.block_m == (m <= 64 ? 64 : 128));  // rule 1: skinny shapes take the small block
-        const int64_t tiles = ceil_div(m, t.block_m) * ceil_div(n, t.block_n);
-        if (t.block_n == 256)
-          CHECK(tiles >= h200.sm_count);  // rule 2: the wide block only where it fills the SMs
+        const int64_t n_tiles = tiles(shape, t.block_m, t.block_n);
+        if (t.block_n == 256) CHECK(n_tiles >= h200.sm_count);  // rule 2: the wide block only where it fills
         CHECK(t.split_k >= 1);
         CHECK(t.split_k <= 16);
         if (t.split_k > 1) {  // rule 3: split only where it pays
           ++split;
           skinny += m <= 64;
-          CHECK(tiles < 4 * h200.sm_count);
+          CHECK(n_tiles < 4 * h200.sm_count);
           CHECK(ceil_div(k, t.block_k) >= 4 * t.split_k);
           CHECK(8 * m * n * t.split_k * 8 <= 2 * n * k);
         }
@@ -53,64 +174,74 @@ TEST_CASE("the rule's tilings keep its promises over odd and skinny shapes") {
   CHECK(split > skinny);  // deep-K shapes with few tiles split too, where their partials are cheap
 }
 
-TEST_CASE(
-    "skinny decode shapes split K to fill the machine; large square shapes take the wide block unsplit") {
+TEST_CASE("the mma.sync rule: skinny shapes split K, large square shapes take the wide block unsplit") {
   const GemmMachine h200;
-  const GemmTiling m1 =
-      gemm_tiling_by_rule({1, 4096, 4096});  // 64 tiles: 8 or more slices fill 4 blocks per SM
+  const GemmTiling m1 = mma_sync_tiling_by_rule({1, 4096, 4096});  // 64 tiles: 8 or more slices fill 4 per SM
   CHECK(m1.block_m == 64);
   CHECK(64 * m1.split_k >= 4 * h200.sm_count);
-  const GemmTiling m16 = gemm_tiling_by_rule({16, 15360, 3840});
+  const GemmTiling m16 = mma_sync_tiling_by_rule({16, 15360, 3840});
   CHECK(m16.block_m == 64);
   CHECK(240 * m16.split_k >= 4 * h200.sm_count);
-  const GemmTiling square = gemm_tiling_by_rule({4096, 4096, 4096});
+  const GemmTiling square = mma_sync_tiling_by_rule({4096, 4096, 4096});
   CHECK(square.block_n == 256);
   CHECK(square.split_k == 1);
-  const GemmTiling small = gemm_tiling_by_rule({1024, 1024, 1024});  // 32 wide tiles cannot fill 132 SMs
+  const GemmTiling small = mma_sync_tiling_by_rule({1024, 1024, 1024});  // 32 wide tiles cannot fill 132 SMs
   CHECK(small.block_n == 128);
   CHECK(small.split_k == 1);  // its partials would cost more than its idle SMs
   // Split-K fills the blocks an SM holds: two of 128x128x64 (96 KB of stages) in sm_90a's 227 KB, one in
   // sm_80's 163 KB. One tile on 4 SMs: 8 slices against 4.
-  CHECK(gemm_tiling_by_rule({128, 128, 65536}, {Target::sm90a(), 4}).split_k == 8);
-  CHECK(gemm_tiling_by_rule({128, 128, 65536}, {Target::sm80(), 4}).split_k == 4);
+  CHECK(mma_sync_tiling_by_rule({128, 128, 65536}, {Target::sm90a(), 4}).split_k == 8);
+  CHECK(mma_sync_tiling_by_rule({128, 128, 65536}, {Target::sm80(), 4}).split_k == 4);
 }
 
 TEST_CASE("the rule refuses empty shapes and input types without a tensor-core schedule, saying what to do") {
-  CHECK_THROWS_WITH_AS(gemm_tiling_by_rule({0, 16, 16}),
+  CHECK_THROWS_WITH_AS(gemm_plan_by_rule({0, 16, 16}),
                        doctest::Contains("the shape 0x16x16 (batch 1) is empty"), Error);
   CHECK_THROWS_WITH_AS(
-      gemm_tiling_by_rule({16, 16, 16, 1, f32}),
+      gemm_plan_by_rule({16, 16, 16, 1, f32}),
       doctest::Contains("f32 inputs have no tensor-core schedule; use f16 or bf16, or schedule_simt"), Error);
 }
 
-TEST_CASE("the rule's tilings lower and match the oracle on the interpreter at small odd shapes") {
-  // A machine of 2 SMs, so that small shapes reach every branch of the rule: the skinny block with and
-  // without split-K, the square block, and the wide block once its tiles fill the SMs.
-  const GemmMachine tiny{Target::sm90a(), 2};
+TEST_CASE("the rule's picks lower and match the oracle on the interpreter at small odd shapes") {
+  // A machine of 2 SMs, so that small shapes reach the rule's branches: 64-row blocks, wider ones, split-K
+  // (a combine kernel that costs nothing), and the mma.sync fallback for N or K not a multiple of 8.
+  GemmMachine tiny{Target::sm90a(), 2};
+  tiny.second_kernel_s = 0;
   struct Case {
     GemmShape shape;
-    int block_m, block_n, split_k;
+    bool hopper, split;
   };
-  for (const Case &c : {Case{{1, 72, 1000}, 64, 64, 4}, Case{{16, 100, 2048, 1, bf16}, 64, 64, 4},
-                        Case{{33, 64, 200}, 64, 64, 1}, Case{{70, 100, 200}, 128, 128, 1},
-                        Case{{130, 257, 72}, 128, 256, 1}}) {
-    const GemmTiling t = gemm_tiling_by_rule(c.shape, tiny);
-    INFO(c.shape.m, "x", c.shape.n, "x", c.shape.k, " ", t.name());
-    CHECK(t.block_m == c.block_m);
-    CHECK(t.block_n == c.block_n);
-    CHECK(t.split_k == c.split_k);
+  for (const Case &c :
+       {Case{{1, 72, 1000}, true, true}, Case{{16, 104, 2048, 1, bf16}, true, true},
+        Case{{33, 64, 200}, true, false}, Case{{70, 200, 200}, true, true}, Case{{100, 72, 200}, true, true},
+        Case{{16, 100, 2048}, false, true}, Case{{70, 104, 203}, false, false}}) {
+    const GemmPlan plan = gemm_plan_by_rule(c.shape, tiny);
+    INFO(c.shape.m, "x", c.shape.n, "x", c.shape.k, " ", plan.name());
+    CHECK(plan.hopper() == c.hopper);
+    const int split = std::visit([](const auto &t) { return t.split_k; }, plan.tiling);
+    CHECK((split > 1) == c.split);
     Gemm g = make_gemm({.input = c.shape.input, .output = f32});
-    const Schedule s = schedule_tensor_core(g, t);
     const std::map<std::string, double> scalars = {
         {g.M.name(), c.shape.m}, {g.N.name(), c.shape.n}, {g.K.name(), c.shape.k}};
     // f32 accumulation of exact products: only the order of the sums differs from the oracle.
-    CHECK(lowered_error(g.out, s, random_inputs(g.out, scalars, 11), scalars) < 1e-5);
+    CHECK(lowered_error(g.out, plan.schedule(g), random_inputs(g.out, scalars, 11), scalars) < 1e-5);
   }
 }
 
-TEST_CASE("the rule's skinny split-K tiling compiles for sm_80 and sm_90a") {
+TEST_CASE(
+    "the rule's skinny picks compile: the split-K Hopper kernel for sm_90a, mma.sync for both targets") {
   Gemm g = make_gemm({.input = f16, .output = f16});
-  const GemmTiling t = gemm_tiling_by_rule({1, 4096, 4096});
-  REQUIRE(t.split_k > 1);
-  CHECK(compile_for_both_targets(lower(g.out, schedule_tensor_core(g, t), Target::sm90a())).size() >= 2);
+  GemmMachine free_combine;
+  free_combine.second_kernel_s = 0;
+  const GemmPlan hopper = gemm_plan_by_rule({1, 4096, 4096}, free_combine);
+  REQUIRE(hopper.hopper());
+  const LoweredProgram p = lower(g.out, hopper.schedule(g), Target::sm90a());
+  CHECK(p.kernels.size() == (std::get<HopperTiling>(hopper.tiling).split_k > 1 ? 2u : 1u));
+  for (const Kernel &k : p.kernels)
+    CHECK(!cuda::default_kernel_cache()
+               .compile(cuda::cuda_source(k), k.name + ".cu", {"sm_90a"})
+               .cubin.empty());
+  const GemmTiling mma = mma_sync_tiling_by_rule({1, 4096, 4096});
+  REQUIRE(mma.split_k > 1);
+  CHECK(compile_for_both_targets(lower(g.out, schedule_tensor_core(g, mma), Target::sm90a())).size() >= 2);
 }
