@@ -16,6 +16,7 @@
 
 #include "apps/attention/attention.h"
 #include "apps/gemm/gemm.h"
+#include "apps/gemm/gemm_rule.h"
 #include "lang/twist.h"
 #include "scheduler/schedule.h"
 
@@ -127,7 +128,7 @@ double qk_scale();
 
 // --- the schedules: every kernel's schedule is chosen here, so a better one is a change of one line --------
 
-GemmTiling projection_tiling(int64_t m, int64_t n, int64_t k);
+GemmPlan projection_plan(int64_t m, int64_t n, int64_t k);
 Schedule schedule_gated_up(const GatedUp &g);
 Schedule schedule_head_norm(const HeadNorm &n);
 Schedule schedule_residual_norm(const ResidualNorm &n);

@@ -7,8 +7,8 @@
 
 namespace twist::apps::gemma {
 
-GemmTiling projection_tiling(int64_t m, int64_t n, int64_t k) {
-  return gemm_tiling_by_rule({.m = m, .n = n, .k = k, .batch = 1, .input = bf16});
+GemmPlan projection_plan(int64_t m, int64_t n, int64_t k) {
+  return gemm_plan_by_rule({.m = m, .n = n, .k = k, .batch = 1, .input = bf16});
 }
 
 Schedule schedule_gated_up(const GatedUp &g) {

@@ -475,8 +475,8 @@ int export_gemma(const Options &o) {
   };
   auto projection = [&](const std::string &kernel, int n, int k) {
     const apps::Gemm g = apps::make_gemm({.input = bf16, .output = bf16});
-    const apps::GemmTiling t = gm::projection_tiling(rows, n, k);
-    write(kernel, g.out, apps::schedule_tensor_core(g, t), {{"M", rows}, {"N", n}, {"K", k}}, t.name());
+    const apps::GemmPlan plan = gm::projection_plan(rows, n, k);
+    write(kernel, g.out, plan.schedule(g), {{"M", rows}, {"N", n}, {"K", k}}, plan.name());
   };
   auto head_norm = [&](const std::string &kernel, int heads, int first_column, bool weight, bool rope) {
     const gm::HeadNorm n = gm::make_head_norm({.dtype = bf16,

@@ -105,7 +105,7 @@ TEST_CASE("gemma: the projections with the tiling the GEMM rule picks") {
        {Projection{"qkv", la.qkv_columns(c.heads), c.hidden},
         Projection{"o", c.hidden, c.heads * la.head_dim}, Projection{"down", c.hidden, c.intermediate}}) {
     const Gemm g = make_gemm({.input = bf16, .output = bf16, .prefix = std::string("pr_") + pr.name});
-    const Schedule s = schedule_tensor_core(g, projection_tiling(tokens, pr.n, pr.k));
+    const Schedule s = projection_plan(tokens, pr.n, pr.k).schedule(g);
     const std::map<std::string, double> sizes = {
         {g.M.name(), tokens}, {g.N.name(), pr.n}, {g.K.name(), pr.k}};
     INFO(pr.name);
