@@ -42,6 +42,20 @@ const LawResult *first_failure(const std::vector<LawResult> &results, int trials
   return failed;
 }
 
+// The factors of a monoid that says it is a product, if it is the componentwise product of them; otherwise
+// notes that it is not.
+std::optional<std::vector<Monoid>> factors_of(const Monoid &m, std::vector<std::string> &notes) {
+  std::vector<Monoid> factors;
+  for (const auto &f : m.factors) factors.push_back(*f);
+  std::vector<std::string> names;
+  for (const Component &c : m.state) names.push_back(c.name);
+  if (factors.empty() || structural_key(product(factors, names)) != structural_key(m)) {
+    notes.push_back("says it is a product, but it is not the componentwise product of its factors");
+    return std::nullopt;
+  }
+  return factors;
+}
+
 // Level 1. Returns a verdict when the construction proves the monoid associative; otherwise notes why not.
 std::optional<Verdict> by_construction(const Monoid &m, const CheckOptions &options,
                                        std::vector<std::string> &notes) {
@@ -54,14 +68,9 @@ std::optional<Verdict> by_construction(const Monoid &m, const CheckOptions &opti
           "so it is checked like a user's");
       return std::nullopt;
     case Monoid::Origin::product: {
-      std::vector<Monoid> factors;
-      for (const auto &f : m.factors) factors.push_back(*f);
-      std::vector<std::string> names;
-      for (const Component &c : m.state) names.push_back(c.name);
-      if (factors.empty() || structural_key(product(factors, names)) != structural_key(m)) {
-        notes.push_back("says it is a product, but it is not the componentwise product of its factors");
-        return std::nullopt;
-      }
+      const std::optional<std::vector<Monoid>> product_of = factors_of(m, notes);
+      if (!product_of) return std::nullopt;
+      const std::vector<Monoid> &factors = *product_of;
       std::string reason = "the componentwise product of proved factors:";
       for (const Monoid &f : factors) {
         const Verdict v = check_associativity(f, options);
@@ -271,6 +280,90 @@ Verdict decide(const Monoid &m, const CheckOptions &options) {
   }
 }
 
+// Commutativity, level 1: the library's commutative monoids, products of commutative factors, and twists
+// (accepted by construction) over a commutative base, since psi carries a . b == b . a over from the base.
+std::optional<Verdict> commutative_by_construction(const Monoid &m, const CheckOptions &options,
+                                                   std::vector<std::string> &notes) {
+  auto proved_commutative = [&](const Monoid &f) {
+    const Verdict v = check_commutativity(f, options);
+    return v.accepted && v.level <= Level::smt;
+  };
+  if (m.origin == Monoid::Origin::builtin && is_library_monoid(m)) {
+    if (m.commutative) return accept(m, Level::construction, "the library's monoid, commutative by construction", notes);
+    notes.push_back("the library's monoid, which does not commute by construction");
+    return std::nullopt;
+  }
+  if (m.origin == Monoid::Origin::product) {
+    const std::optional<std::vector<Monoid>> factors = factors_of(m, notes);
+    if (!factors) return std::nullopt;
+    for (const Monoid &f : *factors)
+      if (!proved_commutative(f)) {
+        notes.push_back(fmt::format("factor '{}' is not proved commutative, so the product is checked as a whole", f.name));
+        return std::nullopt;
+      }
+    return accept(m, Level::construction, "the componentwise product of commutative factors", notes);
+  }
+  if (!m.twist) return std::nullopt;
+  const Monoid &base = *m.twist->base;
+  if (!proved_commutative(base)) {
+    notes.push_back(fmt::format("its twist's base '{}' is not proved commutative", base.name));
+    return std::nullopt;
+  }
+  const Verdict twisted = check_associativity(m, options);
+  if (!twisted.accepted || twisted.level != Level::construction) {
+    notes.push_back("its twist does not prove it associative by construction, so psi does not carry the base's "
+                    "commutativity over");
+    return std::nullopt;
+  }
+  return accept(m, Level::construction,
+                fmt::format("transported through a bijection psi from the commutative base '{}'", base.name), notes);
+}
+
+Verdict decide_commutativity(const Monoid &m, const CheckOptions &options) {
+  m.validate();
+  std::vector<std::string> notes;
+  for (size_t k = 0; k < m.element_domains.size(); ++k)
+    if (m.element_domains[k].restricts())
+      notes.push_back(fmt::format("checked for elements with {} only, as declared",
+                                  m.element_domains[k].to_string(m.elements[k].name)));
+  try {
+    if (options.first_level <= Level::construction)
+      if (auto v = commutative_by_construction(m, options, notes)) return *v;
+    LawTester tester(m, options);
+    bool smt_proved = false;
+    if (options.first_level <= Level::smt) {
+      const SmtLawResult law = prove_commutativity_with_smt(m, options.smt_timeout_ms);
+      notes.push_back(fmt::format("Z3, {}: {}", law_statement(law.law), law.finding));
+      smt_proved = law.proved;
+      if (law.candidate) {
+        LawResult confirmed = tester.check(Law::commutativity, *law.candidate);
+        if (confirmed.counterexample)
+          return refuse(m, "commutativity fails (found by Z3 on lifts of elements, confirmed by evaluation)", notes,
+                        std::move(confirmed.counterexample), Level::smt);
+        notes.push_back("  the evaluator does not confirm Z3's model, so it decides nothing");
+      }
+    }
+    const LawResult tested = tester.commutativity_law();
+    notes.push_back(tested.summary());
+    if (tested.inconclusive > 0) notes.push_back(inconclusive_explanation());
+    if (tested.counterexample) return refuse(m, "commutativity fails", notes, tested.counterexample);
+    if (smt_proved)
+      return accept(m, Level::smt,
+                    "Z3 proved a . b == b . a for every state; testing found no counterexample", notes);
+    if (!tested.passed(options.trials))
+      return refuse(m,
+                    fmt::format("undecided: only {} instance(s) of commutativity were conclusive, {} needed, {} "
+                                "inconclusive",
+                                tested.conclusive, std::max(1, options.trials / 4), tested.inconclusive),
+                    notes, std::nullopt);
+    return accept(m, Level::tested,
+                  fmt::format("a . b == b . a held on {} random pairs of reachable states", options.trials), notes);
+  } catch (const Error &e) {
+    notes.push_back(e.what());
+    return refuse(m, "undecided: its expressions cannot be evaluated", notes, std::nullopt);
+  }
+}
+
 struct VerdictCache {
   std::mutex mutex;
   std::map<std::string, Verdict> verdicts;
@@ -302,6 +395,24 @@ Verdict check_associativity(const Monoid &m, const CheckOptions &options) {
   }
   // Not under the lock: deciding a product or a twist checks its factors or base first.
   Verdict v = decide(m, options);
+  std::lock_guard lock(cache.mutex);
+  cache.verdicts.emplace(key, v);
+  return v;
+}
+
+Verdict check_commutativity(const Monoid &m, const CheckOptions &options) {
+  VerdictCache &cache = verdict_cache();
+  const std::string key = "commutativity|" + cache_key(m, options);
+  {
+    std::lock_guard lock(cache.mutex);
+    if (auto it = cache.verdicts.find(key); it != cache.verdicts.end()) {
+      Verdict v = it->second;
+      v.monoid = m.name;
+      return v;
+    }
+  }
+  Verdict v = decide_commutativity(m, options);
+  v.property = "commutative";
   std::lock_guard lock(cache.mutex);
   cache.verdicts.emplace(key, v);
   return v;

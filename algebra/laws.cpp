@@ -213,6 +213,9 @@ std::pair<Side, Side> LawTester::state_law_sides(Law law) {
               const auto &s = in.states;
               return m.combine(s[0], m.combine(s[1], s[2]));
             }};
+  if (law == Law::commutativity)
+    return {[](const MonoidEvaluator &m, const Instance &in) { return m.combine(in.states[0], in.states[1]); },
+            [](const MonoidEvaluator &m, const Instance &in) { return m.combine(in.states[1], in.states[0]); }};
   TWIST_CHECK(law == Law::left_identity || law == Law::right_identity, "{} is not a law on states",
               law_statement(law));
   return {[law](const MonoidEvaluator &m, const Instance &in) {
@@ -226,6 +229,13 @@ LawResult LawTester::identity_law(Law which) {
   const auto [combined, itself] = state_law_sides(which);
   return run(which, component_names(monoid_.state), component_types(monoid_.state), [&](Rng &rng) {
     return std::tuple{Instance{.states = {random_state(rng)}}, combined, itself};
+  });
+}
+
+LawResult LawTester::commutativity_law() {
+  const auto [ab, ba] = state_law_sides(Law::commutativity);
+  return run(Law::commutativity, component_names(monoid_.state), component_types(monoid_.state), [&](Rng &rng) {
+    return std::tuple{Instance{.states = random_states(rng, 2)}, ab, ba};
   });
 }
 

@@ -166,6 +166,10 @@ class LawQueries {
       const std::vector<z3::expr> step_of_x = step(std::nullopt);
       return {stepped, combine(*s, step_of_x)};
     }
+    if (law == Law::commutativity) {
+      const auto a = state_terms(0, over_lifts), b = state_terms(1, over_lifts);
+      return {combine(a, b), combine(b, a)};
+    }
     if (law == Law::associativity) {
       const auto a = state_terms(0, over_lifts), b = state_terms(1, over_lifts),
                  c = state_terms(2, over_lifts);
@@ -227,6 +231,10 @@ bool SmtProof::proved() const {
   for (const SmtLawResult &r : laws)
     if (!r.proved) return false;
   return true;
+}
+
+SmtLawResult prove_commutativity_with_smt(const Monoid &m, unsigned timeout_ms) {
+  return LawQueries(m, timeout_ms).ask(Law::commutativity);
 }
 
 SmtProof prove_with_smt(const Monoid &m, unsigned timeout_ms) {

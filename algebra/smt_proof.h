@@ -37,5 +37,7 @@ struct SmtProof {
 
 // Throws nothing: what cannot be encoded or decided in time is reported as unproved.
 SmtProof prove_with_smt(const Monoid &m, unsigned timeout_ms);
+// Commutativity, a . b == b . a, asked the same way (over every state, then over lifts for a candidate).
+SmtLawResult prove_commutativity_with_smt(const Monoid &m, unsigned timeout_ms);
 
 }  // namespace twist::algebra

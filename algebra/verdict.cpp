@@ -54,6 +54,8 @@ std::string law_statement(Law law) {
       return "the given step's fold == the rightward fold: x0 . (x1 . (... . e)), each x as step(e, x)";
     case Law::user_step:
       return "the given step is the combine: step(s, x) == s . step(e, x)";
+    case Law::commutativity:
+      return "commutativity: a . b == b . a";
   }
   return "?";
 }
@@ -100,8 +102,8 @@ std::string Counterexample::to_string() const {
 
 std::string Verdict::to_string() const {
   std::string s =
-      fmt::format("monoid '{}': {} ({})\n  {}", monoid,
-                  accepted ? "associative" : "NOT accepted as associative", level_name(level), reason);
+      fmt::format("monoid '{}': {} ({})\n  {}", monoid, accepted ? property : "NOT accepted as " + property,
+                  level_name(level), reason);
   for (const std::string &note : notes) s += "\n  - " + note;
   if (counterexample) s += "\n" + counterexample->to_string();
   return s;

@@ -36,6 +36,7 @@ enum class Law {
   user_homomorphism,   // the user's fold: fold(x ++ y) == fold(x) . fold(y)
   user_fold_directions,  // the user's fold == the rightward fold by the combine
   user_step,             // step(s, x) == s . step(e, x), for every state (the SMT level's sufficient form)
+  commutativity,         // a . b == b . a
 };
 std::string law_statement(Law law);
 
@@ -65,6 +66,7 @@ struct Verdict {
   std::string reason;              // one line
   std::vector<std::string> notes;  // what each level found, in the order they ran
   std::optional<Counterexample> counterexample;
+  std::string property = "associative";  // what was decided: "associative" or "commutative"
 
   std::string to_string() const;  // several lines: the decision, the notes, the counterexample
 };

@@ -120,12 +120,22 @@ std::string approve_tree(const Func &f, const std::vector<Halide::Expr> &extents
   std::optional<algebra::AssociativityOverride> user_override;
   if (fs && fs->associativity_override())
     user_override = algebra::AssociativityOverride{*fs->associativity_override()};
+  const Monoid &monoid = *f.definition().reduction->monoid;
+  const algebra::CheckOptions options = schedule_check_options(f, extents, fs);
+  // A monoid said to commute (Monoid::commutative) gets trees that fold its points out of order, so the
+  // claim is checked, not trusted.
+  if (monoid.commutative)
+    return "  " +
+           algebra::require_reorderable(
+               monoid,
+               fmt::format("cooperative tree of {} across the threads of a block, its points in any order "
+                           "(the monoid is declared commutative)",
+                           f.name()),
+               user_override, options)
+               .to_string() +
+           "\n";
   const std::string what = fmt::format("cooperative tree of {} across the threads of a block", f.name());
-  return "  " +
-         algebra::require_reassociable(*f.definition().reduction->monoid, what, user_override,
-                                       schedule_check_options(f, extents, fs))
-             .to_string() +
-         "\n";
+  return "  " + algebra::require_reassociable(monoid, what, user_override, options).to_string() + "\n";
 }
 
 void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage, const Func &reduced,
@@ -170,8 +180,17 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
       if (d.reduction) order.push_back(d.name);
     return order;
   };
-  if (reduction_order(*request.schedule) != reduction_order(request.schedule->without_reorders()))
-    approve(fmt::format("reorder of the reduction loops of {}", reduction));
+  // A reorder of reduction loops permutes the points, which needs commutativity too.
+  if (const auto order = reduction_order(*request.schedule), unordered = reduction_order(request.schedule->without_reorders());
+      order != unordered)
+    approvals += "  " +
+                 algebra::require_reorderable(monoid,
+                                              fmt::format("reorder of the reduction loops of {} (from {} to {}, "
+                                                          "outermost first)",
+                                                          reduction, fmt::join(unordered, ", "), fmt::join(order, ", ")),
+                                              user_override, check_options)
+                     .to_string() +
+                 "\n";
   if (request.schedule->atom())
     approve(fmt::format("matrix_atom of {} over {}", reduction, request.schedule->atom()->k));
   if (request.schedule->reduction_split())
