@@ -7,6 +7,7 @@
 #include "algebra/builtins.h"
 #include "algebra/halide_proof.h"
 #include "algebra/laws.h"
+#include "algebra/parameters.h"
 #include "algebra/provenance.h"
 #include "algebra/smt_proof.h"
 #include "algebra/structural_key.h"
@@ -250,13 +251,91 @@ std::optional<Verdict> refute_user_step(const Monoid &m, const CheckOptions &opt
   return std::nullopt;
 }
 
-Verdict decide(const Monoid &m, const CheckOptions &options) {
-  m.validate();
+// The declared domains of the elements and the Params, which every verdict relies on.
+std::vector<std::string> domain_notes(const Monoid &m) {
   std::vector<std::string> notes;
   for (size_t k = 0; k < m.element_domains.size(); ++k)
     if (m.element_domains[k].restricts())
       notes.push_back(fmt::format("checked for elements with {} only, as declared",
                                   m.element_domains[k].to_string(m.elements[k].name)));
+  for (const auto &[name, d] : m.parameter_domains)
+    if (d.restricts()) notes.push_back(fmt::format("checked for the Param {} only, as declared", d.to_string(name)));
+  return notes;
+}
+
+constexpr int kParameterSamples = 4;
+
+// The verdict at sampled values of the Params, renamed for m and saying where it was decided.
+Verdict at_parameters(const Monoid &m, Verdict v, const ParameterValues &values, std::vector<std::string> notes) {
+  v.monoid = m.name;
+  v.reason = fmt::format("with its Params at {}: {}", to_string(values), v.reason);
+  notes.insert(notes.end(), v.notes.begin(), v.notes.end());
+  v.notes = std::move(notes);
+  if (v.counterexample) v.counterexample->parameters.assign(values.begin(), values.end());
+  return v;
+}
+
+// A monoid that reads Params (a temperature): Z3 asks the laws for every value of them; then every level
+// checks the monoid at sampled values (algebra/parameters.h), each an ordinary monoid. Accepted only if
+// every sample is; the level reported is Z3's where it proved the laws for every value, otherwise the
+// weakest of the samples'.
+Verdict decide_with_parameters(const Monoid &m, const CheckOptions &options) {
+  std::vector<std::string> notes = domain_notes(m);
+  std::string read;
+  for (const Component &p : m.parameters()) read += fmt::format("{}{} ({})", read.empty() ? "" : ", ", p.name, type_name(p.type));
+  notes.push_back(fmt::format("reads the Params {}: Z3 reasons over every value of them, the other levels over {} "
+                              "sampled values",
+                              read, kParameterSamples));
+  bool proved_for_every_value = false;
+  if (options.first_level <= Level::smt) {
+    const SmtProof proof = cached_smt_proof(m, options.smt_timeout_ms);
+    for (const SmtLawResult &law : proof.laws) {
+      notes.push_back(fmt::format("Z3, {}: {}", law_statement(law.law), law.finding));
+      if (!law.candidate) continue;
+      LawTester tester(with_parameter_values(m, law.parameters), options);
+      LawResult confirmed = tester.check(law.law == Law::user_step ? Law::user_homomorphism : law.law, *law.candidate);
+      if (!confirmed.counterexample) {
+        notes.push_back("  the evaluator does not confirm Z3's model, so it decides nothing");
+        continue;
+      }
+      Verdict refused = refuse(m,
+                               fmt::format("{} fails (found by Z3 on lifts of elements, confirmed by evaluation)",
+                                           law_statement(law.law)),
+                               {}, std::move(confirmed.counterexample), Level::smt);
+      return at_parameters(m, std::move(refused), law.parameters, notes);
+    }
+    proved_for_every_value = proof.proved();
+  }
+  Level weakest = Level::construction;
+  std::vector<std::string> sampled;
+  for (const ParameterValues &values : parameter_samples(m, kParameterSamples, options.seed)) {
+    const Verdict v = check_associativity(with_parameter_values(m, values), options);
+    if (!v.accepted) return at_parameters(m, v, values, notes);
+    weakest = std::max(weakest, v.level);
+    sampled.push_back(fmt::format("{} ({})", to_string(values), level_name(v.level)));
+  }
+  notes.push_back(fmt::format("accepted at each sampled value of its Params: {}", fmt::join(sampled, "; ")));
+  if (proved_for_every_value)
+    return accept(m, Level::smt,
+                  "Z3 proved associativity and the identity for every state and every value of its Params; at "
+                  "sampled values, every level accepted it too",
+                  notes);
+  return accept(m, weakest,
+                fmt::format("accepted at each of {} sampled values of its Params, the weakest by {}", kParameterSamples,
+                            level_name(weakest)),
+                notes);
+}
+
+Verdict decide(const Monoid &m, const CheckOptions &options) {
+  m.validate();
+  if (!m.parameters().empty()) {
+    try {
+      return decide_with_parameters(m, options);
+    } catch (const Error &e) {
+      return refuse(m, "undecided: its expressions cannot be evaluated", {e.what()}, std::nullopt);
+    }
+  }
+  std::vector<std::string> notes = domain_notes(m);
   try {
     if (options.first_level <= Level::construction)
       if (auto v = by_construction(m, options, notes))
@@ -321,12 +400,21 @@ std::optional<Verdict> commutative_by_construction(const Monoid &m, const CheckO
 
 Verdict decide_commutativity(const Monoid &m, const CheckOptions &options) {
   m.validate();
-  std::vector<std::string> notes;
-  for (size_t k = 0; k < m.element_domains.size(); ++k)
-    if (m.element_domains[k].restricts())
-      notes.push_back(fmt::format("checked for elements with {} only, as declared",
-                                  m.element_domains[k].to_string(m.elements[k].name)));
+  std::vector<std::string> notes = domain_notes(m);
   try {
+    if (!m.parameters().empty()) {
+      // At sampled values of its Params, as for associativity (decide_with_parameters).
+      Level weakest = Level::construction;
+      for (const ParameterValues &values : parameter_samples(m, kParameterSamples, options.seed)) {
+        const Verdict v = check_commutativity(with_parameter_values(m, values), options);
+        if (!v.accepted) return at_parameters(m, v, values, notes);
+        weakest = std::max(weakest, v.level);
+      }
+      return accept(m, weakest,
+                    fmt::format("commutative at each of {} sampled values of its Params, the weakest by {}",
+                                kParameterSamples, level_name(weakest)),
+                    notes);
+    }
     if (options.first_level <= Level::construction)
       if (auto v = commutative_by_construction(m, options, notes)) return *v;
     LawTester tester(m, options);

@@ -192,7 +192,7 @@ LawResult LawTester::run(Law law, const std::vector<std::string> &side_names,
     Counterexample ce{law, monoid_.name, component_names(monoid_.state), component_names(monoid_.elements),
                       instance.states, instance.elements, instance.split,
                       // Without a reference the maps do not read the one the instance carries.
-                      monoid_.twist && reference_type(*monoid_.twist) ? instance.reference : std::nullopt,
+                      monoid_.twist && reference_type(*monoid_.twist) ? instance.reference : std::nullopt, {},
                       side_names, l.extended, r.extended, c.component, c.difference, c.tolerance};
     // A counterexample of finite numbers explains more than one through infinities, so the search goes
     // on for one while the trials last.

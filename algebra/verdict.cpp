@@ -92,6 +92,7 @@ std::string Counterexample::to_string() const {
   }
   if (split >= 0) s += fmt::format("  split at k = {}\n", split);
   if (reference) s += fmt::format("  reference r = {}\n", number(*reference));
+  for (const auto &[name, value] : parameters) s += fmt::format("  Param {} = {}\n", name, number(value));
   s += fmt::format("  left side  = {}\n", values(side_names, lhs));
   s += fmt::format("  right side = {}\n", values(side_names, rhs));
   const std::string name = component < static_cast<int>(side_names.size()) ? side_names[component] : "?";

@@ -50,6 +50,7 @@ struct Counterexample {
   std::vector<Values> elements;
   int split = -1;
   std::optional<Real> reference;
+  std::vector<std::pair<std::string, Real>> parameters;  // the values of the monoid's Params, if it reads any
   // The two sides, evaluated in extended precision, and the component that differs most.
   std::vector<std::string> side_names;
   Values lhs, rhs;
