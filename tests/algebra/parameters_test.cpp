@@ -124,8 +124,8 @@ TEST_CASE("a combine wrong for some values of a Param is refused with them, unle
   CHECK(contains(bounded.to_string(), "k in [0, 1]"));
 }
 
-TEST_CASE("a wrong combine with a Param is refused at sampled values where Z3 cannot encode it") {
-  // exp keeps Z3 out; the tester finds the failure at the sampled k.
+TEST_CASE("a wrong combine with a Param and a math function is refused, naming the Param's value") {
+  // exp is beyond the SMT encoding; the failure is found at a sampled k.
   const Monoid m = with_coefficient("exp_mix", [](const Expr &a, const Expr &b, const Expr &k) {
     return a + b + k * exp(a * 0.0) * a * b * b;
   });
