@@ -84,8 +84,9 @@ class Monoid {
   std::vector<Expr> step;
   Origin origin = Origin::user;
   // a . b == b . a for every pair of states, known by construction (the library's monoids but the affine
-  // maps, products of such, twists of such). A lowering may fold the points of a reduction out of order
-  // (threads dealt points in turn) only when this holds; otherwise each thread folds a contiguous run.
+  // maps, products of such, twists of such) or declared (MonoidBuilder::commutative, checked where a
+  // lowering relies on it). A lowering may fold the points of a reduction out of order (threads dealt
+  // points in turn) only when this holds; otherwise each thread folds a contiguous run.
   bool commutative = false;
   std::vector<std::shared_ptr<const Monoid>> factors;  // for a product
   std::optional<Twist> twist;
@@ -133,8 +134,9 @@ class MonoidBuilder {
   MonoidBuilder &step(const Fn2 &fn);
   MonoidBuilder &origin(Monoid::Origin origin);
   // Declares that the combine commutes, so that a cooperative tree may deal points to threads in turn
-  // (coalesced loads) rather than in contiguous runs. It is the user's assertion, like
-  // FuncSchedule::assume_associative: the checker does not test it.
+  // (coalesced loads) rather than in contiguous runs. The claim is checked where a lowering relies on it
+  // (algebra::require_reorderable): a combine the checker does not accept as commutative is refused there
+  // with a counterexample.
   MonoidBuilder &commutative(bool known = true);
   Monoid build() const;
 

@@ -377,6 +377,27 @@ TEST_CASE("the adversarial corpus: no associative operation is refused over 20 s
   print_times("associative, 20 seeds", seconds);
 }
 
+TEST_CASE("a verdict that counts inconclusive instances says what an inconclusive instance is") {
+  // Infinities on both sides (a max's -inf identity, overflows at the extremes) make instances
+  // inconclusive; every verdict that reports some must explain them.
+  int explained = 0;
+  for (const Monoid &m : associative()) {
+    const Verdict v = check_associativity(m, CheckOptions{.first_level = Level::tested});
+    const std::string text = v.to_string();
+    bool counted = false;
+    for (const std::string &note : v.notes) {
+      const size_t at = note.find(" inconclusive");
+      const size_t comma = note.rfind(", ", at);
+      counted |= at != std::string::npos && comma != std::string::npos && note.substr(comma + 2, at - comma - 2) != "0";
+    }
+    if (!counted) continue;
+    CAPTURE(m.name);
+    CHECK(text.find("an instance is inconclusive where") != std::string::npos);
+    ++explained;
+  }
+  CHECK(explained > 0);
+}
+
 TEST_CASE("a declared element domain is printed with the verdict and decides a weighted mean") {
   const Verdict narrow = check_associativity(weighted_mean(true));
   INFO(narrow.to_string());
