@@ -329,7 +329,9 @@ bool differs(const Monoid &m, const Counterexample &c) {
 
 void print_times(const char *what, std::vector<double> seconds) {
   std::sort(seconds.begin(), seconds.end());
-  std::printf("%s: %zu checks, median %.1f ms, max %.1f ms\n", what, seconds.size(),
+  double total = 0;
+  for (double s : seconds) total += s;
+  std::printf("%s: %zu checks in %.2f s, median %.1f ms, max %.1f ms\n", what, seconds.size(), total,
               1e3 * seconds[seconds.size() / 2], 1e3 * seconds.back());
 }
 
