@@ -30,7 +30,7 @@ struct LeftFold {
   std::vector<std::vector<Expr>> weak_right_inverse;
   // The user's combine, if given: one expression per state component over "a.<name>" and "b.<name>". The
   // derivation takes it instead of deriving one, and checks it against the step.
-  std::vector<Expr> combine;
+  std::vector<Expr> combine = {};
 
   State current() const { return State("s.", state); }
   State lhs() const { return State("a.", state); }

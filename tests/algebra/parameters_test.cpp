@@ -68,7 +68,7 @@ TEST_CASE("a monoid lists the Params it reads, and a domain may restrict them") 
                        .state({{"x", f64}})
                        .identity({0.0})
                        .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0]}; })
-                       .domain("temperature", Domain{.lo = 0})
+                       .domain("temperature", Domain{.lo = 0, .hi = std::nullopt})
                        .build();
                  }),
                  "neither one of its element components nor a Param"));

@@ -75,8 +75,7 @@ TEST_CASE("bitwise or, and, xor and integer max reductions match the oracle exac
     Schedule tree, split;
     tree[f].split("ir_r.x", "ro", "rt", 32).bind("rt", Binding::thread);
     split[f].split("ir_r.x", "ro", "rt", 32).bind("rt", Binding::thread).split_reduction("ro", 4);
-    for (const Schedule *s : {&tree, &split, static_cast<const Schedule *>(nullptr)}) {
-      const Schedule schedule = s ? *s : Schedule();
+    for (const Schedule &schedule : {Schedule(), tree, split}) {
       const LoweredProgram program = lower(f, schedule, Target::sm90a());
       compile_for_both_targets(program);
       for (const int n : {0, 1, 45, 333}) {
