@@ -78,7 +78,7 @@ TEST_CASE("bitwise or, and, xor and integer max reductions match the oracle exac
     for (const Schedule &schedule : {Schedule(), tree, split}) {
       const LoweredProgram program = lower(f, schedule, Target::sm90a());
       compile_for_both_targets(program);
-      for (const int n : {0, 1, 45, 333}) {
+      for (const int n : {1, 45, 333}) {
         INFO(monoid.name, " over rows of ", n);
         const std::map<std::string, double> sizes = {{"ir_rows", 3}, {"ir_cols", n}};
         const Tensors inputs = {{"ir_x", random_words({3, n}, 7 + n)}};
