@@ -259,14 +259,16 @@ std::vector<std::string> domain_notes(const Monoid &m) {
       notes.push_back(fmt::format("checked for elements with {} only, as declared",
                                   m.element_domains[k].to_string(m.elements[k].name)));
   for (const auto &[name, d] : m.parameter_domains)
-    if (d.restricts()) notes.push_back(fmt::format("checked for the Param {} only, as declared", d.to_string(name)));
+    if (d.restricts())
+      notes.push_back(fmt::format("checked for the Param {} only, as declared", d.to_string(name)));
   return notes;
 }
 
 constexpr int kParameterSamples = 4;
 
 // The verdict at sampled values of the Params, renamed for m and saying where it was decided.
-Verdict at_parameters(const Monoid &m, Verdict v, const ParameterValues &values, std::vector<std::string> notes) {
+Verdict at_parameters(const Monoid &m, Verdict v, const ParameterValues &values,
+                      std::vector<std::string> notes) {
   v.monoid = m.name;
   v.reason = fmt::format("with its Params at {}: {}", to_string(values), v.reason);
   notes.insert(notes.end(), v.notes.begin(), v.notes.end());
@@ -282,10 +284,12 @@ Verdict at_parameters(const Monoid &m, Verdict v, const ParameterValues &values,
 Verdict decide_with_parameters(const Monoid &m, const CheckOptions &options) {
   std::vector<std::string> notes = domain_notes(m);
   std::string read;
-  for (const Component &p : m.parameters()) read += fmt::format("{}{} ({})", read.empty() ? "" : ", ", p.name, type_name(p.type));
-  notes.push_back(fmt::format("reads the Params {}: Z3 reasons over every value of them, the other levels over {} "
-                              "sampled values",
-                              read, kParameterSamples));
+  for (const Component &p : m.parameters())
+    read += fmt::format("{}{} ({})", read.empty() ? "" : ", ", p.name, type_name(p.type));
+  notes.push_back(
+      fmt::format("reads the Params {}: Z3 reasons over every value of them, the other levels over {} "
+                  "sampled values",
+                  read, kParameterSamples));
   bool proved_for_every_value = false;
   if (options.first_level <= Level::smt) {
     const SmtProof proof = cached_smt_proof(m, options.smt_timeout_ms);
@@ -293,15 +297,17 @@ Verdict decide_with_parameters(const Monoid &m, const CheckOptions &options) {
       notes.push_back(fmt::format("Z3, {}: {}", law_statement(law.law), law.finding));
       if (!law.candidate) continue;
       LawTester tester(with_parameter_values(m, law.parameters), options);
-      LawResult confirmed = tester.check(law.law == Law::user_step ? Law::user_homomorphism : law.law, *law.candidate);
+      LawResult confirmed =
+          tester.check(law.law == Law::user_step ? Law::user_homomorphism : law.law, *law.candidate);
       if (!confirmed.counterexample) {
         notes.push_back("  the evaluator does not confirm Z3's model, so it decides nothing");
         continue;
       }
-      Verdict refused = refuse(m,
-                               fmt::format("{} fails (found by Z3 on lifts of elements, confirmed by evaluation)",
-                                           law_statement(law.law)),
-                               {}, std::move(confirmed.counterexample), Level::smt);
+      Verdict refused =
+          refuse(m,
+                 fmt::format("{} fails (found by Z3 on lifts of elements, confirmed by evaluation)",
+                             law_statement(law.law)),
+                 {}, std::move(confirmed.counterexample), Level::smt);
       return at_parameters(m, std::move(refused), law.parameters, notes);
     }
     proved_for_every_value = proof.proved();
@@ -316,13 +322,14 @@ Verdict decide_with_parameters(const Monoid &m, const CheckOptions &options) {
   }
   notes.push_back(fmt::format("accepted at each sampled value of its Params: {}", fmt::join(sampled, "; ")));
   if (proved_for_every_value)
-    return accept(m, Level::smt,
-                  "Z3 proved associativity and the identity for every state and every value of its Params; at "
-                  "sampled values, every level accepted it too",
-                  notes);
+    return accept(
+        m, Level::smt,
+        "Z3 proved associativity and the identity for every state and every value of its Params; at "
+        "sampled values, every level accepted it too",
+        notes);
   return accept(m, weakest,
-                fmt::format("accepted at each of {} sampled values of its Params, the weakest by {}", kParameterSamples,
-                            level_name(weakest)),
+                fmt::format("accepted at each of {} sampled values of its Params, the weakest by {}",
+                            kParameterSamples, level_name(weakest)),
                 notes);
 }
 
@@ -368,7 +375,8 @@ std::optional<Verdict> commutative_by_construction(const Monoid &m, const CheckO
     return v.accepted && v.level <= Level::smt;
   };
   if (m.origin == Monoid::Origin::builtin && is_library_monoid(m)) {
-    if (m.commutative) return accept(m, Level::construction, "the library's monoid, commutative by construction", notes);
+    if (m.commutative)
+      return accept(m, Level::construction, "the library's monoid, commutative by construction", notes);
     notes.push_back("the library's monoid, which does not commute by construction");
     return std::nullopt;
   }
@@ -377,7 +385,8 @@ std::optional<Verdict> commutative_by_construction(const Monoid &m, const CheckO
     if (!factors) return std::nullopt;
     for (const Monoid &f : *factors)
       if (!proved_commutative(f)) {
-        notes.push_back(fmt::format("factor '{}' is not proved commutative, so the product is checked as a whole", f.name));
+        notes.push_back(fmt::format(
+            "factor '{}' is not proved commutative, so the product is checked as a whole", f.name));
         return std::nullopt;
       }
     return accept(m, Level::construction, "the componentwise product of commutative factors", notes);
@@ -390,12 +399,14 @@ std::optional<Verdict> commutative_by_construction(const Monoid &m, const CheckO
   }
   const Verdict twisted = check_associativity(m, options);
   if (!twisted.accepted || twisted.level != Level::construction) {
-    notes.push_back("its twist does not prove it associative by construction, so psi does not carry the base's "
-                    "commutativity over");
+    notes.push_back(
+        "its twist does not prove it associative by construction, so psi does not carry the base's "
+        "commutativity over");
     return std::nullopt;
   }
   return accept(m, Level::construction,
-                fmt::format("transported through a bijection psi from the commutative base '{}'", base.name), notes);
+                fmt::format("transported through a bijection psi from the commutative base '{}'", base.name),
+                notes);
 }
 
 Verdict decide_commutativity(const Monoid &m, const CheckOptions &options) {
@@ -426,8 +437,8 @@ Verdict decide_commutativity(const Monoid &m, const CheckOptions &options) {
       if (law.candidate) {
         LawResult confirmed = tester.check(Law::commutativity, *law.candidate);
         if (confirmed.counterexample)
-          return refuse(m, "commutativity fails (found by Z3 on lifts of elements, confirmed by evaluation)", notes,
-                        std::move(confirmed.counterexample), Level::smt);
+          return refuse(m, "commutativity fails (found by Z3 on lifts of elements, confirmed by evaluation)",
+                        notes, std::move(confirmed.counterexample), Level::smt);
         notes.push_back("  the evaluator does not confirm Z3's model, so it decides nothing");
       }
     }
@@ -439,13 +450,15 @@ Verdict decide_commutativity(const Monoid &m, const CheckOptions &options) {
       return accept(m, Level::smt,
                     "Z3 proved a . b == b . a for every state; testing found no counterexample", notes);
     if (!tested.passed(options.trials))
-      return refuse(m,
-                    fmt::format("undecided: only {} instance(s) of commutativity were conclusive, {} needed, {} "
-                                "inconclusive",
-                                tested.conclusive, std::max(1, options.trials / 4), tested.inconclusive),
-                    notes, std::nullopt);
+      return refuse(
+          m,
+          fmt::format("undecided: only {} instance(s) of commutativity were conclusive, {} needed, {} "
+                      "inconclusive",
+                      tested.conclusive, std::max(1, options.trials / 4), tested.inconclusive),
+          notes, std::nullopt);
     return accept(m, Level::tested,
-                  fmt::format("a . b == b . a held on {} random pairs of reachable states", options.trials), notes);
+                  fmt::format("a . b == b . a held on {} random pairs of reachable states", options.trials),
+                  notes);
   } catch (const Error &e) {
     notes.push_back(e.what());
     return refuse(m, "undecided: its expressions cannot be evaluated", notes, std::nullopt);

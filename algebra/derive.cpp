@@ -210,16 +210,16 @@ Monoid inverse_derivation(const LeftFold& fold) {
 }
 
 // The user's combine, lifted by step(initial, x) and held to the step (Monoid::step).
-Monoid with_given_combine(const LeftFold& fold) {
+Monoid with_given_combine(const LeftFold &fold) {
   return MonoidBuilder(fold.name)
       .state(fold.state)
       .elements(fold.elements)
       .identity(fold.initial)
-      .lift([&](const State& x) { return step_at(fold, fold.initial, x.vars()); })
-      .combine([&](const State& a, const State& b) {
+      .lift([&](const State &x) { return step_at(fold, fold.initial, x.vars()); })
+      .combine([&](const State &a, const State &b) {
         return Substitution().bind(fold.lhs(), a.vars()).bind(fold.rhs(), b.vars())(fold.combine);
       })
-      .step([&](const State& s, const State& x) {
+      .step([&](const State &s, const State &x) {
         return Substitution().bind(fold.current(), s.vars()).bind(fold.element(), x.vars())(fold.step);
       })
       .origin(Monoid::Origin::derived)
@@ -244,7 +244,7 @@ Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options
   if (!m) m = affine_derivation(fold, options, notes);
   const bool through_inverse = !m && !fold.weak_right_inverse.empty();
   if (through_inverse) m = inverse_derivation(fold);
-  const char* how = given_combine     ? "the given combine, lifted by step(initial, x) and held to the step"
+  const char *how = given_combine     ? "the given combine, lifted by step(initial, x) and held to the step"
                     : through_inverse ? "h(g(s) ++ g(t)) through the given weak right inverse g"
                                       : "the composition of the step's affine maps";
   if (!m)
@@ -309,7 +309,7 @@ Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options
                  notes, std::nullopt}};
 }
 
-LeftFold left_fold(const Monoid& m) {
+LeftFold left_fold(const Monoid &m) {
   if (m.step.empty())
     fail("monoid '{}' has no step to derive from; give one with MonoidBuilder::step", m.name);
   LeftFold fold{m.name, m.state, m.elements, m.identity, {}, {}, {}};

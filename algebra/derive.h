@@ -47,6 +47,6 @@ Derivation derive_monoid(const LeftFold& fold, const CheckOptions& options = {})
 
 // The fold of a monoid's own step (Monoid::step) with its combine: the identity as the initial state, so that
 // derive_monoid checks the user's combine against the user's step. Throws twist::Error without a step.
-LeftFold left_fold(const Monoid& m);
+LeftFold left_fold(const Monoid &m);
 
 }  // namespace twist::algebra

@@ -39,8 +39,8 @@ ReassociationApproval require_reassociable(const Monoid& m, const std::string& w
 // associativity; or throws twist::Error with the commutativity verdict and its counterexample, naming
 // `what`. The override is the same as require_reassociable's: the user's word that the reduction may be
 // reordered.
-ReassociationApproval require_reorderable(const Monoid& m, const std::string& what,
-                                          const std::optional<AssociativityOverride>& override_ = {},
-                                          const CheckOptions& options = {});
+ReassociationApproval require_reorderable(const Monoid &m, const std::string &what,
+                                          const std::optional<AssociativityOverride> &override_ = {},
+                                          const CheckOptions &options = {});
 
 }  // namespace twist::algebra

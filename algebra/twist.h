@@ -56,7 +56,7 @@ class TwistBuilder {
   // A reference of type t, chosen by `rule` from the operands of a combine.
   TwistBuilder& reference(const Type& t, const Rule& rule);
   // Restricts an element component or a Param the maps read, as MonoidBuilder::domain does.
-  TwistBuilder& domain(const std::string& name, Domain domain);
+  TwistBuilder &domain(const std::string &name, Domain domain);
   Monoid build() const;
 
  private:

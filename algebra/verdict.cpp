@@ -102,9 +102,8 @@ std::string Counterexample::to_string() const {
 }
 
 std::string Verdict::to_string() const {
-  std::string s =
-      fmt::format("monoid '{}': {} ({})\n  {}", monoid, accepted ? property : "NOT accepted as " + property,
-                  level_name(level), reason);
+  std::string s = fmt::format("monoid '{}': {} ({})\n  {}", monoid,
+                              accepted ? property : "NOT accepted as " + property, level_name(level), reason);
   for (const std::string &note : notes) s += "\n  - " + note;
   if (counterexample) s += "\n" + counterexample->to_string();
   return s;

@@ -66,7 +66,8 @@ std::vector<Component> Monoid::parameters() const {
     std::vector<Component> found;
     using IRVisitor::visit;
     void visit(const Variable *v) override {
-      if (is_param(v) && std::none_of(found.begin(), found.end(), [&](const Component &c) { return c.name == v->name; }))
+      if (is_param(v) &&
+          std::none_of(found.begin(), found.end(), [&](const Component &c) { return c.name == v->name; }))
         found.push_back({v->name, v->type});
     }
   } collect;
@@ -75,7 +76,8 @@ std::vector<Component> Monoid::parameters() const {
       if (e.defined()) e.accept(&collect);
   auto add = [&](const std::vector<Component> &more) {
     for (const Component &c : more)
-      if (std::none_of(collect.found.begin(), collect.found.end(), [&](const Component &p) { return p.name == c.name; }))
+      if (std::none_of(collect.found.begin(), collect.found.end(),
+                       [&](const Component &p) { return p.name == c.name; }))
         collect.found.push_back(c);
   };
   if (twist) {
@@ -165,7 +167,8 @@ void Monoid::validate() const {
     const std::vector<Component> read = parameters();
     for (const auto &[parameter, d] : parameter_domains) {
       if (std::none_of(read.begin(), read.end(), [&](const Component &p) { return p.name == parameter; }))
-        fail("monoid '{}' declares a domain for '{}', which is not a Param its expressions read", name, parameter);
+        fail("monoid '{}' declares a domain for '{}', which is not a Param its expressions read", name,
+             parameter);
       if (d.lo && d.hi && *d.lo > *d.hi)
         fail("monoid '{}': the domain of Param '{}' is empty ({})", name, parameter, d.to_string(parameter));
     }
@@ -248,7 +251,8 @@ Monoid MonoidBuilder::build() const {
   m.finalize = finalize_ ? adapt(finalize_(m.one()), m.outputs) : m.one().vars();
   if (step_) m.step = adapt(step_(m.one(), m.element()), m.state);
   if (std::any_of(domains_.begin(), domains_.end(), [&](const auto &d) {
-        return std::any_of(m.elements.begin(), m.elements.end(), [&](const Component &c) { return c.name == d.first; });
+        return std::any_of(m.elements.begin(), m.elements.end(),
+                           [&](const Component &c) { return c.name == d.first; });
       }))
     m.element_domains.assign(m.elements.size(), Domain{});
   if (!domains_.empty()) {
@@ -260,10 +264,13 @@ Monoid MonoidBuilder::build() const {
         continue;
       }
       const std::vector<Component> parameters = m.parameters();
-      if (std::none_of(parameters.begin(), parameters.end(), [&](const Component &p) { return p.name == component; }))
-        fail("monoid '{}': domain() names '{}', which is neither one of its element components nor a Param its "
-             "expressions read",
-             m.name, component);
+      if (std::none_of(parameters.begin(), parameters.end(),
+                       [&](const Component &p) { return p.name == component; }))
+        fail(
+            "monoid '{}': domain() names '{}', which is neither one of its element components nor a Param "
+            "its "
+            "expressions read",
+            m.name, component);
       m.parameter_domains[component] = domain;
     }
   }

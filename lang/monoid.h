@@ -6,8 +6,8 @@
 // state ("s.<name>"). This file is only the language: everything known *about* a monoid (the built-ins,
 // twists, products, whether it is associative and why) lives in algebra/.
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>

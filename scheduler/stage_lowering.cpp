@@ -181,14 +181,16 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
     return order;
   };
   // A reorder of reduction loops permutes the points, which needs commutativity too.
-  if (const auto order = reduction_order(*request.schedule), unordered = reduction_order(request.schedule->without_reorders());
+  if (const auto order = reduction_order(*request.schedule),
+      unordered = reduction_order(request.schedule->without_reorders());
       order != unordered)
     approvals += "  " +
-                 algebra::require_reorderable(monoid,
-                                              fmt::format("reorder of the reduction loops of {} (from {} to {}, "
-                                                          "outermost first)",
-                                                          reduction, fmt::join(unordered, ", "), fmt::join(order, ", ")),
-                                              user_override, check_options)
+                 algebra::require_reorderable(
+                     monoid,
+                     fmt::format("reorder of the reduction loops of {} (from {} to {}, "
+                                 "outermost first)",
+                                 reduction, fmt::join(unordered, ", "), fmt::join(order, ", ")),
+                     user_override, check_options)
                      .to_string() +
                  "\n";
   if (request.schedule->atom())

@@ -384,8 +384,10 @@ TEST_CASE("integer bitwise and min/max combines are proved exactly, not only tes
       i32_op("i32_xor", 0, [](const State &a, const State &b) { return std::vector<Expr>{a[0] ^ b[0]}; }),
       i32_op("i32_and", -1, [](const State &a, const State &b) { return std::vector<Expr>{a[0] & b[0]}; }),
       i32_op("i32_or", 0, [](const State &a, const State &b) { return std::vector<Expr>{a[0] | b[0]}; }),
-      i32_op("i32_max", INT32_MIN, [](const State &a, const State &b) { return std::vector<Expr>{max(a[0], b[0])}; }),
-      i32_op("i32_min", INT32_MAX, [](const State &a, const State &b) { return std::vector<Expr>{min(a[0], b[0])}; }),
+      i32_op("i32_max", INT32_MIN,
+             [](const State &a, const State &b) { return std::vector<Expr>{max(a[0], b[0])}; }),
+      i32_op("i32_min", INT32_MAX,
+             [](const State &a, const State &b) { return std::vector<Expr>{min(a[0], b[0])}; }),
   };
   for (const Monoid &m : proved) {
     CAPTURE(m.name);
@@ -395,8 +397,8 @@ TEST_CASE("integer bitwise and min/max combines are proved exactly, not only tes
     CHECK(v.level <= Level::smt);
   }
   // The same xor with an identity off by one is refused by Z3 with a confirmed counterexample.
-  const Monoid off =
-      i32_op("i32_xor_with_identity_one", 1, [](const State &a, const State &b) { return std::vector<Expr>{a[0] ^ b[0]}; });
+  const Monoid off = i32_op("i32_xor_with_identity_one", 1,
+                            [](const State &a, const State &b) { return std::vector<Expr>{a[0] ^ b[0]}; });
   const Verdict v = check_associativity(off);
   INFO(v.to_string());
   CHECK(!v.accepted);
@@ -415,7 +417,8 @@ TEST_CASE("a verdict that counts inconclusive instances says what an inconclusiv
     for (const std::string &note : v.notes) {
       const size_t at = note.find(" inconclusive");
       const size_t comma = note.rfind(", ", at);
-      counted |= at != std::string::npos && comma != std::string::npos && note.substr(comma + 2, at - comma - 2) != "0";
+      counted |= at != std::string::npos && comma != std::string::npos &&
+                 note.substr(comma + 2, at - comma - 2) != "0";
     }
     if (!counted) continue;
     CAPTURE(m.name);

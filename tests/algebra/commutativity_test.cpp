@@ -49,7 +49,8 @@ bool sides_differ(const Monoid &m, const Counterexample &c) {
 
 }  // namespace
 
-TEST_CASE("commutativity is proved by construction for the library's commutative monoids, products and twists") {
+TEST_CASE(
+    "commutativity is proved by construction for the library's commutative monoids, products and twists") {
   for (const Monoid &m : {sum(f32), max(f64), welford(f64), softmax(f32), twisted_softmax(f64),
                           product({sum(f64), max(f64)}, {"s", "m"})}) {
     CAPTURE(m.name);
@@ -62,12 +63,10 @@ TEST_CASE("commutativity is proved by construction for the library's commutative
 }
 
 TEST_CASE("a user's commutative combine is proved by Z3, bit-exactly or over the reals") {
-  const Monoid xor_ = scalar("i32_xor", i32, 0, [](const State &a, const State &b) {
-    return std::vector<Expr>{a[0] ^ b[0]};
-  });
-  const Monoid plus = scalar("plus_reversed", f64, 0.0, [](const State &a, const State &b) {
-    return std::vector<Expr>{b[0] + a[0]};
-  });
+  const Monoid xor_ = scalar("i32_xor", i32, 0,
+                             [](const State &a, const State &b) { return std::vector<Expr>{a[0] ^ b[0]}; });
+  const Monoid plus = scalar("plus_reversed", f64, 0.0,
+                             [](const State &a, const State &b) { return std::vector<Expr>{b[0] + a[0]}; });
   for (const Monoid &m : {xor_, plus}) {
     const Verdict v = check_commutativity(m);
     INFO(v.to_string());
@@ -96,12 +95,13 @@ TEST_CASE("require_reorderable needs commutativity besides associativity, and sa
   const ReassociationApproval approved = require_reorderable(sum(f32), "reorder of the reduction loops of C");
   CHECK(approved.verdict.accepted);
   CHECK(contains(approved.to_string(), "associative and commutative"));
-  const std::string error = error_of([] { require_reorderable(affine_by_hand(true), "reorder of the loops of f"); });
+  const std::string error =
+      error_of([] { require_reorderable(affine_by_hand(true), "reorder of the loops of f"); });
   CHECK(contains(error, "reorder of the loops of f"));
   CHECK(contains(error, "commutativity: a . b == b . a"));
   CHECK(contains(error, "assume_associative(\"why\")"));
-  const ReassociationApproval overridden =
-      require_reorderable(affine_by_hand(true), "reorder of the loops of f", AssociativityOverride{"scalars only"});
+  const ReassociationApproval overridden = require_reorderable(
+      affine_by_hand(true), "reorder of the loops of f", AssociativityOverride{"scalars only"});
   CHECK(overridden.overridden());
 }
 

@@ -191,13 +191,13 @@ TEST_CASE("a step given with the user's combine is derived with that combine and
   INFO(disagreeing.verdict.to_string());
   CHECK(!disagreeing.verdict.accepted);
   CHECK(disagreeing.verdict.counterexample);
-  const Monoid no_step = MonoidBuilder("no_step")
-                             .state({{"x", f64}})
-                             .identity({0.0})
-                             .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0]}; })
-                             .build();
+  const Monoid no_step =
+      MonoidBuilder("no_step")
+          .state({{"x", f64}})
+          .identity({0.0})
+          .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0]}; })
+          .build();
   CHECK_THROWS_WITH_AS(left_fold(no_step), doctest::Contains("MonoidBuilder::step"), Error);
 }
 
 TEST_SUITE_END();
-

@@ -22,7 +22,9 @@ namespace {
 
 // Softmax at a temperature: a twist over (max, +) whose psi scales l by exp((m - r) / T).
 Monoid tempered_softmax(const Expr &temperature, std::optional<Domain> domain) {
-  auto rescale = [=](const Expr &m, const Expr &r) { return select(m == -INFINITY, 0.0f, exp((m - r) / temperature)); };
+  auto rescale = [=](const Expr &m, const Expr &r) {
+    return select(m == -INFINITY, 0.0f, exp((m - r) / temperature));
+  };
   TwistBuilder b("tempered_softmax", product({max(f32), sum(f32)}, {"m", "l"}));
   b.state({{"m", f32}, {"l", f32}})
       .elements({{"s", f32}})
@@ -35,13 +37,15 @@ Monoid tempered_softmax(const Expr &temperature, std::optional<Domain> domain) {
         return std::vector<Expr>{s["m"], s["l"] * rescale(s["m"], r)};
       })
       .from_base([=](const State &s, const Expr &r) {
-        return std::vector<Expr>{s["m"], select(s["m"] == -INFINITY, 0.0f, s["l"] * exp((r - s["m"]) / temperature))};
+        return std::vector<Expr>{s["m"],
+                                 select(s["m"] == -INFINITY, 0.0f, s["l"] * exp((r - s["m"]) / temperature))};
       });
   if (domain) b.domain("temperature", *domain);
   return b.build();
 }
 
-Monoid with_coefficient(const std::string &name, const std::function<Expr(const Expr &, const Expr &, const Expr &)> &op,
+Monoid with_coefficient(const std::string &name,
+                        const std::function<Expr(const Expr &, const Expr &, const Expr &)> &op,
                         std::optional<Domain> domain = {}) {
   const Param<double> k("k");
   MonoidBuilder b(name);
@@ -78,7 +82,8 @@ TEST_CASE("a twisted softmax at a Param temperature is accepted at every sampled
   const Param<float> temperature("temperature");
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     CAPTURE(seed);
-    const Verdict v = check_associativity(tempered_softmax(temperature, Domain{.lo = 0.25, .hi = 4}), {.seed = seed});
+    const Verdict v =
+        check_associativity(tempered_softmax(temperature, Domain{.lo = 0.25, .hi = 4}), {.seed = seed});
     INFO(v.to_string());
     CHECK(v.accepted);
     CHECK(v.level == Level::construction);
@@ -89,9 +94,8 @@ TEST_CASE("a twisted softmax at a Param temperature is accepted at every sampled
 
 TEST_CASE("Z3 proves a combine with a Param coefficient for every value of it") {
   // a + b + k a b is associative whatever k is: both groupings give a + b + c + k(ab + ac + bc) + k^2 abc.
-  const Monoid m = with_coefficient("plus_k_times", [](const Expr &a, const Expr &b, const Expr &k) {
-    return a + b + k * a * b;
-  });
+  const Monoid m = with_coefficient(
+      "plus_k_times", [](const Expr &a, const Expr &b, const Expr &k) { return a + b + k * a * b; });
   const Verdict v = check_associativity(m);
   INFO(v.to_string());
   CHECK(v.accepted);
@@ -99,7 +103,8 @@ TEST_CASE("Z3 proves a combine with a Param coefficient for every value of it") 
   CHECK(contains(v.to_string(), "every value of its Params"));
 }
 
-TEST_CASE("a combine wrong for some values of a Param is refused with them, unless its domain excludes them") {
+TEST_CASE(
+    "a combine wrong for some values of a Param is refused with them, unless its domain excludes them") {
   auto op = [](const Expr &a, const Expr &b, const Expr &k) { return select(k > 2.0, a - b, a + b); };
   const Monoid anywhere = with_coefficient("minus_past_2", op);
   const Verdict v = check_associativity(anywhere);

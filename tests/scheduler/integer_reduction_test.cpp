@@ -52,7 +52,8 @@ reference::HostTensor random_words(std::vector<int64_t> shape, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("bitwise or, and, xor and integer max reductions match the oracle exactly and compile for both targets") {
+TEST_CASE(
+    "bitwise or, and, xor and integer max reductions match the oracle exactly and compile for both targets") {
   const std::vector<Case> cases = {
       {integer_monoid("bit_or", 0, [](const Expr &a, const Expr &b) { return a | b; }),
        [](int32_t a, int32_t b) { return a | b; }, 0},
@@ -82,7 +83,8 @@ TEST_CASE("bitwise or, and, xor and integer max reductions match the oracle exac
         INFO(monoid.name, " over rows of ", n);
         const std::map<std::string, double> sizes = {{"ir_rows", 3}, {"ir_cols", n}};
         const Tensors inputs = {{"ir_x", random_words({3, n}, 7 + n)}};
-        const auto got = reference::run_program(program, inputs, bind_arguments(program, {{"ir_x", {3, n}}}, sizes));
+        const auto got =
+            reference::run_program(program, inputs, bind_arguments(program, {{"ir_x", {3, n}}}, sizes));
         const auto want = reference::evaluate(f, {inputs, sizes}, Arithmetic::exact);
         const reference::HostTensor &g = got.at(program.outputs[0].name);
         const reference::HostTensor &in = inputs.at("ir_x");

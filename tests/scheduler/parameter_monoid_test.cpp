@@ -23,7 +23,8 @@ namespace {
 // The softmax denominator sum_j exp((x_j - max x) / T), as (m, l) twisted over (max, +).
 Monoid tempered_softmax(const Expr &temperature) {
   auto scaled_exp = [=](const Expr &d) { return exp(d / temperature); };
-  return algebra::TwistBuilder("tempered_softmax", algebra::product({algebra::max(f32), algebra::sum(f32)}, {"m", "l"}))
+  return algebra::TwistBuilder("tempered_softmax",
+                               algebra::product({algebra::max(f32), algebra::sum(f32)}, {"m", "l"}))
       .state({{"m", f32}, {"l", f32}})
       .elements({{"s", f32}})
       .identity({-INFINITY, 0.0})

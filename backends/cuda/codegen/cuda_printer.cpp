@@ -100,7 +100,8 @@ const std::map<std::string, std::string> &helper_definitions() {
        "  return b == 0 ? 0 : r + ((r < 0) ? (d < 0 ? -d : d) : 0);\n"
        "}\n"},
       {"shift",
-       "// Halide's shifts: a negative amount shifts the other way, and shifting out every bit gives 0 (-1 for "
+       "// Halide's shifts: a negative amount shifts the other way, and shifting out every bit gives 0 (-1 "
+       "for "
        "a negative\n"
        "// value shifted right), where C++ leaves both undefined.\n"
        "template <typename T>\n"
@@ -109,7 +110,8 @@ const std::map<std::string, std::string> &helper_definitions() {
        "  const unsigned long long n = static_cast<unsigned long long>(b), amount = reverse ? 0ull - n : n;\n"
        "  if (reverse) left = !left;\n"
        "  if (amount >= 8 * sizeof(T)) return left || !(a < T(0)) ? T(0) : T(-1);\n"
-       "  return left ? static_cast<T>(static_cast<unsigned long long>(a) << amount) : static_cast<T>(a >> amount);\n"
+       "  return left ? static_cast<T>(static_cast<unsigned long long>(a) << amount) : static_cast<T>(a >> "
+       "amount);\n"
        "}\n"},
       {"copy",
        "template <int Bytes> struct twist_chunk;\n"
@@ -415,8 +417,8 @@ std::string Printer::expr(const Halide::Expr &e) {
     if (c->is_intrinsic(Call::bitwise_not)) return "(~" + expr(c->args[0]) + ")";
     if (c->is_intrinsic({Call::shift_left, Call::shift_right})) {
       helpers_.insert("shift");
-      return "twist_shift(" + expr(c->args[0]) + ", static_cast<" + c_type(c->type) + ">(" + expr(c->args[1]) +
-             "), " + (c->is_intrinsic(Call::shift_left) ? "true" : "false") + ")";
+      return "twist_shift(" + expr(c->args[0]) + ", static_cast<" + c_type(c->type) + ">(" +
+             expr(c->args[1]) + "), " + (c->is_intrinsic(Call::shift_left) ? "true" : "false") + ")";
     }
   }
   fail("the CUDA printer cannot print {} in kernel {}", e, kernel_.name);
