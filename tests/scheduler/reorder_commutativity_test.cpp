@@ -92,3 +92,21 @@ TEST_CASE("a monoid declared commutative that is not is refused by the tree that
   const std::map<std::string, double> sizes = {{"dc_rows", 3}, {"dc_cols", 100}};
   CHECK(lowered_error(g, Schedule(), random_inputs(g, sizes, 5), sizes) < 1e-9);
 }
+
+TEST_CASE("a reorder of the reduction loops of a tree needs a commutative monoid too") {
+  SizeParam rows("tr_rows");
+  Input a("tr_a", f64, {rows, Expr(5), Expr(7)}), b("tr_b", f64, {rows, Expr(5), Expr(7)});
+  Var i("i");
+  RDom r({{0, 7}, {0, 5}}, "tr_r");
+  Func f("tr_affine");
+  f(i) = reduce(affine_by_hand(false), r, std::vector<Expr>{a(i, r.y, r.x), b(i, r.y, r.x)});
+  f.set_shape({rows});
+  Schedule s;
+  s[f].reorder({"tr_r.y", "tr_r.x"});
+  const std::string error = error_of([&] { lower(f, s, Target::sm90a()); });
+  CHECK(contains(error, "reorder of the reduction loops of tr_affine (from tr_r.y, tr_r.x to tr_r.x, tr_r.y"));
+  CHECK(contains(error, "commutativity: a . b == b . a"));
+  // Without the reorder the default tree keeps the points in order.
+  const std::map<std::string, double> sizes = {{"tr_rows", 3}};
+  CHECK(lowered_error(f, Schedule(), random_inputs(f, sizes, 6), sizes) < 1e-9);
+}
