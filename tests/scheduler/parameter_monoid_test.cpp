@@ -6,44 +6,17 @@
 #include <algorithm>
 #include <cmath>
 
-#include "algebra/builtins.h"
-#include "algebra/twist.h"
 #include "backends/reference/evaluate_funcs.h"
 #include "lang/twist.h"
 #include "scheduler/lower.h"
+#include "tests/scheduler/checker_programs.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
 using twist::testing::compile_for_both_targets;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
-
-namespace {
-
-// The softmax denominator sum_j exp((x_j - max x) / T), as (m, l) twisted over (max, +).
-Monoid tempered_softmax(const Expr &temperature) {
-  auto scaled_exp = [=](const Expr &d) { return exp(d / temperature); };
-  return algebra::TwistBuilder("tempered_softmax",
-                               algebra::product({algebra::max(f32), algebra::sum(f32)}, {"m", "l"}))
-      .state({{"m", f32}, {"l", f32}})
-      .elements({{"s", f32}})
-      .identity({-INFINITY, 0.0})
-      .lift([](const State &x) {
-        return std::vector<Expr>{x[0], select(x[0] == -INFINITY, 0.0f, 1.0f)};
-      })
-      .finalize({{"l", f32}}, [](const State &s) { return std::vector<Expr>{s["l"]}; })
-      .reference(f32, [](const State &a, const State &b) { return max(a["m"], b["m"]); })
-      .to_base([=](const State &s, const Expr &r) {
-        return std::vector<Expr>{s["m"], select(s["m"] == -INFINITY, 0.0f, s["l"] * scaled_exp(s["m"] - r))};
-      })
-      .from_base([=](const State &s, const Expr &r) {
-        return std::vector<Expr>{s["m"], select(s["m"] == -INFINITY, 0.0f, s["l"] * scaled_exp(r - s["m"]))};
-      })
-      .domain("temperature", Domain{.lo = 0.125, .hi = 8})
-      .build();
-}
-
-}  // namespace
+using twist::testing::tempered_softmax;
 
 TEST_CASE("a softmax at a Param temperature lowers, runs against the oracle and compiles for both targets") {
   const Param<float> temperature("temperature");
