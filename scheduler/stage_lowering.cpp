@@ -144,7 +144,8 @@ std::string approve_tree(const Func &f, const std::vector<Halide::Expr> &extents
   const algebra::CheckOptions options = schedule_check_options(f, extents, fs);
   std::string reordered;
   if (const auto reorder = reduction_reorder(f, extents, fs))
-    reordered = "  " + algebra::require_reorderable(monoid, *reorder, user_override, options).to_string() + "\n";
+    reordered =
+        "  " + algebra::require_reorderable(monoid, *reorder, user_override, options).to_string() + "\n";
   // A monoid said to commute (Monoid::commutative) gets trees that fold its points out of order, so the
   // claim is checked, not trusted.
   if (monoid.commutative)
@@ -158,7 +159,8 @@ std::string approve_tree(const Func &f, const std::vector<Halide::Expr> &extents
                .to_string() +
            "\n";
   const std::string what = fmt::format("cooperative tree of {} across the threads of a block", f.name());
-  return reordered + "  " + algebra::require_reassociable(monoid, what, user_override, options).to_string() + "\n";
+  return reordered + "  " + algebra::require_reassociable(monoid, what, user_override, options).to_string() +
+         "\n";
 }
 
 void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage, const Func &reduced,
@@ -198,8 +200,9 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
         "  " + algebra::require_reassociable(monoid, what, user_override, check_options).to_string() + "\n";
   };
   if (const auto reorder = reduction_reorder(request.reduction, extents, request.schedule))
-    approvals +=
-        "  " + algebra::require_reorderable(monoid, *reorder, user_override, check_options).to_string() + "\n";
+    approvals += "  " +
+                 algebra::require_reorderable(monoid, *reorder, user_override, check_options).to_string() +
+                 "\n";
   if (request.schedule->atom())
     approve(fmt::format("matrix_atom of {} over {}", reduction, request.schedule->atom()->k));
   if (request.schedule->reduction_split())

@@ -158,9 +158,11 @@ void bind_expressions(nb::module_ &m) {
       .def("__ne__", [](const Expr &a, const Expr &b) { return ne(a, b); })
       // & and | are logical on bools and bitwise on integers, as in C++.
       .def("__and__",
-           [](const Expr &a, const Expr &b) { return a.type().is_bool() ? logical_and(a, b) : bitwise_and(a, b); })
-      .def("__or__",
-           [](const Expr &a, const Expr &b) { return a.type().is_bool() ? logical_or(a, b) : bitwise_or(a, b); })
+           [](const Expr &a, const Expr &b) {
+             return a.type().is_bool() ? logical_and(a, b) : bitwise_and(a, b);
+           })
+      .def("__or__", [](const Expr &a,
+                        const Expr &b) { return a.type().is_bool() ? logical_or(a, b) : bitwise_or(a, b); })
       .def("__xor__", [](const Expr &a, const Expr &b) { return bitwise_xor(a, b); })
       .def("__lshift__", [](const Expr &a, const Expr &b) { return shift_left(a, b); })
       .def("__rshift__", [](const Expr &a, const Expr &b) { return shift_right(a, b); })

@@ -104,7 +104,8 @@ TEST_CASE("a reorder of the reduction loops of a tree needs a commutative monoid
   Schedule s;
   s[f].reorder({"tr_r.y", "tr_r.x"});
   const std::string error = error_of([&] { lower(f, s, Target::sm90a()); });
-  CHECK(contains(error, "reorder of the reduction loops of tr_affine (from tr_r.y, tr_r.x to tr_r.x, tr_r.y"));
+  CHECK(
+      contains(error, "reorder of the reduction loops of tr_affine (from tr_r.y, tr_r.x to tr_r.x, tr_r.y"));
   CHECK(contains(error, "commutativity: a . b == b . a"));
   // Without the reorder the default tree keeps the points in order.
   const std::map<std::string, double> sizes = {{"tr_rows", 3}};
