@@ -7,6 +7,7 @@
 #include "algebra/builtins.h"
 #include "algebra/halide_proof.h"
 #include "algebra/laws.h"
+#include "algebra/parameters.h"
 #include "algebra/provenance.h"
 #include "algebra/smt_proof.h"
 #include "algebra/structural_key.h"
@@ -42,6 +43,20 @@ const LawResult *first_failure(const std::vector<LawResult> &results, int trials
   return failed;
 }
 
+// The factors of a monoid that says it is a product, if it is the componentwise product of them; otherwise
+// notes that it is not.
+std::optional<std::vector<Monoid>> factors_of(const Monoid &m, std::vector<std::string> &notes) {
+  std::vector<Monoid> factors;
+  for (const auto &f : m.factors) factors.push_back(*f);
+  std::vector<std::string> names;
+  for (const Component &c : m.state) names.push_back(c.name);
+  if (factors.empty() || structural_key(product(factors, names)) != structural_key(m)) {
+    notes.push_back("says it is a product, but it is not the componentwise product of its factors");
+    return std::nullopt;
+  }
+  return factors;
+}
+
 // Level 1. Returns a verdict when the construction proves the monoid associative; otherwise notes why not.
 std::optional<Verdict> by_construction(const Monoid &m, const CheckOptions &options,
                                        std::vector<std::string> &notes) {
@@ -54,14 +69,9 @@ std::optional<Verdict> by_construction(const Monoid &m, const CheckOptions &opti
           "so it is checked like a user's");
       return std::nullopt;
     case Monoid::Origin::product: {
-      std::vector<Monoid> factors;
-      for (const auto &f : m.factors) factors.push_back(*f);
-      std::vector<std::string> names;
-      for (const Component &c : m.state) names.push_back(c.name);
-      if (factors.empty() || structural_key(product(factors, names)) != structural_key(m)) {
-        notes.push_back("says it is a product, but it is not the componentwise product of its factors");
-        return std::nullopt;
-      }
+      const std::optional<std::vector<Monoid>> product_of = factors_of(m, notes);
+      if (!product_of) return std::nullopt;
+      const std::vector<Monoid> &factors = *product_of;
       std::string reason = "the componentwise product of proved factors:";
       for (const Monoid &f : factors) {
         const Verdict v = check_associativity(f, options);
@@ -241,13 +251,98 @@ std::optional<Verdict> refute_user_step(const Monoid &m, const CheckOptions &opt
   return std::nullopt;
 }
 
-Verdict decide(const Monoid &m, const CheckOptions &options) {
-  m.validate();
+// The declared domains of the elements and the Params, which every verdict relies on.
+std::vector<std::string> domain_notes(const Monoid &m) {
   std::vector<std::string> notes;
   for (size_t k = 0; k < m.element_domains.size(); ++k)
     if (m.element_domains[k].restricts())
       notes.push_back(fmt::format("checked for elements with {} only, as declared",
                                   m.element_domains[k].to_string(m.elements[k].name)));
+  for (const auto &[name, d] : m.parameter_domains)
+    if (d.restricts())
+      notes.push_back(fmt::format("checked for the Param {} only, as declared", d.to_string(name)));
+  return notes;
+}
+
+constexpr int kParameterSamples = 4;
+
+// The verdict at sampled values of the Params, renamed for m and saying where it was decided.
+Verdict at_parameters(const Monoid &m, Verdict v, const ParameterValues &values,
+                      std::vector<std::string> notes) {
+  v.monoid = m.name;
+  v.reason = fmt::format("with its Params at {}: {}", to_string(values), v.reason);
+  notes.insert(notes.end(), v.notes.begin(), v.notes.end());
+  v.notes = std::move(notes);
+  if (v.counterexample) v.counterexample->parameters.assign(values.begin(), values.end());
+  return v;
+}
+
+// A monoid that reads Params (a temperature): Z3 asks the laws for every value of them; then every level
+// checks the monoid at sampled values (algebra/parameters.h), each an ordinary monoid. Accepted only if
+// every sample is; the level reported is Z3's where it proved the laws for every value, otherwise the
+// weakest of the samples'.
+Verdict decide_with_parameters(const Monoid &m, const CheckOptions &options) {
+  std::vector<std::string> notes = domain_notes(m);
+  std::string read;
+  for (const Component &p : m.parameters())
+    read += fmt::format("{}{} ({})", read.empty() ? "" : ", ", p.name, type_name(p.type));
+  notes.push_back(
+      fmt::format("reads the Params {}: Z3 reasons over every value of them, the other levels over {} "
+                  "sampled values",
+                  read, kParameterSamples));
+  bool proved_for_every_value = false;
+  if (options.first_level <= Level::smt) {
+    const SmtProof proof = cached_smt_proof(m, options.smt_timeout_ms);
+    for (const SmtLawResult &law : proof.laws) {
+      notes.push_back(fmt::format("Z3, {}: {}", law_statement(law.law), law.finding));
+      if (!law.candidate) continue;
+      LawTester tester(with_parameter_values(m, law.parameters), options);
+      LawResult confirmed =
+          tester.check(law.law == Law::user_step ? Law::user_homomorphism : law.law, *law.candidate);
+      if (!confirmed.counterexample) {
+        notes.push_back("  the evaluator does not confirm Z3's model, so it decides nothing");
+        continue;
+      }
+      Verdict refused =
+          refuse(m,
+                 fmt::format("{} fails (found by Z3 on lifts of elements, confirmed by evaluation)",
+                             law_statement(law.law)),
+                 {}, std::move(confirmed.counterexample), Level::smt);
+      return at_parameters(m, std::move(refused), law.parameters, notes);
+    }
+    proved_for_every_value = proof.proved();
+  }
+  Level weakest = Level::construction;
+  std::vector<std::string> sampled;
+  for (const ParameterValues &values : parameter_samples(m, kParameterSamples, options.seed)) {
+    const Verdict v = check_associativity(with_parameter_values(m, values), options);
+    if (!v.accepted) return at_parameters(m, v, values, notes);
+    weakest = std::max(weakest, v.level);
+    sampled.push_back(fmt::format("{} ({})", to_string(values), level_name(v.level)));
+  }
+  notes.push_back(fmt::format("accepted at each sampled value of its Params: {}", fmt::join(sampled, "; ")));
+  if (proved_for_every_value)
+    return accept(
+        m, Level::smt,
+        "Z3 proved associativity and the identity for every state and every value of its Params; at "
+        "sampled values, every level accepted it too",
+        notes);
+  return accept(m, weakest,
+                fmt::format("accepted at each of {} sampled values of its Params, the weakest by {}",
+                            kParameterSamples, level_name(weakest)),
+                notes);
+}
+
+Verdict decide(const Monoid &m, const CheckOptions &options) {
+  m.validate();
+  if (!m.parameters().empty()) {
+    try {
+      return decide_with_parameters(m, options);
+    } catch (const Error &e) {
+      return refuse(m, "undecided: its expressions cannot be evaluated", {e.what()}, std::nullopt);
+    }
+  }
+  std::vector<std::string> notes = domain_notes(m);
   try {
     if (options.first_level <= Level::construction)
       if (auto v = by_construction(m, options, notes))
@@ -265,6 +360,105 @@ Verdict decide(const Monoid &m, const CheckOptions &options) {
       if (refuted) return *refuted;
     }
     return by_testing(m, options, notes, smt_proof);
+  } catch (const Error &e) {
+    notes.push_back(e.what());
+    return refuse(m, "undecided: its expressions cannot be evaluated", notes, std::nullopt);
+  }
+}
+
+// Commutativity, level 1: the library's commutative monoids, products of commutative factors, and twists
+// (accepted by construction) over a commutative base, since psi carries a . b == b . a over from the base.
+std::optional<Verdict> commutative_by_construction(const Monoid &m, const CheckOptions &options,
+                                                   std::vector<std::string> &notes) {
+  auto proved_commutative = [&](const Monoid &f) {
+    const Verdict v = check_commutativity(f, options);
+    return v.accepted && v.level <= Level::smt;
+  };
+  if (m.origin == Monoid::Origin::builtin && is_library_monoid(m)) {
+    if (m.commutative)
+      return accept(m, Level::construction, "the library's monoid, commutative by construction", notes);
+    notes.push_back("the library's monoid, which does not commute by construction");
+    return std::nullopt;
+  }
+  if (m.origin == Monoid::Origin::product) {
+    const std::optional<std::vector<Monoid>> factors = factors_of(m, notes);
+    if (!factors) return std::nullopt;
+    for (const Monoid &f : *factors)
+      if (!proved_commutative(f)) {
+        notes.push_back(fmt::format(
+            "factor '{}' is not proved commutative, so the product is checked as a whole", f.name));
+        return std::nullopt;
+      }
+    return accept(m, Level::construction, "the componentwise product of commutative factors", notes);
+  }
+  if (!m.twist) return std::nullopt;
+  const Monoid &base = *m.twist->base;
+  if (!proved_commutative(base)) {
+    notes.push_back(fmt::format("its twist's base '{}' is not proved commutative", base.name));
+    return std::nullopt;
+  }
+  const Verdict twisted = check_associativity(m, options);
+  if (!twisted.accepted || twisted.level != Level::construction) {
+    notes.push_back(
+        "its twist does not prove it associative by construction, so psi does not carry the base's "
+        "commutativity over");
+    return std::nullopt;
+  }
+  return accept(m, Level::construction,
+                fmt::format("transported through a bijection psi from the commutative base '{}'", base.name),
+                notes);
+}
+
+Verdict decide_commutativity(const Monoid &m, const CheckOptions &options) {
+  m.validate();
+  std::vector<std::string> notes = domain_notes(m);
+  try {
+    if (!m.parameters().empty()) {
+      // At sampled values of its Params, as for associativity (decide_with_parameters).
+      Level weakest = Level::construction;
+      for (const ParameterValues &values : parameter_samples(m, kParameterSamples, options.seed)) {
+        const Verdict v = check_commutativity(with_parameter_values(m, values), options);
+        if (!v.accepted) return at_parameters(m, v, values, notes);
+        weakest = std::max(weakest, v.level);
+      }
+      return accept(m, weakest,
+                    fmt::format("commutative at each of {} sampled values of its Params, the weakest by {}",
+                                kParameterSamples, level_name(weakest)),
+                    notes);
+    }
+    if (options.first_level <= Level::construction)
+      if (auto v = commutative_by_construction(m, options, notes)) return *v;
+    LawTester tester(m, options);
+    bool smt_proved = false;
+    if (options.first_level <= Level::smt) {
+      const SmtLawResult law = prove_commutativity_with_smt(m, options.smt_timeout_ms);
+      notes.push_back(fmt::format("Z3, {}: {}", law_statement(law.law), law.finding));
+      smt_proved = law.proved;
+      if (law.candidate) {
+        LawResult confirmed = tester.check(Law::commutativity, *law.candidate);
+        if (confirmed.counterexample)
+          return refuse(m, "commutativity fails (found by Z3 on lifts of elements, confirmed by evaluation)",
+                        notes, std::move(confirmed.counterexample), Level::smt);
+        notes.push_back("  the evaluator does not confirm Z3's model, so it decides nothing");
+      }
+    }
+    const LawResult tested = tester.commutativity_law();
+    notes.push_back(tested.summary());
+    if (tested.inconclusive > 0) notes.push_back(inconclusive_explanation());
+    if (tested.counterexample) return refuse(m, "commutativity fails", notes, tested.counterexample);
+    if (smt_proved)
+      return accept(m, Level::smt,
+                    "Z3 proved a . b == b . a for every state; testing found no counterexample", notes);
+    if (!tested.passed(options.trials))
+      return refuse(
+          m,
+          fmt::format("undecided: only {} instance(s) of commutativity were conclusive, {} needed, {} "
+                      "inconclusive",
+                      tested.conclusive, std::max(1, options.trials / 4), tested.inconclusive),
+          notes, std::nullopt);
+    return accept(m, Level::tested,
+                  fmt::format("a . b == b . a held on {} random pairs of reachable states", options.trials),
+                  notes);
   } catch (const Error &e) {
     notes.push_back(e.what());
     return refuse(m, "undecided: its expressions cannot be evaluated", notes, std::nullopt);
@@ -302,6 +496,24 @@ Verdict check_associativity(const Monoid &m, const CheckOptions &options) {
   }
   // Not under the lock: deciding a product or a twist checks its factors or base first.
   Verdict v = decide(m, options);
+  std::lock_guard lock(cache.mutex);
+  cache.verdicts.emplace(key, v);
+  return v;
+}
+
+Verdict check_commutativity(const Monoid &m, const CheckOptions &options) {
+  VerdictCache &cache = verdict_cache();
+  const std::string key = "commutativity|" + cache_key(m, options);
+  {
+    std::lock_guard lock(cache.mutex);
+    if (auto it = cache.verdicts.find(key); it != cache.verdicts.end()) {
+      Verdict v = it->second;
+      v.monoid = m.name;
+      return v;
+    }
+  }
+  Verdict v = decide_commutativity(m, options);
+  v.property = "commutative";
   std::lock_guard lock(cache.mutex);
   cache.verdicts.emplace(key, v);
   return v;

@@ -37,6 +37,14 @@ struct CheckOptions {
 
 Verdict check_associativity(const Monoid &m, const CheckOptions &options = {});
 
+// Whether a . b == b . a for every pair of states, which a lowering that folds the points of a reduction out
+// of their order needs besides associativity (a reorder of reduction loops, a tree that deals points to
+// threads in turn). A verdict like associativity's (Verdict::property is "commutative"), by the levels
+// that apply: 1. by construction (the library's commutative monoids, products of commutative factors,
+// twists over a commutative base); 3. Z3 over every state, or a refutation on lifts confirmed by
+// evaluation; 4. tested on pairs of reachable states. Cached like associativity's.
+Verdict check_commutativity(const Monoid &m, const CheckOptions &options = {});
+
 // Whether a verdict for m (or for a monoid of the same structure) under these options is cached, so that
 // check_associativity returns it without checking again.
 bool has_cached_verdict(const Monoid &m, const CheckOptions &options = {});

@@ -26,6 +26,9 @@ void validate(const LeftFold& fold) {
     if (auto err = first_type_error(fold.step[k]))
       fail("fold '{}': the step of '{}': {}", fold.name, fold.state[k].name, *err);
   }
+  if (!fold.combine.empty() && fold.combine.size() != fold.state.size())
+    fail("fold '{}': the given combine needs one expression per state component ({}), got {}", fold.name,
+         fold.state.size(), fold.combine.size());
   for (const auto& element : fold.weak_right_inverse)
     if (element.size() != fold.elements.size())
       fail("fold '{}': each element of the weak right inverse needs {} value(s), one per element component",
@@ -206,6 +209,23 @@ Monoid inverse_derivation(const LeftFold& fold) {
       .build();
 }
 
+// The user's combine, lifted by step(initial, x) and held to the step (Monoid::step).
+Monoid with_given_combine(const LeftFold &fold) {
+  return MonoidBuilder(fold.name)
+      .state(fold.state)
+      .elements(fold.elements)
+      .identity(fold.initial)
+      .lift([&](const State &x) { return step_at(fold, fold.initial, x.vars()); })
+      .combine([&](const State &a, const State &b) {
+        return Substitution().bind(fold.lhs(), a.vars()).bind(fold.rhs(), b.vars())(fold.combine);
+      })
+      .step([&](const State &s, const State &x) {
+        return Substitution().bind(fold.current(), s.vars()).bind(fold.element(), x.vars())(fold.step);
+      })
+      .origin(Monoid::Origin::derived)
+      .build();
+}
+
 Verdict refuse(const LeftFold& fold, std::string reason, std::vector<std::string> notes,
                std::optional<Counterexample> counterexample) {
   return Verdict{
@@ -218,16 +238,20 @@ Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options
   const LeftFold fold = with_typed_constants(given_fold);
   validate(fold);
   std::vector<std::string> notes;
-  std::optional<Monoid> m = affine_derivation(fold, options, notes);
+  const bool given_combine = !fold.combine.empty();
+  std::optional<Monoid> m;
+  if (given_combine) m = with_given_combine(fold);
+  if (!m) m = affine_derivation(fold, options, notes);
   const bool through_inverse = !m && !fold.weak_right_inverse.empty();
   if (through_inverse) m = inverse_derivation(fold);
-  const char* how = through_inverse ? "h(g(s) ++ g(t)) through the given weak right inverse g"
-                                    : "the composition of the step's affine maps";
+  const char *how = given_combine     ? "the given combine, lifted by step(initial, x) and held to the step"
+                    : through_inverse ? "h(g(s) ++ g(t)) through the given weak right inverse g"
+                                      : "the composition of the step's affine maps";
   if (!m)
     return {std::nullopt,
             refuse(fold,
-                   "no derivation applies: the step is not affine in the state and no weak right "
-                   "inverse was given (LeftFold::weak_right_inverse)",
+                   "no derivation applies: the step is not affine in the state, and neither a weak right "
+                   "inverse (LeftFold::weak_right_inverse) nor a combine (LeftFold::combine) was given",
                    notes, std::nullopt)};
 
   const CompiledFold fold_e(fold, Arithmetic::extended), fold_d(fold, Arithmetic::exact);
@@ -283,6 +307,16 @@ Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options
                              "the given fold",
                              how, level_name(checked.level)),
                  notes, std::nullopt}};
+}
+
+LeftFold left_fold(const Monoid &m) {
+  if (m.step.empty())
+    fail("monoid '{}' has no step to derive from; give one with MonoidBuilder::step", m.name);
+  LeftFold fold{m.name, m.state, m.elements, m.identity, {}, {}, {}};
+  // The monoid's variables are "s.", "x.", "a." and "b." like the fold's, so its expressions carry over.
+  fold.step = m.step;
+  fold.combine = m.combine;
+  return fold;
 }
 
 }  // namespace twist::algebra

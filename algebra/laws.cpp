@@ -189,11 +189,22 @@ LawResult LawTester::run(Law law, const std::vector<std::string> &side_names,
     if (c.agreement == Agreement::agree) ++result.conclusive;
     if (c.agreement == Agreement::inconclusive) ++result.inconclusive;
     if (c.agreement != Agreement::disagree) continue;
-    Counterexample ce{law, monoid_.name, component_names(monoid_.state), component_names(monoid_.elements),
-                      instance.states, instance.elements, instance.split,
+    Counterexample ce{law,
+                      monoid_.name,
+                      component_names(monoid_.state),
+                      component_names(monoid_.elements),
+                      instance.states,
+                      instance.elements,
+                      instance.split,
                       // Without a reference the maps do not read the one the instance carries.
                       monoid_.twist && reference_type(*monoid_.twist) ? instance.reference : std::nullopt,
-                      side_names, l.extended, r.extended, c.component, c.difference, c.tolerance};
+                      {},
+                      side_names,
+                      l.extended,
+                      r.extended,
+                      c.component,
+                      c.difference,
+                      c.tolerance};
     // A counterexample of finite numbers explains more than one through infinities, so the search goes
     // on for one while the trials last.
     const bool finite = all_finite(ce);
@@ -213,6 +224,10 @@ std::pair<Side, Side> LawTester::state_law_sides(Law law) {
               const auto &s = in.states;
               return m.combine(s[0], m.combine(s[1], s[2]));
             }};
+  if (law == Law::commutativity)
+    return {
+        [](const MonoidEvaluator &m, const Instance &in) { return m.combine(in.states[0], in.states[1]); },
+        [](const MonoidEvaluator &m, const Instance &in) { return m.combine(in.states[1], in.states[0]); }};
   TWIST_CHECK(law == Law::left_identity || law == Law::right_identity, "{} is not a law on states",
               law_statement(law));
   return {[law](const MonoidEvaluator &m, const Instance &in) {
@@ -227,6 +242,14 @@ LawResult LawTester::identity_law(Law which) {
   return run(which, component_names(monoid_.state), component_types(monoid_.state), [&](Rng &rng) {
     return std::tuple{Instance{.states = {random_state(rng)}}, combined, itself};
   });
+}
+
+LawResult LawTester::commutativity_law() {
+  const auto [ab, ba] = state_law_sides(Law::commutativity);
+  return run(Law::commutativity, component_names(monoid_.state), component_types(monoid_.state),
+             [&](Rng &rng) {
+               return std::tuple{Instance{.states = random_states(rng, 2)}, ab, ba};
+             });
 }
 
 std::vector<LawResult> LawTester::user_step_laws() {

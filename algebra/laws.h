@@ -48,9 +48,12 @@ class LawTester {
   // fold by the combine.
   std::vector<LawResult> monoid_laws();
   LawResult identity_law(Law which);
+  // a . b == b . a on pairs of reachable states of one magnitude (CheckOptions::trials instances).
+  LawResult commutativity_law();
   // The laws of the user's step (Monoid::step): its fold's homomorphism law and leftward == rightward.
   std::vector<LawResult> user_step_laws();
-  // One instance of associativity, an identity law or the user fold's homomorphism, given rather than drawn
+  // One instance of associativity, commutativity, an identity law or the user fold's homomorphism, given
+  // rather than drawn
   // (a candidate counterexample of the SMT level): its counterexample is set only if the evaluator confirms
   // the disagreement.
   LawResult check(Law law, const Instance &instance);
@@ -67,7 +70,7 @@ class LawTester {
   const std::vector<Values> &reachable_states() const { return states_; }
 
  private:
-  // The two sides of associativity (on states a, b, c) or of an identity law (on a state a).
+  // The two sides of associativity (on states a, b, c), commutativity (a, b) or an identity law (a).
   static std::pair<Side, Side> state_law_sides(Law law);
   // The two sides of a law of the user's fold (on a list of elements, split for the homomorphism).
   static std::pair<Side, Side> sequence_law_sides(Law law);

@@ -34,4 +34,13 @@ ReassociationApproval require_reassociable(const Monoid& m, const std::string& w
                                            const std::optional<AssociativityOverride>& override_ = {},
                                            const CheckOptions& options = {});
 
+// Approves folding the points of a reduction over m out of their order (`what` says how: a reorder of its
+// reduction loops, a tree that deals points to threads in turn), which needs a . b == b . a besides
+// associativity; or throws twist::Error with the commutativity verdict and its counterexample, naming
+// `what`. The override is the same as require_reassociable's: the user's word that the reduction may be
+// reordered.
+ReassociationApproval require_reorderable(const Monoid &m, const std::string &what,
+                                          const std::optional<AssociativityOverride> &override_ = {},
+                                          const CheckOptions &options = {});
+
 }  // namespace twist::algebra

@@ -19,7 +19,12 @@ struct Sides {
 class LawQueries {
  public:
   LawQueries(const Monoid &m, unsigned timeout_ms)
-      : monoid_(m), encoder_(context_), timeout_ms_(timeout_ms) {}
+      : monoid_(m), encoder_(context_), timeout_ms_(timeout_ms), parameters_(m.parameters()) {
+    for (const Component &p : parameters_) {
+      parameter_terms_.push_back(encoder_.unknown("param." + p.name, p.type));
+      encoder_.bind(p.name, parameter_terms_.back());
+    }
+  }
 
   SmtLawResult ask(Law law) {
     SmtLawResult result{.law = law};
@@ -27,15 +32,17 @@ class LawQueries {
       const z3::check_result everywhere = violated(law, /*over_lifts=*/false);
       if (everywhere == z3::unsat) {
         result.proved = true;
-        result.finding = "proved for every state";
+        result.finding = parameters_.empty() ? "proved for every state"
+                                             : "proved for every state and every value of its Params";
         return result;
       }
       const std::string first = everywhere == z3::sat ? "violated by some state (perhaps unreachable)"
                                                       : "undecided for every state in the time limit";
       const z3::check_result lifted = violated(law, /*over_lifts=*/true);
       if (lifted == z3::sat) {
-        result.candidate = candidate(law);
-        result.finding = first + "; violated by lifts of elements in the model";
+        result.candidate = candidate(law, result.parameters);
+        result.finding = first + "; violated by lifts of elements in the model" +
+                         (parameters_.empty() ? "" : " (at " + to_string(result.parameters) + ")");
       } else {
         result.finding = first + (lifted == z3::unsat ? "; holds on lifts of single elements"
                                                       : "; undecided on lifts in the time limit");
@@ -166,6 +173,10 @@ class LawQueries {
       const std::vector<z3::expr> step_of_x = step(std::nullopt);
       return {stepped, combine(*s, step_of_x)};
     }
+    if (law == Law::commutativity) {
+      const auto a = state_terms(0, over_lifts), b = state_terms(1, over_lifts);
+      return {combine(a, b), combine(b, a)};
+    }
     if (law == Law::associativity) {
       const auto a = state_terms(0, over_lifts), b = state_terms(1, over_lifts),
                  c = state_terms(2, over_lifts);
@@ -184,6 +195,9 @@ class LawQueries {
     p.set("timeout", timeout_ms_);
     solver_->set(p);
     solver_->add(differs);
+    for (size_t k = 0; k < parameters_.size(); ++k)
+      if (auto d = monoid_.parameter_domains.find(parameters_[k].name); d != monoid_.parameter_domains.end())
+        constrain(parameter_terms_[k], parameters_[k].type, d->second);
     for (const z3::expr &c : constraints_) solver_->add(c);
     return solver_->check();
   }
@@ -191,9 +205,15 @@ class LawQueries {
   // The elements of the last satisfiable query over lifts, rounded to their types: lifted in double for a
   // law on states; for the user's step, a list of two elements split after the first, an instance of the
   // homomorphism of the user's fold.
-  Instance candidate(Law law) {
+  Instance candidate(Law law, ParameterValues &parameters) {
     const z3::model model = solver_->get_model();
-    const MonoidEvaluator exact(monoid_, Arithmetic::exact);
+    for (size_t k = 0; k < parameters_.size(); ++k) {
+      const Type &t = parameters_[k].type;
+      const auto v = static_cast<double>(SmtEncoder::value_of(model, parameter_terms_[k], t));
+      parameters[parameters_[k].name] = t.is_float() ? round_to_type(t, v) : v;
+    }
+    const MonoidEvaluator exact(parameters_.empty() ? monoid_ : with_parameter_values(monoid_, parameters),
+                                Arithmetic::exact);
     Instance instance;
     for (const auto &element : elements_) {
       Values x;
@@ -218,6 +238,8 @@ class LawQueries {
   std::optional<z3::solver> solver_;
   std::vector<std::vector<z3::expr>> elements_;
   std::vector<z3::expr> constraints_;
+  std::vector<Component> parameters_;
+  std::vector<z3::expr> parameter_terms_;
 };
 
 }  // namespace
@@ -227,6 +249,10 @@ bool SmtProof::proved() const {
   for (const SmtLawResult &r : laws)
     if (!r.proved) return false;
   return true;
+}
+
+SmtLawResult prove_commutativity_with_smt(const Monoid &m, unsigned timeout_ms) {
+  return LawQueries(m, timeout_ms).ask(Law::commutativity);
 }
 
 SmtProof prove_with_smt(const Monoid &m, unsigned timeout_ms) {

@@ -12,12 +12,14 @@
 // rounded to their types and it is reported only once the
 // evaluator confirms it in extended and double arithmetic (LawTester::check), since a real-number model
 // may divide by zero or disagree by less than rounding. Each query is limited in time; "unknown" decides
-// nothing.
+// nothing. The monoid's Params (Monoid::parameters) are unknowns too, inside their declared domains, so a
+// proof holds for every value of them and a candidate names the values (SmtLawResult::parameters).
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "algebra/laws.h"
+#include "algebra/parameters.h"
 
 namespace twist::algebra {
 
@@ -26,6 +28,7 @@ struct SmtLawResult {
   bool proved = false;
   std::string finding = {};                // one line: what the solver said, or why the law was not asked
   std::optional<Instance> candidate = {};  // lifts that violate the law in the model, to be confirmed
+  ParameterValues parameters = {};         // the monoid's Params in that model
 };
 
 struct SmtProof {
@@ -37,5 +40,7 @@ struct SmtProof {
 
 // Throws nothing: what cannot be encoded or decided in time is reported as unproved.
 SmtProof prove_with_smt(const Monoid &m, unsigned timeout_ms);
+// Commutativity, a . b == b . a, asked the same way (over every state, then over lifts for a candidate).
+SmtLawResult prove_commutativity_with_smt(const Monoid &m, unsigned timeout_ms);
 
 }  // namespace twist::algebra

@@ -79,6 +79,7 @@ std::string structural_key(const Monoid &m) {
   }
   for (size_t k = 0; k < m.element_domains.size(); ++k)
     key += "domain " + m.element_domains[k].to_string(fmt::format("x{}", k)) + "\n";
+  for (const auto &[name, d] : m.parameter_domains) key += "param domain " + d.to_string(name) + "\n";
   key += fmt::format("origin {}\n", static_cast<int>(m.origin));
   for (const auto &factor : m.factors) key += "factor {\n" + structural_key(*factor) + "}\n";
   if (m.twist) key += "twist {\n" + twist_key(*m.twist, m.state) + "}\n";

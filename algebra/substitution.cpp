@@ -67,10 +67,16 @@ class FoldMathAndSelects : public IRMutator {
   }
 };
 
+// Halide's simplifier needs every Let-bound name to be unique, which a composed expression breaks (a
+// transported combine applies psi, Lets and all, inside psi^-1), so the names are made unique first.
+Halide::Expr with_unique_let_names(const Halide::Expr &e) {
+  return uniquify_variable_names(Evaluate::make(e)).as<Evaluate>()->value;
+}
+
 }  // namespace
 
 Halide::Expr simplified(const Halide::Expr &e) {
-  return simplify(FoldMathAndSelects().mutate(simplify(e)));
+  return simplify(FoldMathAndSelects().mutate(simplify(with_unique_let_names(e))));
 }
 
 std::vector<Expr> simplified(const std::vector<Expr> &es) {

@@ -31,7 +31,8 @@ bool uses_variable(const Expr &e, const std::string &name);
 // Halide's simplifier, with two rewrites it lacks: a math function of constants whose value its type holds
 // exactly is that value (exp2(0) = 1, log(1) = 0; inexact results are left to the target's functions), and a
 // product of two selects on one condition is one select (select(c, a, b) * select(c, x, y) =
-// select(c, a * x, b * y)), so that a factor that is 1 wherever it is not 0 disappears.
+// select(c, a * x, b * y)), so that a factor that is 1 wherever it is not 0 disappears. Let-bound names are
+// made unique first, as Halide's simplifier needs.
 Halide::Expr simplified(const Halide::Expr &e);
 // simplified() applied to each expression, keeping twist::Expr's typing.
 std::vector<Expr> simplified(const std::vector<Expr> &es);

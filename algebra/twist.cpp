@@ -73,13 +73,7 @@ void check_map(const std::string& monoid, const char* what, const std::vector<Ex
     if (e.type() != targets[k].type)
       fail("twisted monoid '{}': {} of component '{}' has type {} but the component is {}", monoid, what,
            targets[k].name, type_name(e.type()), type_name(targets[k].type));
-    struct Free : IRVisitor {
-      std::set<std::string> names;
-      using IRVisitor::visit;
-      void visit(const Variable* v) override { names.insert(v->name); }
-    } free;
-    e.accept(&free);
-    for (const std::string& name : free.names)
+    for (const std::string &name : free_variables(e))
       if (!allowed.count(name))
         fail(
             "twisted monoid '{}': {} of component '{}' uses '{}', which is neither a component of its "
@@ -119,6 +113,11 @@ std::vector<Expr> transported_combine(const Monoid& m, const Monoid::Twist& twis
   return inverse(twist.from_base);
 }
 
+TwistBuilder &TwistBuilder::domain(const std::string &name, Domain domain) {
+  domains_.emplace_back(name, domain);
+  return *this;
+}
+
 Monoid TwistBuilder::build() const {
   if (!to_base_ || !from_base_)
     fail("twisted monoid '{}' needs both to_base (psi) and from_base (psi^-1)", name_);
@@ -153,7 +152,9 @@ Monoid TwistBuilder::build() const {
            type_name(*reference_type_));
   }
   const std::vector<Expr> combine = simplified(transported_combine(shape, twist, rule));
-  Monoid m = builder.combine([&](const State&, const State&) { return combine; }).build();
+  builder.combine([&](const State &, const State &) { return combine; });
+  for (const auto &[name, domain] : domains_) builder.domain(name, domain);
+  Monoid m = builder.build();
   m.twist = twist;
   if (has_reference) register_reference_rule(m, ReferenceRule{*reference_type_, rule});
   return m;

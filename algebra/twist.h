@@ -55,6 +55,8 @@ class TwistBuilder {
   TwistBuilder& from_base(const WithReference& psi_inverse);
   // A reference of type t, chosen by `rule` from the operands of a combine.
   TwistBuilder& reference(const Type& t, const Rule& rule);
+  // Restricts an element component or a Param the maps read, as MonoidBuilder::domain does.
+  TwistBuilder &domain(const std::string &name, Domain domain);
   Monoid build() const;
 
  private:
@@ -66,6 +68,7 @@ class TwistBuilder {
   WithReference to_base_, from_base_;
   std::optional<Type> reference_type_;
   Rule rule_;
+  std::vector<std::pair<std::string, Domain>> domains_;
 };
 
 // Whether a twist's psi or psi^-1 depends on a reference, and its type.

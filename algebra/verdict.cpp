@@ -54,6 +54,8 @@ std::string law_statement(Law law) {
       return "the given step's fold == the rightward fold: x0 . (x1 . (... . e)), each x as step(e, x)";
     case Law::user_step:
       return "the given step is the combine: step(s, x) == s . step(e, x)";
+    case Law::commutativity:
+      return "commutativity: a . b == b . a";
   }
   return "?";
 }
@@ -90,6 +92,7 @@ std::string Counterexample::to_string() const {
   }
   if (split >= 0) s += fmt::format("  split at k = {}\n", split);
   if (reference) s += fmt::format("  reference r = {}\n", number(*reference));
+  for (const auto &[name, value] : parameters) s += fmt::format("  Param {} = {}\n", name, number(value));
   s += fmt::format("  left side  = {}\n", values(side_names, lhs));
   s += fmt::format("  right side = {}\n", values(side_names, rhs));
   const std::string name = component < static_cast<int>(side_names.size()) ? side_names[component] : "?";
@@ -99,9 +102,8 @@ std::string Counterexample::to_string() const {
 }
 
 std::string Verdict::to_string() const {
-  std::string s =
-      fmt::format("monoid '{}': {} ({})\n  {}", monoid,
-                  accepted ? "associative" : "NOT accepted as associative", level_name(level), reason);
+  std::string s = fmt::format("monoid '{}': {} ({})\n  {}", monoid,
+                              accepted ? property : "NOT accepted as " + property, level_name(level), reason);
   for (const std::string &note : notes) s += "\n  - " + note;
   if (counterexample) s += "\n" + counterexample->to_string();
   return s;

@@ -36,6 +36,7 @@ enum class Law {
   user_homomorphism,   // the user's fold: fold(x ++ y) == fold(x) . fold(y)
   user_fold_directions,  // the user's fold == the rightward fold by the combine
   user_step,             // step(s, x) == s . step(e, x), for every state (the SMT level's sufficient form)
+  commutativity,         // a . b == b . a
 };
 std::string law_statement(Law law);
 
@@ -49,6 +50,7 @@ struct Counterexample {
   std::vector<Values> elements;
   int split = -1;
   std::optional<Real> reference;
+  std::vector<std::pair<std::string, Real>> parameters;  // the values of the monoid's Params, if it reads any
   // The two sides, evaluated in extended precision, and the component that differs most.
   std::vector<std::string> side_names;
   Values lhs, rhs;
@@ -65,6 +67,7 @@ struct Verdict {
   std::string reason;              // one line
   std::vector<std::string> notes;  // what each level found, in the order they ran
   std::optional<Counterexample> counterexample;
+  std::string property = "associative";  // what was decided: "associative" or "commutative"
 
   std::string to_string() const;  // several lines: the decision, the notes, the counterexample
 };

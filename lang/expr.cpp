@@ -59,6 +59,16 @@ Expr require_float(const char *fn, const Expr &x) {
   return Expr();
 }
 
+// Bitwise operators and shifts act on the two's complement bits of one integer type.
+Expr require_integer(const char *op, const Expr &x) {
+  if (!x.type().is_int() && !x.type().is_uint())
+    return type_error(x.type(),
+                      fmt::format("'{}' needs integer operands, got {}; bitwise operators and shifts "
+                                  "act on the bits of i8..i64 and u8..u64 values",
+                                  op, type_name(x.type())));
+  return Expr();
+}
+
 Expr math(const char *fn, const Expr &x) {
   Expr bad = require_float(fn, x);
   if (bad.defined()) return bad;
@@ -141,6 +151,27 @@ TWIST_COMPARE(ne, !=, "!=")
 TWIST_LOGIC(logical_and, &&, "&&")
 TWIST_LOGIC(logical_or, ||, "||")
 #undef TWIST_LOGIC
+
+#define TWIST_BITS(fn, halide_op, name)                                                                 \
+  Expr fn(const Expr &a0, const Expr &b0) {                                                             \
+    Expr a = a0, b = b0;                                                                                \
+    if (auto err = unify(name, a, b)) return *err;                                                      \
+    if (Expr bad = require_integer(name, a); bad.defined()) return bad;                                 \
+    return Expr(halide_op(static_cast<const Halide::Expr &>(a), static_cast<const Halide::Expr &>(b))); \
+  }
+TWIST_BITS(bitwise_and, Halide::operator&, "&")
+TWIST_BITS(bitwise_or, Halide::operator|, "|")
+TWIST_BITS(bitwise_xor, Halide::operator^, "^")
+TWIST_BITS(shift_left, Halide::operator<<, "<<")
+TWIST_BITS(shift_right, Halide::operator>>, ">>")
+#undef TWIST_BITS
+
+Expr operator~(const Expr &a) {
+  if (!a.defined()) return type_error(i32, "operand of '~' is undefined");
+  if (auto e = first_type_error(a)) return type_error(a.type(), *e);
+  if (Expr bad = require_integer("~", a); bad.defined()) return bad;
+  return Expr(~static_cast<const Halide::Expr &>(a));
+}
 
 Expr operator-(const Expr &a) {
   if (!a.defined()) return type_error(f32, "operand of unary '-' is undefined");

@@ -70,6 +70,14 @@ Expr logical_or(const Expr &a, const Expr &b);
 Expr min_of(const Expr &a, const Expr &b);
 Expr max_of(const Expr &a, const Expr &b);
 Expr pow_of(const Expr &a, const Expr &b);
+// Bitwise operators and shifts take integers of one type (a constant adapts) and give that type. A shift by
+// a negative amount shifts the other way, and shifting out every bit gives 0 (-1 for a negative value
+// shifted right), as in Halide.
+Expr bitwise_and(const Expr &a, const Expr &b);
+Expr bitwise_or(const Expr &a, const Expr &b);
+Expr bitwise_xor(const Expr &a, const Expr &b);
+Expr shift_left(const Expr &a, const Expr &b);
+Expr shift_right(const Expr &a, const Expr &b);
 
 #define TWIST_BINARY(signature, impl)                     \
   template <typename A, typename B>                       \
@@ -90,6 +98,11 @@ TWIST_BINARY(operator==, eq)
 TWIST_BINARY(operator!=, ne)
 TWIST_BINARY(operator&&, logical_and)
 TWIST_BINARY(operator||, logical_or)
+TWIST_BINARY(operator&, bitwise_and)
+TWIST_BINARY(operator|, bitwise_or)
+TWIST_BINARY(operator^, bitwise_xor)
+TWIST_BINARY(operator<<, shift_left)
+TWIST_BINARY(operator>>, shift_right)
 TWIST_BINARY(min, min_of)
 TWIST_BINARY(max, max_of)
 TWIST_BINARY(pow, pow_of)
@@ -97,6 +110,7 @@ TWIST_BINARY(pow, pow_of)
 
 Expr operator-(const Expr &a);
 Expr operator!(const Expr &a);
+Expr operator~(const Expr &a);  // bitwise not of an integer
 
 Expr select(const Expr &condition, const Expr &if_true, const Expr &if_false);
 Expr clamp(const Expr &x, const Expr &lo, const Expr &hi);

@@ -1,5 +1,6 @@
 #include "lang/graph.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -112,6 +113,12 @@ FuncGraph walk(const std::vector<Func> &outputs) {
       }
     }
     for (const Expr &e : expressions(d)) add_params(e);
+    // A monoid may read Params too (a temperature): the program binds them like any other.
+    if (d.reduction)
+      for (const Component &p : d.reduction->monoid->parameters())
+        if (std::none_of(param_uses.params.begin(), param_uses.params.end(),
+                         [&](const ParamInfo &known) { return known.name == p.name; }))
+          param_uses.params.push_back({p.name, p.type});
     for (const Expr &e : f.shape()) add_params(e);
     visiting.erase(f.name());
     done.insert(f.name());

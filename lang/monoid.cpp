@@ -42,15 +42,6 @@ std::string Domain::to_string(const std::string &component) const {
                      integral ? ", whole numbers" : "");
 }
 
-int Monoid::state_index(const std::string &component) const {
-  for (size_t k = 0; k < state.size(); ++k)
-    if (state[k].name == component) return static_cast<int>(k);
-  fail("monoid '{}' has no state component '{}'", name, component);
-}
-
-namespace {
-
-// The names of the free variables of e: neither parameters nor bound by an enclosing Let.
 std::set<std::string> free_variables(const Halide::Expr &e) {
   struct Collect : IRVisitor {
     std::set<std::string> names;
@@ -69,6 +60,42 @@ std::set<std::string> free_variables(const Halide::Expr &e) {
   e.accept(&collect);
   return collect.names;
 }
+
+std::vector<Component> Monoid::parameters() const {
+  struct Collect : IRVisitor {
+    std::vector<Component> found;
+    using IRVisitor::visit;
+    void visit(const Variable *v) override {
+      if (is_param(v) &&
+          std::none_of(found.begin(), found.end(), [&](const Component &c) { return c.name == v->name; }))
+        found.push_back({v->name, v->type});
+    }
+  } collect;
+  for (const auto *part : {&identity, &combine, &lift, &finalize, &step})
+    for (const Expr &e : *part)
+      if (e.defined()) e.accept(&collect);
+  auto add = [&](const std::vector<Component> &more) {
+    for (const Component &c : more)
+      if (std::none_of(collect.found.begin(), collect.found.end(),
+                       [&](const Component &p) { return p.name == c.name; }))
+        collect.found.push_back(c);
+  };
+  if (twist) {
+    for (const auto *map : {&twist->to_base, &twist->from_base})
+      for (const Expr &e : *map) e.accept(&collect);
+    add(twist->base->parameters());
+  }
+  for (const auto &f : factors) add(f->parameters());
+  return collect.found;
+}
+
+int Monoid::state_index(const std::string &component) const {
+  for (size_t k = 0; k < state.size(); ++k)
+    if (state[k].name == component) return static_cast<int>(k);
+  fail("monoid '{}' has no state component '{}'", name, component);
+}
+
+namespace {
 
 void check_part(const Monoid &m, const char *part, const std::vector<Expr> &exprs,
                 const std::vector<Component> &targets, const std::vector<State> &scopes) {
@@ -135,6 +162,16 @@ void Monoid::validate() const {
         ((d.lo && *d.lo != std::floor(*d.lo)) || (d.hi && *d.hi != std::floor(*d.hi))))
       fail("monoid '{}': element '{}' is an integer, but its domain has fractional bounds ({})", name,
            elements[k].name, d.to_string(elements[k].name));
+  }
+  if (!parameter_domains.empty()) {
+    const std::vector<Component> read = parameters();
+    for (const auto &[parameter, d] : parameter_domains) {
+      if (std::none_of(read.begin(), read.end(), [&](const Component &p) { return p.name == parameter; }))
+        fail("monoid '{}' declares a domain for '{}', which is not a Param its expressions read", name,
+             parameter);
+      if (d.lo && d.hi && *d.lo > *d.hi)
+        fail("monoid '{}': the domain of Param '{}' is empty ({})", name, parameter, d.to_string(parameter));
+    }
   }
   check_part(*this, "identity", identity, state, {});
   for (size_t k = 0; k < identity.size(); ++k)
@@ -213,15 +250,28 @@ Monoid MonoidBuilder::build() const {
   m.lift = lift_ ? adapt(lift_(m.element()), m.state) : m.element().vars();
   m.finalize = finalize_ ? adapt(finalize_(m.one()), m.outputs) : m.one().vars();
   if (step_) m.step = adapt(step_(m.one(), m.element()), m.state);
-  if (!domains_.empty()) {
+  if (std::any_of(domains_.begin(), domains_.end(), [&](const auto &d) {
+        return std::any_of(m.elements.begin(), m.elements.end(),
+                           [&](const Component &c) { return c.name == d.first; });
+      }))
     m.element_domains.assign(m.elements.size(), Domain{});
+  if (!domains_.empty()) {
     for (const auto &[component, domain] : domains_) {
       auto it = std::find_if(m.elements.begin(), m.elements.end(),
                              [&](const Component &c) { return c.name == component; });
-      if (it == m.elements.end())
-        fail("monoid '{}': domain() names '{}', which is not one of its element components", m.name,
-             component);
-      m.element_domains[it - m.elements.begin()] = domain;
+      if (it != m.elements.end()) {
+        m.element_domains[it - m.elements.begin()] = domain;
+        continue;
+      }
+      const std::vector<Component> parameters = m.parameters();
+      if (std::none_of(parameters.begin(), parameters.end(),
+                       [&](const Component &p) { return p.name == component; }))
+        fail(
+            "monoid '{}': domain() names '{}', which is neither one of its element components nor a Param "
+            "its "
+            "expressions read",
+            m.name, component);
+      m.parameter_domains[component] = domain;
     }
   }
   m.validate();

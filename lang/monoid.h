@@ -6,8 +6,10 @@
 // state ("s.<name>"). This file is only the language: everything known *about* a monoid (the built-ins,
 // twists, products, whether it is associative and why) lives in algebra/.
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,9 @@ class State {
   std::vector<Expr> vars_;
 };
 
+// The names of the free variables of e: neither Params nor bound by an enclosing Let.
+std::set<std::string> free_variables(const Halide::Expr &e);
+
 class Monoid {
  public:
   // How the monoid came to be, which is what the associativity checker starts from.
@@ -66,6 +71,8 @@ class Monoid {
   std::vector<Component> state;         // the carrier
   std::vector<Component> elements;      // what lift takes
   std::vector<Domain> element_domains;  // one per element component, or none: every value of the types
+  // The values the run-time Params read by its expressions (a temperature) take, where declared.
+  std::map<std::string, Domain> parameter_domains;
   std::vector<Component> outputs;       // what finalize gives
   std::vector<Expr> identity;           // constants, one per state component
   std::vector<Expr> combine;            // one per state component
@@ -77,8 +84,9 @@ class Monoid {
   std::vector<Expr> step;
   Origin origin = Origin::user;
   // a . b == b . a for every pair of states, known by construction (the library's monoids but the affine
-  // maps, products of such, twists of such). A lowering may fold the points of a reduction out of order
-  // (threads dealt points in turn) only when this holds; otherwise each thread folds a contiguous run.
+  // maps, products of such, twists of such) or declared (MonoidBuilder::commutative, checked where a
+  // lowering relies on it). A lowering may fold the points of a reduction out of order (threads dealt
+  // points in turn) only when this holds; otherwise each thread folds a contiguous run.
   bool commutative = false;
   std::vector<std::shared_ptr<const Monoid>> factors;  // for a product
   std::optional<Twist> twist;
@@ -88,6 +96,10 @@ class Monoid {
   State one() const { return State("s.", state); }
   State element() const { return State("x.", elements); }
   int state_index(const std::string &component) const;  // throws if absent
+  // The run-time Params (lang/param.h) its expressions read, twist maps and base included, each once, in
+  // order of first use: a temperature inside a twisted softmax. The program binds them when it runs; the
+  // associativity checker reasons over them symbolically where it can, and samples them otherwise.
+  std::vector<Component> parameters() const;
 
   // Checks counts, types and free variables; throws twist::Error naming the monoid and the component.
   void validate() const;
@@ -111,7 +123,8 @@ class MonoidBuilder {
   explicit MonoidBuilder(std::string name);
   MonoidBuilder &state(std::vector<Component> components);
   MonoidBuilder &elements(std::vector<Component> components);
-  // Restricts the values of element component `component` (see Domain).
+  // Restricts the values of element component `component` (see Domain), or of a Param the expressions read
+  // (Monoid::parameter_domains).
   MonoidBuilder &domain(const std::string &component, Domain domain);
   MonoidBuilder &identity(std::vector<Expr> values);
   MonoidBuilder &combine(const Fn2 &fn);
@@ -121,8 +134,9 @@ class MonoidBuilder {
   MonoidBuilder &step(const Fn2 &fn);
   MonoidBuilder &origin(Monoid::Origin origin);
   // Declares that the combine commutes, so that a cooperative tree may deal points to threads in turn
-  // (coalesced loads) rather than in contiguous runs. It is the user's assertion, like
-  // FuncSchedule::assume_associative: the checker does not test it.
+  // (coalesced loads) rather than in contiguous runs. The claim is checked where a lowering relies on it
+  // (algebra::require_reorderable): a combine the checker does not accept as commutative is refused there
+  // with a counterexample.
   MonoidBuilder &commutative(bool known = true);
   Monoid build() const;
 

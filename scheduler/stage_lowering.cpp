@@ -113,18 +113,53 @@ algebra::CheckOptions schedule_check_options(const Func &reduction, const std::v
   return options;
 }
 
-// The approval of the associativity checker for a cooperative tree of `f` (over the points `extents`), as a
-// line of the kernel's summary.
+// A reorder of the reduction loops of `f` permutes its points, which needs commutativity besides
+// associativity: the primitive, named for require_reorderable with the loops before and after, or none when
+// the schedule keeps the order its splits give.
+std::optional<std::string> reduction_reorder(const Func &f, const std::vector<Halide::Expr> &extents,
+                                             const FuncSchedule *fs) {
+  if (!fs) return std::nullopt;
+  std::vector<Halide::Expr> points = extents;
+  points.resize(f.dimensions(), Halide::Expr(1));
+  auto order = [&](const FuncSchedule &s) {
+    std::vector<std::string> names;
+    for (const LoopDim &d : make_loops(f, points, &s).dims)
+      if (d.reduction) names.push_back(d.name);
+    return names;
+  };
+  const std::vector<std::string> after = order(*fs), before = order(fs->without_reorders());
+  if (after == before) return std::nullopt;
+  return fmt::format("reorder of the reduction loops of {} (from {} to {}, outermost first)", f.name(),
+                     fmt::join(before, ", "), fmt::join(after, ", "));
+}
+
+// The approval of the associativity checker for a cooperative tree of `f` (over the points `extents`), as
+// lines of the kernel's summary.
 std::string approve_tree(const Func &f, const std::vector<Halide::Expr> &extents, const Schedule &schedule) {
   const FuncSchedule *fs = schedule.find(f.name());
   std::optional<algebra::AssociativityOverride> user_override;
   if (fs && fs->associativity_override())
     user_override = algebra::AssociativityOverride{*fs->associativity_override()};
+  const Monoid &monoid = *f.definition().reduction->monoid;
+  const algebra::CheckOptions options = schedule_check_options(f, extents, fs);
+  std::string reordered;
+  if (const auto reorder = reduction_reorder(f, extents, fs))
+    reordered =
+        "  " + algebra::require_reorderable(monoid, *reorder, user_override, options).to_string() + "\n";
+  // A monoid said to commute (Monoid::commutative) gets trees that fold its points out of order, so the
+  // claim is checked, not trusted.
+  if (monoid.commutative)
+    return reordered + "  " +
+           algebra::require_reorderable(
+               monoid,
+               fmt::format("cooperative tree of {} across the threads of a block, its points in any order "
+                           "(the monoid is declared commutative)",
+                           f.name()),
+               user_override, options)
+               .to_string() +
+           "\n";
   const std::string what = fmt::format("cooperative tree of {} across the threads of a block", f.name());
-  return "  " +
-         algebra::require_reassociable(*f.definition().reduction->monoid, what, user_override,
-                                       schedule_check_options(f, extents, fs))
-             .to_string() +
+  return reordered + "  " + algebra::require_reassociable(monoid, what, user_override, options).to_string() +
          "\n";
 }
 
@@ -164,14 +199,10 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
     approvals +=
         "  " + algebra::require_reassociable(monoid, what, user_override, check_options).to_string() + "\n";
   };
-  auto reduction_order = [&](const FuncSchedule &fs) {
-    std::vector<std::string> order;
-    for (const LoopDim &d : make_loops(request.reduction, extents, &fs).dims)
-      if (d.reduction) order.push_back(d.name);
-    return order;
-  };
-  if (reduction_order(*request.schedule) != reduction_order(request.schedule->without_reorders()))
-    approve(fmt::format("reorder of the reduction loops of {}", reduction));
+  if (const auto reorder = reduction_reorder(request.reduction, extents, request.schedule))
+    approvals += "  " +
+                 algebra::require_reorderable(monoid, *reorder, user_override, check_options).to_string() +
+                 "\n";
   if (request.schedule->atom())
     approve(fmt::format("matrix_atom of {} over {}", reduction, request.schedule->atom()->k));
   if (request.schedule->reduction_split())

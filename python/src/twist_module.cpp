@@ -156,8 +156,17 @@ void bind_expressions(nb::module_ &m) {
       .def("__ge__", [](const Expr &a, const Expr &b) { return ge(a, b); })
       .def("__eq__", [](const Expr &a, const Expr &b) { return eq(a, b); })
       .def("__ne__", [](const Expr &a, const Expr &b) { return ne(a, b); })
-      .def("__and__", [](const Expr &a, const Expr &b) { return logical_and(a, b); })
-      .def("__or__", [](const Expr &a, const Expr &b) { return logical_or(a, b); })
+      // & and | are logical on bools and bitwise on integers, as in C++.
+      .def("__and__",
+           [](const Expr &a, const Expr &b) {
+             return a.type().is_bool() ? logical_and(a, b) : bitwise_and(a, b);
+           })
+      .def("__or__", [](const Expr &a,
+                        const Expr &b) { return a.type().is_bool() ? logical_or(a, b) : bitwise_or(a, b); })
+      .def("__xor__", [](const Expr &a, const Expr &b) { return bitwise_xor(a, b); })
+      .def("__lshift__", [](const Expr &a, const Expr &b) { return shift_left(a, b); })
+      .def("__rshift__", [](const Expr &a, const Expr &b) { return shift_right(a, b); })
+      .def("__invert__", [](const Expr &a) { return ~a; })
       .def("__neg__", [](const Expr &a) { return -a; })
       .def("__invert__", [](const Expr &a) { return !a; });
 
@@ -403,6 +412,12 @@ void bind_monoids(nb::module_ &m) {
       "check_associativity",
       [](const Monoid &mo, uint64_t seed, int trials) {
         return algebra::check_associativity(mo, {.seed = seed, .trials = trials});
+      },
+      "monoid"_a, "seed"_a = algebra::CheckOptions{}.seed, "trials"_a = algebra::CheckOptions{}.trials);
+  m.def(
+      "check_commutativity",
+      [](const Monoid &mo, uint64_t seed, int trials) {
+        return algebra::check_commutativity(mo, {.seed = seed, .trials = trials});
       },
       "monoid"_a, "seed"_a = algebra::CheckOptions{}.seed, "trials"_a = algebra::CheckOptions{}.trials);
 

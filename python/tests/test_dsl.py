@@ -33,6 +33,30 @@ def test_the_checker_proves_the_library_and_tests_a_users_monoid():
     assert mean.level in (2, 3)  # a user's monoid is proved by Halide or tested, not trusted
 
 
+def test_bitwise_operators_on_integers():
+    i32 = twist.i32
+    xor = (twist.MonoidBuilder("py_xor").state([("v", i32)]).identity([0])
+           .combine(lambda a, b: [a[0] ^ b[0]]).build())
+    assert twist.check_associativity(xor)
+    masked = (twist.MonoidBuilder("py_or_masked").state([("v", i32)]).identity([0])
+              .combine(lambda a, b: [(a[0] | b[0]) & 255]).build())
+    assert not twist.check_associativity(masked)  # identity 0 is not neutral for values above a byte
+    shifted = (twist.MonoidBuilder("py_shift").state([("v", i32)]).identity([0])
+               .combine(lambda a, b: [((a[0] << 1) >> 1) + ~b[0]]).build())
+    assert shifted.name == "py_shift"  # shifts and ~ of i32 type-check
+
+
+def test_commutativity_has_a_verdict_of_its_own():
+    assert twist.check_commutativity(algebra.sum(f32))
+    first = (twist.MonoidBuilder("py_first_nonzero").state([("v", f32)]).identity([0.0])
+             .combine(lambda a, b: [twist.select(a[0] != 0.0, a[0], b[0])]).build())
+    assert twist.check_associativity(first)
+    verdict = twist.check_commutativity(first)
+    assert not verdict
+    assert verdict.counterexample is not None
+    assert "NOT accepted as commutative" in str(verdict)
+
+
 def test_a_non_associative_monoid_is_refused_with_a_counterexample():
     difference = (twist.MonoidBuilder("py_difference").state([("v", f32)]).identity([0.0])
                   .combine(lambda a, b: [a[0] - b[0]]).build())

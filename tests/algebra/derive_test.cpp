@@ -1,4 +1,4 @@
-// Level 4: monoids derived from leftward folds.
+// Level 5: monoids derived from leftward folds.
 #include <doctest/doctest.h>
 
 #include "algebra/builtins.h"
@@ -148,6 +148,56 @@ TEST_CASE("derivations that do not apply or do not hold are refused with the rea
     f.initial = {f.element()[0]};
     CHECK_THROWS_WITH_AS(derive_monoid(f), doctest::Contains("must be a constant"), twist::Error);
   }
+}
+
+TEST_CASE("a step given with the user's combine is derived with that combine and held to the step") {
+  // A running maximum: the step is not affine in the state and there is no weak right inverse, so only the
+  // user's combine lets the derivation apply.
+  LeftFold running_max{"running_max", {{"m", f64}}, {{"x", f64}}, {Expr(-INFINITY)}, {}, {}};
+  running_max.step = {max(running_max.current()["m"], running_max.element()["x"])};
+  const Derivation without = derive_monoid(running_max);
+  CHECK(!without.monoid);
+  CHECK(without.verdict.reason.find("LeftFold::combine") != std::string::npos);
+  running_max.combine = {max(running_max.lhs()["m"], running_max.rhs()["m"])};
+  const Derivation with = derive_monoid(running_max);
+  INFO(with.verdict.to_string());
+  REQUIRE(with.monoid);
+  CHECK(with.verdict.accepted);
+  CHECK(with.verdict.level == Level::derived);
+  CHECK(with.verdict.reason.find("the given combine") != std::string::npos);
+  CHECK(!with.monoid->step.empty());
+
+  // A monoid's own step and combine, through left_fold(): an argmax whose step takes the later of two ties
+  // while its combine keeps the earlier is refused with a counterexample.
+  auto argmax_with_step = [](bool later_ties) {
+    return MonoidBuilder(later_ties ? "argmax_later_ties" : "argmax_earlier_ties")
+        .state({{"v", f64}, {"i", i32}})
+        .domain("v", Domain{.lo = -1e300, .hi = 1e300})
+        .identity({-INFINITY, Expr(-1)})
+        .combine([](const State &a, const State &b) {
+          const Expr take_b = b["v"] > a["v"];
+          return std::vector<Expr>{select(take_b, b["v"], a["v"]), select(take_b, b["i"], a["i"])};
+        })
+        .step([=](const State &s, const State &x) {
+          const Expr take_x = later_ties ? x["v"] >= s["v"] : x["v"] > s["v"];
+          return std::vector<Expr>{select(take_x, x["v"], s["v"]), select(take_x, x["i"], s["i"])};
+        })
+        .build();
+  };
+  const Derivation agreeing = derive_monoid(left_fold(argmax_with_step(false)));
+  INFO(agreeing.verdict.to_string());
+  CHECK(agreeing.verdict.accepted);
+  const Derivation disagreeing = derive_monoid(left_fold(argmax_with_step(true)));
+  INFO(disagreeing.verdict.to_string());
+  CHECK(!disagreeing.verdict.accepted);
+  CHECK(disagreeing.verdict.counterexample);
+  const Monoid no_step =
+      MonoidBuilder("no_step")
+          .state({{"x", f64}})
+          .identity({0.0})
+          .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0]}; })
+          .build();
+  CHECK_THROWS_WITH_AS(left_fold(no_step), doctest::Contains("MonoidBuilder::step"), Error);
 }
 
 TEST_SUITE_END();

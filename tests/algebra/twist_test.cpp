@@ -146,4 +146,33 @@ TEST_CASE("a twist with a reference proves associativity only if its transport d
   }
 }
 
+TEST_CASE("a twist's maps may bind names with Let, and the twist still proves its combine") {
+  using Halide::Internal::Let;
+  using Halide::Internal::Variable;
+  // psi(m, l; r) = (m, l * scale) with scale = exp(m - r) bound once by a Let, as generated code would.
+  auto scaled = [](const Expr &l, const Expr &exponent) {
+    return Expr(Let::make("scale", exp(exponent), l * Expr(Variable::make(f64, "scale"))));
+  };
+  const Monoid m =
+      TwistBuilder("softmax_through_lets", product({max(f64), sum(f64)}, {"m", "l"}))
+          .state({{"m", f64}, {"l", f64}})
+          .elements({{"s", f64}})
+          .identity({-INFINITY, 0.0})
+          .lift([](const State &x) {
+            return std::vector<Expr>{x[0], select(x[0] == -INFINITY, 0.0, 1.0)};
+          })
+          .reference(f64, [](const State &a, const State &b) { return max(a["m"], b["m"]); })
+          .to_base([&](const State &s, const Expr &r) {
+            return std::vector<Expr>{s["m"], select(s["m"] == -INFINITY, 0.0, scaled(s["l"], s["m"] - r))};
+          })
+          .from_base([&](const State &b, const Expr &r) {
+            return std::vector<Expr>{b["m"], select(b["m"] == -INFINITY, 0.0, scaled(b["l"], r - b["m"]))};
+          })
+          .build();
+  const Verdict v = check_associativity(m);
+  INFO(v.to_string());
+  CHECK(v.accepted);
+  CHECK(v.level == Level::construction);
+}
+
 TEST_SUITE_END();

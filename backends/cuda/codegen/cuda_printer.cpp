@@ -99,6 +99,20 @@ const std::map<std::string, std::string> &helper_definitions() {
        "  const int d = b == 0 ? 1 : b, r = a - (a / d) * d;\n"
        "  return b == 0 ? 0 : r + ((r < 0) ? (d < 0 ? -d : d) : 0);\n"
        "}\n"},
+      {"shift",
+       "// Halide's shifts: a negative amount shifts the other way, and shifting out every bit gives 0 (-1 "
+       "for "
+       "a negative\n"
+       "// value shifted right), where C++ leaves both undefined.\n"
+       "template <typename T>\n"
+       "__device__ __forceinline__ T twist_shift(T a, T b, bool left) {\n"
+       "  const bool reverse = b < T(0);\n"
+       "  const unsigned long long n = static_cast<unsigned long long>(b), amount = reverse ? 0ull - n : n;\n"
+       "  if (reverse) left = !left;\n"
+       "  if (amount >= 8 * sizeof(T)) return left || !(a < T(0)) ? T(0) : T(-1);\n"
+       "  return left ? static_cast<T>(static_cast<unsigned long long>(a) << amount) : static_cast<T>(a >> "
+       "amount);\n"
+       "}\n"},
       {"copy",
        "template <int Bytes> struct twist_chunk;\n"
        "template <> struct twist_chunk<4> { using type = unsigned; };\n"
@@ -401,8 +415,11 @@ std::string Printer::expr(const Halide::Expr &e) {
     if (c->is_intrinsic(Call::bitwise_or)) return binary(c->args[0], "|", c->args[1]);
     if (c->is_intrinsic(Call::bitwise_xor)) return binary(c->args[0], "^", c->args[1]);
     if (c->is_intrinsic(Call::bitwise_not)) return "(~" + expr(c->args[0]) + ")";
-    if (c->is_intrinsic(Call::shift_left)) return binary(c->args[0], "<<", c->args[1]);
-    if (c->is_intrinsic(Call::shift_right)) return binary(c->args[0], ">>", c->args[1]);
+    if (c->is_intrinsic({Call::shift_left, Call::shift_right})) {
+      helpers_.insert("shift");
+      return "twist_shift(" + expr(c->args[0]) + ", static_cast<" + c_type(c->type) + ">(" +
+             expr(c->args[1]) + "), " + (c->is_intrinsic(Call::shift_left) ? "true" : "false") + ")";
+    }
   }
   fail("the CUDA printer cannot print {} in kernel {}", e, kernel_.name);
 }
