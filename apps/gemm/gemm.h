@@ -68,13 +68,18 @@ struct GemmTiling {
 Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t);
 
 // The tiling of a Hopper (sm_90) schedule: TMA copies into a ring of `stages` slots, wgmma atoms of N =
-// block_n by `warpgroups` warpgroups, each owning block_m / warpgroups rows (64 per atom).
+// block_n by `warpgroups` warpgroups, each owning block_m / warpgroups rows (64 per atom). Warp-specialized,
+// a producer warpgroup beside them issues the copies with `producer_registers` registers a thread, and the
+// `warpgroups` consumers get the most registers the SM's register file leaves them (consumer_registers).
 struct HopperTiling {
   int block_m = 128, block_n = 128, block_k = 64;
   int warpgroups = 2;
   int stages = 4;
   Accumulation accumulation = Accumulation::fp32();
   int raster_group = 8;
+  bool warp_specialized = true;
+  int producer_registers = 40;
+  int consumer_registers() const;
   std::string name() const;
 };
 
