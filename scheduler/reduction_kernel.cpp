@@ -1,6 +1,8 @@
 #include "scheduler/reduction_kernel.h"
 
+#include <array>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "lang/error.h"
@@ -96,6 +98,14 @@ class ReductionKernelBuilder {
   std::vector<int> a_dims_, b_dims_;  // register dims each operand's fragment array spans
   // Warp specialization: the threads of the bound warpgroups, which compute (the producer's come after).
   int consumer_threads_ = 0;
+  // The TMA ring's iteration, whose slot and phase the wgmma operands read: the k-tile loop's variable, or in
+  // a persistent kernel the k-tiles of the block's earlier tiles plus it.
+  Halide::Expr ring_iteration_;
+  // A persistent grid: the output tiles, and each bound block loop's value at tile `tile.index`.
+  Halide::Expr tile_count_;
+  std::vector<std::pair<std::string, Halide::Expr>> tile_coordinates_;
+  // Makes the grid persistent (FuncSchedule::persistent): the block loops become functions of a tile index.
+  void plan_persistent_grid();
   std::string summary_;
 };
 
@@ -125,6 +135,7 @@ void ReductionKernelBuilder::plan_loops() {
   consumer_threads_ = mapping_.threads;
   // A warp-specialized kernel's producer warpgroup comes after the warpgroups the loops are bound to.
   if (req_.schedule && req_.schedule->warp_specialization()) mapping_.threads += hopper::kWarpgroupThreads;
+  if (req_.schedule && req_.schedule->persistent_blocks() > 0) plan_persistent_grid();
 
   bool in_reduction = false;
   for (size_t k = 0; k < loops_.dims.size(); ++k) {
@@ -134,6 +145,32 @@ void ReductionKernelBuilder::plan_loops() {
     (in_reduction ? nest_ : outer_).push_back(k);
   }
   if (nest_.empty()) fail("schedule of '{}' leaves no serial reduction loop", f.name());
+}
+
+void ReductionKernelBuilder::plan_persistent_grid() {
+  const std::array<Halide::Expr, 3> grid = mapping_.grid;
+  tile_count_ = simplify(grid[0] * grid[1] * grid[2]);
+  // Tile t is the block the one-block-per-tile grid would have run as blockIdx (t % x, t / x % y, t / (x y)):
+  // the same raster order.
+  const Halide::Expr tile = var("tile.index");
+  const std::map<std::string, Halide::Expr> block_of_tile = {
+      {intrinsic::kBlockIndex[0], tile % grid[0]},
+      {intrinsic::kBlockIndex[1], (tile / grid[0]) % grid[1]},
+      {intrinsic::kBlockIndex[2], tile / (grid[0] * grid[1])}};
+  std::vector<std::pair<std::string, Halide::Expr>> per_thread;
+  for (const auto &[name, value] : mapping_.bound_values) {
+    bool of_block = false;
+    for (const char *b : intrinsic::kBlockIndex) of_block = of_block || expr_uses_var(value, b);
+    if (of_block)
+      tile_coordinates_.push_back({name, simplify(substitute(block_of_tile, value))});
+    else
+      per_thread.push_back({name, value});
+  }
+  mapping_.bound_values = per_thread;
+  const int blocks = req_.schedule->persistent_blocks();
+  mapping_.grid = {simplify(Halide::min(blocks, tile_count_)), 1, 1};
+  summary_ += fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
+                          blocks, blocks);
 }
 
 void ReductionKernelBuilder::plan_atom() {
@@ -592,6 +629,12 @@ Kernel ReductionKernelBuilder::build() {
         "warpgroups, but the schedule has no wgmma atom; use matrix_atom(MatrixAtom::wgmma, ...) with "
         "Transport::tma stages (apps::schedule_hopper), or drop warp_specialize()",
         req_.reduction.name());
+  if (req_.schedule && req_.schedule->persistent_blocks() > 0 && !specialized)
+    fail(
+        "schedule of '{}': persistent() is lowered for warp-specialized wgmma kernels, whose producer loads a "
+        "block's next tile while its consumers finish the last; add warp_specialize() (and a wgmma atom), or "
+        "drop persistent()",
+        req_.reduction.name());
   // Outputs go out through shared tiles; those of a warp-specialized kernel get bytes of their own, as the
   // producer may still hold ring slots, and are dropped (stored directly) where the two do not fit together.
   plan_write_backs();
@@ -694,8 +737,8 @@ intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionO
     coords.push_back(simplify(e));
   }
   const int width = hopper::swizzle_bytes(stage->swizzle);
-  const Halide::Expr slot =
-      stage->directive.depth > 1 ? var(stage->directive.at) % stage->directive.depth : Halide::Expr(0);
+  const Halide::Expr iteration = ring_iteration_.defined() ? ring_iteration_ : var(stage->directive.at);
+  const Halide::Expr slot = stage->directive.depth > 1 ? iteration % stage->directive.depth : Halide::Expr(0);
   // K-major: 8-row groups of swizzled rows 8 * width bytes apart (the leading offset is unused). MN-major:
   // the same along k, and the boxes of box_cols columns one box apart.
   const int box_bytes = stage->rows * stage->box_cols * stage->elem_bytes;
@@ -752,15 +795,25 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                                                      intrinsic::mbarrier_init(empty(slot), releases)});
                                      })),
                              intrinsic::barrier()};
-  // Tile t computes on slot t % depth; once its wgmmas are issued, those of tile t - 1 are waited for (one
-  // group stays in flight) and its slot is released.
+  // Ring iteration i computes on slot i % depth; once its wgmmas are issued, those of iteration i - 1 are
+  // waited for (one group stays in flight) and its slot is released. The iteration is the k-tile t, or in a
+  // persistent kernel the k-tiles of the block's earlier output tiles plus t: the ring's slots and phases
+  // carry on from one output tile to the next.
+  const bool persistent = req_.schedule->persistent_blocks() > 0;
+  const Halide::Expr tile_step = var("tile.step");
+  const Halide::Expr first_iteration = persistent ? tile_step * tiles : Halide::Expr(0);
+  const Halide::Expr it = persistent ? var("tma.iteration") : t;
+  auto at_iteration = [&](const Stmt &s) {
+    return persistent ? LetStmt::make("tma.iteration", first_iteration + t, s) : s;
+  };
+  ring_iteration_ = it;
   const Halide::Expr previous = t - 1, reuse = previous % depth;
-  std::vector<Stmt> body = {intrinsic::mbarrier_wait(full(t % depth), (t / depth) % 2),
+  std::vector<Stmt> body = {intrinsic::mbarrier_wait(full(it % depth), (it / depth) % 2),
                             intrinsic::wgmma_fence(), nest(1, [&] { return atom_update(); }),
                             intrinsic::wgmma_commit(), intrinsic::wgmma_wait(1)};
+  const Halide::Expr releaser = thread % hopper::kWarpgroupThreads == 0;
   if (specialized) {
-    body.push_back(
-        guarded(t >= 1 && thread % hopper::kWarpgroupThreads == 0, intrinsic::mbarrier_arrive(empty(reuse))));
+    body.push_back(guarded(t >= 1 && releaser, intrinsic::mbarrier_arrive(empty((it - 1) % depth))));
   } else {
     // Thread 0 also refills the released slot with tile t - 1 + depth once every thread has arrived.
     body.push_back(
@@ -787,9 +840,13 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
     body.push_back(
         guarded(simplify((t + 1) % per == 0), block({intrinsic::wgmma_wait(0), promote_partials()})));
   }
-  const Stmt mainloop =
-      block({For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, block(body)),
-             intrinsic::wgmma_wait(0)});
+  std::vector<Stmt> loop = {
+      For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, at_iteration(block(body))),
+      intrinsic::wgmma_wait(0)};
+  // The next output tile's copies go into the last slot too.
+  if (persistent)
+    loop.push_back(guarded(releaser, intrinsic::mbarrier_arrive(empty((first_iteration + tiles - 1) % depth))));
+  const Stmt mainloop = block(loop);
   summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n",
                           depth, tile_bytes, x.name);
   auto with_barriers = [&](Stmt s) {
@@ -806,17 +863,26 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
     return block(
         {with_shared_arrays(stages_, block({init_states(), with_barriers(block(setup))})), finish()});
   }
-  // The producer's elected thread issues every tile, into a slot its consumers have released: use u of slot
-  // t % depth (u = t / depth) waits for the release of use u - 1, the phase of parity (u - 1) % 2.
-  const Stmt producer =
-      block({intrinsic::setmaxnreg(specialized->producer_registers, false),
-             guarded(thread == consumer_threads_,
-                     For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None,
-                               block({guarded(t >= depth, intrinsic::mbarrier_wait(empty(t % depth),
-                                                                                   (t / depth + 1) % 2)),
-                                      issue(t, t % depth)})))});
-  const Stmt consumers = block(
-      {intrinsic::setmaxnreg(specialized->consumer_registers, true), init_states(), mainloop, finish()});
+  // A persistent block runs `per_tile` for its output tiles: blockIdx.x, then every grid-th one after it.
+  auto over_tiles = [&](const Stmt &per_tile) {
+    if (!persistent) return per_tile;
+    const Halide::Expr blocks = mapping_.grid[0], block_x = intrinsic::block_index(0);
+    const Stmt one = LetStmt::make("tile.index", block_x + tile_step * blocks, let_all(tile_coordinates_, per_tile));
+    return For::make("tile.step", 0, simplify((tile_count_ - block_x + blocks - 1) / blocks), ForType::Serial,
+                     Halide::DeviceAPI::None, one);
+  };
+  // The producer's elected thread issues every k-tile, into a slot its consumers have released: use u of slot
+  // i % depth (u = i / depth) waits for the release of use u - 1, the phase of parity (u - 1) % 2.
+  const Stmt producer = block(
+      {intrinsic::setmaxnreg(specialized->producer_registers, false),
+       guarded(thread == consumer_threads_,
+               over_tiles(For::make(
+                   x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None,
+                   at_iteration(block({guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth),
+                                                                                     (it / depth + 1) % 2)),
+                                       issue(t, it % depth)})))))});
+  const Stmt consumers = block({intrinsic::setmaxnreg(specialized->consumer_registers, true),
+                                over_tiles(block({init_states(), mainloop, finish()}))});
   summary_ += fmt::format(
       "  warp specialized, {} threads a block: warpgroup {} issues the TMA copies ({} registers a thread), "
       "warpgroups 0 to {} compute ({} registers a thread)\n",

@@ -135,6 +135,12 @@ FuncSchedule &FuncSchedule::warp_specialize(WarpSpecialization registers) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::persistent(int blocks) {
+  if (blocks < 1) fail("schedule of '{}': persistent() needs at least one block, not {}", func_, blocks);
+  persistent_blocks_ = blocks;
+  return *this;
+}
+
 FuncSchedule &FuncSchedule::compute_at(const Func &consumer, const LoopVar &at) {
   if (compute_root_)
     fail("schedule of '{}': compute_at() after compute_root(); choose one place for it", func_);
@@ -190,6 +196,7 @@ std::string FuncSchedule::to_string() const {
     s += fmt::format("  split reduction {} into {} parts, combined by {}\n", reduction_split_->var, reduction_split_->parts,
                      reduction_split_->combine == SplitCombine::kernel ? "a combine kernel" : "atomics");
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
+  if (persistent_blocks_ > 0) s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
   if (warp_specialization_)
     s += fmt::format("  warp specialized: a producer warpgroup at {} registers, consumers at {}\n",
                      warp_specialization_->producer_registers, warp_specialization_->consumer_registers);

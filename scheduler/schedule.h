@@ -142,6 +142,10 @@ class FuncSchedule {
   // Splits a TMA + wgmma main loop into a producer warpgroup and the consumer warpgroups (see
   // WarpSpecialization).
   FuncSchedule &warp_specialize(WarpSpecialization registers = {});
+  // A persistent grid: min(blocks, tiles) blocks (`blocks` the number of SMs), block b taking the output tiles
+  // b, b + blocks, ... in the raster order, so that a warp-specialized producer loads the next tile's operands
+  // while the consumers finish the last one's epilogue, and no tile waits for a block to start.
+  FuncSchedule &persistent(int blocks);
   // Computes the func once per iteration of `at`, a loop of `consumer`, inside the consumer's kernel (a
   // reduction read by a row of its consumer is folded there by the block's threads as a tree).
   FuncSchedule &compute_at(const Func &consumer, const LoopVar &at);
@@ -176,6 +180,7 @@ class FuncSchedule {
   const std::optional<std::string> &associativity_override() const { return override_; }
   int raster_group() const { return raster_group_; }
   const std::optional<WarpSpecialization> &warp_specialization() const { return warp_specialization_; }
+  int persistent_blocks() const { return persistent_blocks_; }  // 0: one block per tile
   int min_blocks() const { return min_blocks_; }
   bool approximate() const { return approximate_; }
 
@@ -197,6 +202,7 @@ class FuncSchedule {
   std::optional<std::string> override_;
   int raster_group_ = 1;
   std::optional<WarpSpecialization> warp_specialization_;
+  int persistent_blocks_ = 0;
   int min_blocks_ = 1;
   bool approximate_ = false;
 };

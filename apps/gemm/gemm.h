@@ -79,6 +79,7 @@ struct HopperTiling {
   int raster_group = 8;
   bool warp_specialized = true;
   int producer_registers = 40;
+  int persistent_blocks = 0;  // > 0: a persistent grid of that many blocks (the SMs); needs warp_specialized
   int consumer_registers() const;
   std::string name() const;
 };

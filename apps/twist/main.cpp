@@ -293,6 +293,7 @@ int export_gemm(const Options &o) {
     hopper.accumulation = parse_accumulation(o.get("accumulation", "f32"));
     hopper.raster_group = std::stoi(o.get("raster", "8"));
     if (o.values.count("warp-specialize")) hopper.warp_specialized = o.flag("warp-specialize");
+    hopper.persistent_blocks = std::stoi(o.get("persistent", std::to_string(hopper.persistent_blocks)));
   }
   const std::string schedule_name = wgmma ? hopper.name() : tiling.name();
   const Accumulation accumulation = wgmma ? hopper.accumulation : tiling.accumulation;
@@ -396,7 +397,7 @@ int usage() {
                "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
                "                         [--rule true (the tiling by apps/gemm/gemm_rule.h)]\n"
                "                         [--atom wgmma [--block 128x128x64] [--warpgroups 2] [--stages 4]\n"
-               "                          [--warp-specialize true|false] (Hopper)]\n"
+               "                          [--warp-specialize true|false] [--persistent BLOCKS] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"

@@ -58,6 +58,44 @@ TEST_CASE("warp-specialized Hopper GEMM: one or two consumer warpgroups, rings t
   CHECK(lowered_error(g.out, schedule_hopper(g, t), inputs, scalars) < 2e-3);
 }
 
+TEST_CASE("persistent Hopper GEMM: blocks take output tiles in raster order, the ring's phases carry across tiles") {
+  HopperTiling t;
+  t.block_m = 128, t.block_n = 64, t.stages = 2, t.persistent_blocks = 3, t.raster_group = 2;
+  for (const Type &type : {f16, bf16}) {
+    Gemm g = make_gemm({.input = type, .output = f32});
+    // 12 tiles over 3 blocks with 3 k-tiles each through 2 slots; 2 tiles for 3 blocks; one tile.
+    for (const Shape shape : {Shape{300, 200, 136}, Shape{100, 72, 200}, Shape{8, 8, 8}}) {
+      const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+      INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k);
+      CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 13), scalars) < 1e-5);
+    }
+  }
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});
+    auto scalars = sizes(g, 130, 72, 96);
+    scalars[g.batch.name()] = 3;  // 2 x 2 tiles a batch, 12 over 3 blocks
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 14), scalars) < 1e-5);
+  }
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
+    auto scalars = sizes(g, 200, 136, 200);
+    scalars[g.alpha->name()] = 0.5;
+    t.accumulation = Accumulation::hybrid(4);  // promoted after every k-tile of every output tile
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 15), scalars) < 2e-3);
+  }
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  t = HopperTiling{};
+  t.block_n = 256, t.stages = 3, t.persistent_blocks = 132;
+  const Kernel k = lower(g.out, schedule_hopper(g, t), Target::sm90a()).kernels[0];
+  const std::string source = cuda::cuda_source(k);
+  INFO(source);
+  CHECK(source.find("for (int tile_step = 0;") != std::string::npos);
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  t.warp_specialized = false;
+  const std::string e = twist::testing::error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(twist::testing::contains(e, "persistent() is lowered for warp-specialized wgmma kernels"));
+}
+
 TEST_CASE("the warp-specialized Hopper GEMM's source: a producer with fewer registers, consumers with more") {
   Gemm g = make_gemm({.input = f16, .output = f16});
   HopperTiling t;
