@@ -169,8 +169,9 @@ void ReductionKernelBuilder::plan_persistent_grid() {
   mapping_.bound_values = per_thread;
   const int blocks = req_.schedule->persistent_blocks();
   mapping_.grid = {simplify(Halide::min(blocks, tile_count_)), 1, 1};
-  summary_ += fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
-                          blocks, blocks);
+  summary_ +=
+      fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
+                  blocks, blocks);
 }
 
 void ReductionKernelBuilder::plan_atom() {
@@ -631,9 +632,9 @@ Kernel ReductionKernelBuilder::build() {
         req_.reduction.name());
   if (req_.schedule && req_.schedule->persistent_blocks() > 0 && !specialized)
     fail(
-        "schedule of '{}': persistent() is lowered for warp-specialized wgmma kernels, whose producer loads a "
-        "block's next tile while its consumers finish the last; add warp_specialize() (and a wgmma atom), or "
-        "drop persistent()",
+        "schedule of '{}': persistent() is lowered for warp-specialized wgmma kernels, whose producer "
+        "loads a block's next tile while its consumers finish the last; add warp_specialize() (and a wgmma "
+        "atom), or drop persistent()",
         req_.reduction.name());
   // Outputs go out through shared tiles; those of a warp-specialized kernel get bytes of their own, as the
   // producer may still hold ring slots, and are dropped (stored directly) where the two do not fit together.
@@ -845,7 +846,8 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
       intrinsic::wgmma_wait(0)};
   // The next output tile's copies go into the last slot too.
   if (persistent)
-    loop.push_back(guarded(releaser, intrinsic::mbarrier_arrive(empty((first_iteration + tiles - 1) % depth))));
+    loop.push_back(
+        guarded(releaser, intrinsic::mbarrier_arrive(empty((first_iteration + tiles - 1) % depth))));
   const Stmt mainloop = block(loop);
   summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n",
                           depth, tile_bytes, x.name);
@@ -867,7 +869,8 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
   auto over_tiles = [&](const Stmt &per_tile) {
     if (!persistent) return per_tile;
     const Halide::Expr blocks = mapping_.grid[0], block_x = intrinsic::block_index(0);
-    const Stmt one = LetStmt::make("tile.index", block_x + tile_step * blocks, let_all(tile_coordinates_, per_tile));
+    const Stmt one =
+        LetStmt::make("tile.index", block_x + tile_step * blocks, let_all(tile_coordinates_, per_tile));
     return For::make("tile.step", 0, simplify((tile_count_ - block_x + blocks - 1) / blocks), ForType::Serial,
                      Halide::DeviceAPI::None, one);
   };

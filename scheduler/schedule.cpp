@@ -196,7 +196,8 @@ std::string FuncSchedule::to_string() const {
     s += fmt::format("  split reduction {} into {} parts, combined by {}\n", reduction_split_->var, reduction_split_->parts,
                      reduction_split_->combine == SplitCombine::kernel ? "a combine kernel" : "atomics");
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
-  if (persistent_blocks_ > 0) s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
+  if (persistent_blocks_ > 0)
+    s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
   if (warp_specialization_)
     s += fmt::format("  warp specialized: a producer warpgroup at {} registers, consumers at {}\n",
                      warp_specialization_->producer_registers, warp_specialization_->consumer_registers);

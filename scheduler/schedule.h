@@ -142,9 +142,9 @@ class FuncSchedule {
   // Splits a TMA + wgmma main loop into a producer warpgroup and the consumer warpgroups (see
   // WarpSpecialization).
   FuncSchedule &warp_specialize(WarpSpecialization registers = {});
-  // A persistent grid: min(blocks, tiles) blocks (`blocks` the number of SMs), block b taking the output tiles
-  // b, b + blocks, ... in the raster order, so that a warp-specialized producer loads the next tile's operands
-  // while the consumers finish the last one's epilogue, and no tile waits for a block to start.
+  // A persistent grid: min(blocks, tiles) blocks (`blocks` the number of SMs), block b taking the output
+  // tiles b, b + blocks, ... in the raster order, so that a warp-specialized producer loads the next tile's
+  // operands while the consumers finish the last one's epilogue, and no tile waits for a block to start.
   FuncSchedule &persistent(int blocks);
   // Computes the func once per iteration of `at`, a loop of `consumer`, inside the consumer's kernel (a
   // reduction read by a row of its consumer is folded there by the block's threads as a tree).

@@ -92,10 +92,10 @@ TEST_CASE("GPU: Hopper GEMM (TMA ring and wgmma) on odd shapes with epilogues an
   small.block_m = 128, small.block_n = 64, small.stages = 2;
   wide.block_m = 128, wide.block_n = 256, wide.stages = 3;
   tall.block_m = 256, tall.block_n = 128, tall.stages = 3;  // two 64-row atoms per warpgroup
-  every_thread.warp_specialized = false;  // the other tilings have a producer warpgroup
+  every_thread.warp_specialized = false;                    // the other tilings have a producer warpgroup
   HopperTiling wide_every_thread = wide, persistent = wide, persistent_small = small;
   wide_every_thread.warp_specialized = false;
-  persistent.persistent_blocks = 3;         // 10 tiles of the 513 x 392 product over 3 blocks
+  persistent.persistent_blocks = 3;          // 10 tiles of the 513 x 392 product over 3 blocks
   persistent_small.persistent_blocks = 132;  // more blocks than tiles
   for (const twist::Type &type : {twist::f16, twist::bf16}) {
     Gemm g = make_gemm({.input = type, .output = twist::f32, .prefix = twist::type_name(type)});

@@ -58,7 +58,9 @@ TEST_CASE("warp-specialized Hopper GEMM: one or two consumer warpgroups, rings t
   CHECK(lowered_error(g.out, schedule_hopper(g, t), inputs, scalars) < 2e-3);
 }
 
-TEST_CASE("persistent Hopper GEMM: blocks take output tiles in raster order, the ring's phases carry across tiles") {
+TEST_CASE(
+    "persistent Hopper GEMM: blocks take output tiles in raster order, the ring's phases carry across "
+    "tiles") {
   HopperTiling t;
   t.block_m = 128, t.block_n = 64, t.stages = 2, t.persistent_blocks = 3, t.raster_group = 2;
   for (const Type &type : {f16, bf16}) {
@@ -92,7 +94,8 @@ TEST_CASE("persistent Hopper GEMM: blocks take output tiles in raster order, the
   CHECK(source.find("for (int tile_step = 0;") != std::string::npos);
   CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
   t.warp_specialized = false;
-  const std::string e = twist::testing::error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  const std::string e =
+      twist::testing::error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
   CHECK(twist::testing::contains(e, "persistent() is lowered for warp-specialized wgmma kernels"));
 }
 
