@@ -100,7 +100,7 @@ int HopperTiling::consumer_registers() const {
 std::string HopperTiling::name() const {
   std::string s = fmt::format("wgmma_{}x{}x{}_wg{}_s{}_tma", block_m, block_n, block_k, warpgroups, stages);
   if (warp_specialized) s += "_ws";
-  if (persistent_blocks > 0) s += fmt::format("_p{}", persistent_blocks);
+  if (warp_specialized && persistent_blocks > 0) s += fmt::format("_p{}", persistent_blocks);
   if (accumulation.kind == Accumulation::Kind::f16) s += "_f16acc";
   return s;
 }
@@ -126,7 +126,7 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
       .accumulate(t.accumulation)
       .raster(t.raster_group);
   if (t.warp_specialized) c.warp_specialize({t.producer_registers, t.consumer_registers()});
-  if (t.persistent_blocks > 0) c.persistent(t.persistent_blocks);
+  if (t.warp_specialized && t.persistent_blocks > 0) c.persistent(t.persistent_blocks);
   if (g.options.batched) c.bind("b", Binding::block_z);
   return s;
 }

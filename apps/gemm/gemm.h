@@ -71,15 +71,19 @@ Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t);
 // block_n by `warpgroups` warpgroups, each owning block_m / warpgroups rows (64 per atom). Warp-specialized,
 // a producer warpgroup beside them issues the copies with `producer_registers` registers a thread, and the
 // `warpgroups` consumers get the most registers the SM's register file leaves them (consumer_registers).
+// The defaults are the fastest configuration measured on the H200 (2026-12-03, bench/export_hopper_suite.sh:
+// 128x256x64, 3 stages, warp-specialized, persistent over its 132 SMs).
 struct HopperTiling {
-  int block_m = 128, block_n = 128, block_k = 64;
+  int block_m = 128, block_n = 256, block_k = 64;
   int warpgroups = 2;
-  int stages = 4;
+  int stages = 3;
   Accumulation accumulation = Accumulation::fp32();
   int raster_group = 8;
   bool warp_specialized = true;
   int producer_registers = 40;
-  int persistent_blocks = 0;  // > 0: a persistent grid of that many blocks (the SMs); needs warp_specialized
+  // > 0: a persistent grid of at most that many blocks (the GPU's SMs). Warp-specialized tilings only:
+  // without a producer warpgroup the grid is one block per tile.
+  int persistent_blocks = 132;
   int consumer_registers() const;
   std::string name() const;
 };

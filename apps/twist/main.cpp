@@ -286,10 +286,12 @@ int export_gemm(const Options &o) {
       by_rule ? apps::gemm_tiling_by_rule({shape[0], shape[1], shape[2], 1, dtype}) : parse_tiling(o);
   apps::HopperTiling hopper;
   if (wgmma) {
-    const std::vector<int> block = parse_dims(o.get("block", "128x128x64"), 3, "--block");
+    // Flags not given keep HopperTiling's defaults.
+    const std::string default_block = fmt::format("{}x{}x{}", hopper.block_m, hopper.block_n, hopper.block_k);
+    const std::vector<int> block = parse_dims(o.get("block", default_block), 3, "--block");
     hopper.block_m = block[0], hopper.block_n = block[1], hopper.block_k = block[2];
-    hopper.warpgroups = std::stoi(o.get("warpgroups", "2"));
-    hopper.stages = std::stoi(o.get("stages", "4"));
+    hopper.warpgroups = std::stoi(o.get("warpgroups", std::to_string(hopper.warpgroups)));
+    hopper.stages = std::stoi(o.get("stages", std::to_string(hopper.stages)));
     hopper.accumulation = parse_accumulation(o.get("accumulation", "f32"));
     hopper.raster_group = std::stoi(o.get("raster", "8"));
     if (o.values.count("warp-specialize")) hopper.warp_specialized = o.flag("warp-specialize");
@@ -396,8 +398,8 @@ int usage() {
                "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
                "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
                "                         [--rule true (the tiling by apps/gemm/gemm_rule.h)]\n"
-               "                         [--atom wgmma [--block 128x128x64] [--warpgroups 2] [--stages 4]\n"
-               "                          [--warp-specialize true|false] [--persistent BLOCKS] (Hopper)]\n"
+               "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3]\n"
+               "                          [--warp-specialize true|false] [--persistent 132] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
