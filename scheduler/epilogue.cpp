@@ -101,7 +101,7 @@ bool reads_inputs(const Stmt &s, const FuncGraph &graph) {
 }
 
 Stmt write_back(const std::vector<StagePlan> &write_backs, const std::vector<Halide::Expr> &coords,
-                const Stmt &stores, int threads) {
+                const Stmt &stores, int threads, const Stmt &sync) {
   struct IntoTiles : IRMutator {
     const std::vector<StagePlan> &tiles;
     const std::vector<Halide::Expr> &coords;
@@ -113,7 +113,7 @@ Stmt write_back(const std::vector<StagePlan> &write_backs, const std::vector<Hal
       return IRMutator::visit(op);
     }
   } into_tiles(write_backs, coords);
-  std::vector<Stmt> steps = {intrinsic::barrier(), into_tiles.mutate(stores), intrinsic::barrier()};
+  std::vector<Stmt> steps = {sync, into_tiles.mutate(stores), sync};
   for (const StagePlan &p : write_backs) steps.push_back(p.copy(Halide::Expr(), 0, threads));
   return block(steps);
 }

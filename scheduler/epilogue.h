@@ -3,6 +3,7 @@
 // the fused consumer) and store, store the raw state as a partial, or add it atomically.
 #include <vector>
 
+#include "scheduler/intrinsics.h"
 #include "scheduler/reduction_kernel.h"
 #include "scheduler/staging.h"
 
@@ -27,9 +28,11 @@ bool reads_inputs(const Halide::Internal::Stmt &s, const FuncGraph &graph);
 
 // The epilogue through write-back tiles: once every warp is done with the staged inputs (whose bytes the
 // tiles reuse), `stores` (the stores of the output point at `coords`, for every point of the block) go into
-// the tiles of `write_backs`, and then the block's `threads` threads copy the tiles out to the outputs.
+// the tiles of `write_backs`, and then `threads` threads (the first of the block) copy the tiles out to the
+// outputs. `sync` is the barrier among those threads: intrinsic::barrier() where they are the whole block.
 Halide::Internal::Stmt write_back(const std::vector<StagePlan> &write_backs,
                                   const std::vector<Halide::Expr> &coords,
-                                  const Halide::Internal::Stmt &stores, int threads);
+                                  const Halide::Internal::Stmt &stores, int threads,
+                                  const Halide::Internal::Stmt &sync = intrinsic::barrier());
 
 }  // namespace twist

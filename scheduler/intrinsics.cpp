@@ -29,6 +29,18 @@ int int_of(const Expr &e) { return static_cast<int>(e.as<IntImm>()->value); }
 Stmt barrier() { return make("barrier", {}); }
 bool is_barrier(const Stmt &s) { return match(s, "barrier") != nullptr; }
 
+Stmt named_barrier(int id, int threads) {
+  TWIST_CHECK(id >= 1 && id < 16 && threads > 0 && threads % 32 == 0,
+              "named barrier {} over {} threads: ids are 1 to 15, counts multiples of 32", id, threads);
+  return make("named_barrier", {id, threads});
+}
+
+std::optional<NamedBarrier> as_named_barrier(const Stmt &s) {
+  const Call *c = match(s, "named_barrier");
+  if (!c) return std::nullopt;
+  return NamedBarrier{int_of(c->args[0]), int_of(c->args[1])};
+}
+
 Stmt copy(const Copy &c) {
   TWIST_CHECK(c.bytes == 4 || c.bytes == 8 || c.bytes == 16, "copy of {} bytes", c.bytes);
   return make("copy", {name(c.dst), c.dst_index, name(c.src), c.src_index, c.bytes, c.src_bytes,

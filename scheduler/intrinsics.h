@@ -20,6 +20,15 @@ using Halide::Internal::Stmt;
 
 // Every thread of the block waits here (__syncthreads).
 Stmt barrier();
+// bar.sync `id`, `threads`: the executing threads wait until `threads` threads (a multiple of 32) have
+// reached barrier `id` (1 to 15; 0 is the block-wide barrier). Synchronizes a part of the block, such as
+// the consumer warpgroups of a warp-specialized kernel, while the other threads do something else.
+Stmt named_barrier(int id, int threads);
+struct NamedBarrier {
+  int id;
+  int threads;
+};
+std::optional<NamedBarrier> as_named_barrier(const Stmt &s);
 
 // Copies `bytes` (4, 8 or 16) from src[src_index...] to dst[dst_index...]; only the first `src_bytes`
 // (an expression, 0 <= src_bytes <= bytes) are read and the rest are zero-filled, which is how copies

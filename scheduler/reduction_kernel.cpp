@@ -1,6 +1,8 @@
 #include "scheduler/reduction_kernel.h"
 
+#include <array>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "lang/error.h"
@@ -49,9 +51,13 @@ class ReductionKernelBuilder {
   // The staged k-tile loop of a tensor-core reduction with its fragment loads software-pipelined (see the
   // definition), or an undefined Stmt when the loops do not have that shape.
   Stmt pipelined_mainloop();
-  // The k-tile loop of a wgmma reduction: TMA copies into a ring of slots with full and empty mbarriers,
-  // wgmma atoms reading the slots through descriptors.
-  Stmt tma_wgmma_mainloop();
+  // The reduction and epilogue of a wgmma kernel: TMA copies into a ring of slots with full and empty
+  // mbarriers, wgmma atoms reading the slots through descriptors, then `finish` (the promotion of hybrid
+  // partials and the epilogue). Without warp specialization every thread computes and thread 0 also issues
+  // the copies; with it, a producer warpgroup issues them and the bound warpgroups compute.
+  Stmt tma_wgmma_kernel(const std::function<Stmt()> &finish);
+  // The warpgroups' register demand against the SM's register file and the setmaxnreg budgets.
+  void check_warp_specialization() const;
   intrinsic::WgmmaOperand wgmma_operand(const ContractionOperand &operand) const;
   // Accumulator elements per thread and register point: 4 for mma.m16n8k16, N / 2 for wgmma.
   int accumulator_elements() const { return wgmma_n_ > 0 ? wgmma_n_ / 2 : 4; }
@@ -90,6 +96,16 @@ class ReductionKernelBuilder {
   int fragment_slices_ =
       1;  // fragment arrays hold this many k-steps (the pipelined main loop keeps them all)
   std::vector<int> a_dims_, b_dims_;  // register dims each operand's fragment array spans
+  // Warp specialization: the threads of the bound warpgroups, which compute (the producer's come after).
+  int consumer_threads_ = 0;
+  // The TMA ring's iteration, whose slot and phase the wgmma operands read: the k-tile loop's variable, or in
+  // a persistent kernel the k-tiles of the block's earlier tiles plus it.
+  Halide::Expr ring_iteration_;
+  // A persistent grid: the output tiles, and each bound block loop's value at tile `tile.index`.
+  Halide::Expr tile_count_;
+  std::vector<std::pair<std::string, Halide::Expr>> tile_coordinates_;
+  // Makes the grid persistent (FuncSchedule::persistent): the block loops become functions of a tile index.
+  void plan_persistent_grid();
   std::string summary_;
 };
 
@@ -116,6 +132,10 @@ void ReductionKernelBuilder::plan_loops() {
   const int raster = req_.schedule ? req_.schedule->raster_group() : 1;
   mapping_ = map_threads(loops_, raster, atom_, req_.target);
   summary_ += mapping_.summary;
+  consumer_threads_ = mapping_.threads;
+  // A warp-specialized kernel's producer warpgroup comes after the warpgroups the loops are bound to.
+  if (req_.schedule && req_.schedule->warp_specialization()) mapping_.threads += hopper::kWarpgroupThreads;
+  if (req_.schedule && req_.schedule->persistent_blocks() > 0) plan_persistent_grid();
 
   bool in_reduction = false;
   for (size_t k = 0; k < loops_.dims.size(); ++k) {
@@ -125,6 +145,33 @@ void ReductionKernelBuilder::plan_loops() {
     (in_reduction ? nest_ : outer_).push_back(k);
   }
   if (nest_.empty()) fail("schedule of '{}' leaves no serial reduction loop", f.name());
+}
+
+void ReductionKernelBuilder::plan_persistent_grid() {
+  const std::array<Halide::Expr, 3> grid = mapping_.grid;
+  tile_count_ = simplify(grid[0] * grid[1] * grid[2]);
+  // Tile t is the block the one-block-per-tile grid would have run as blockIdx (t % x, t / x % y, t / (x y)):
+  // the same raster order.
+  const Halide::Expr tile = var("tile.index");
+  const std::map<std::string, Halide::Expr> block_of_tile = {
+      {intrinsic::kBlockIndex[0], tile % grid[0]},
+      {intrinsic::kBlockIndex[1], (tile / grid[0]) % grid[1]},
+      {intrinsic::kBlockIndex[2], tile / (grid[0] * grid[1])}};
+  std::vector<std::pair<std::string, Halide::Expr>> per_thread;
+  for (const auto &[name, value] : mapping_.bound_values) {
+    bool of_block = false;
+    for (const char *b : intrinsic::kBlockIndex) of_block = of_block || expr_uses_var(value, b);
+    if (of_block)
+      tile_coordinates_.push_back({name, simplify(substitute(block_of_tile, value))});
+    else
+      per_thread.push_back({name, value});
+  }
+  mapping_.bound_values = per_thread;
+  const int blocks = req_.schedule->persistent_blocks();
+  mapping_.grid = {simplify(Halide::min(blocks, tile_count_)), 1, 1};
+  summary_ +=
+      fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
+                  blocks, blocks);
 }
 
 void ReductionKernelBuilder::plan_atom() {
@@ -521,7 +568,11 @@ Stmt ReductionKernelBuilder::epilogue() {
     const Stmt s = epilogue_stores(req_, coords, state_values(), part);
     return write_backs_.empty() || reads_inputs(s, *req_.graph) ? guarded(all_of(loops_.pure_guards), s) : s;
   });
-  return write_backs_.empty() ? stores : write_back(write_backs_, coords, stores, mapping_.threads);
+  if (write_backs_.empty()) return stores;
+  // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.
+  const bool specialized = consumer_threads_ < mapping_.threads;
+  return write_back(write_backs_, coords, stores, consumer_threads_,
+                    specialized ? intrinsic::named_barrier(1, consumer_threads_) : intrinsic::barrier());
 }
 
 Kernel ReductionKernelBuilder::build() {
@@ -571,9 +622,46 @@ Kernel ReductionKernelBuilder::build() {
     }
   }
 
-  Stmt reduction = wgmma_n_ ? tma_wgmma_mainloop() : pipelined_mainloop();
-  if (!reduction.defined()) reduction = nest(0, [&] { return atom_ ? atom_update() : fold_update(); });
-  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid && promote_loop_ < 0) {
+  const bool hybrid = atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid;
+  const bool specialized = req_.schedule && req_.schedule->warp_specialization();
+  if (specialized && !wgmma_n_)
+    fail(
+        "schedule of '{}': warp_specialize() splits a TMA + wgmma main loop into producer and consumer "
+        "warpgroups, but the schedule has no wgmma atom; use matrix_atom(MatrixAtom::wgmma, ...) with "
+        "Transport::tma stages (apps::schedule_hopper), or drop warp_specialize()",
+        req_.reduction.name());
+  if (req_.schedule && req_.schedule->persistent_blocks() > 0 && !specialized)
+    fail(
+        "schedule of '{}': persistent() is lowered for warp-specialized wgmma kernels, whose producer "
+        "loads a block's next tile while its consumers finish the last; add warp_specialize() (and a wgmma "
+        "atom), or drop persistent()",
+        req_.reduction.name());
+  // Outputs go out through shared tiles; those of a warp-specialized kernel get bytes of their own, as the
+  // producer may still hold ring slots, and are dropped (stored directly) where the two do not fit together.
+  plan_write_backs();
+  if (specialized) {
+    int bytes = 0;
+    for (const StagePlan &p : stages_) bytes += p.bytes();
+    for (const StagePlan &p : write_backs_) bytes += p.bytes();
+    if (bytes > req_.target.max_shared_bytes_per_block) {
+      write_backs_.clear();
+      summary_ += "  outputs stored directly: the write-back tiles do not fit beside the TMA ring\n";
+    }
+  }
+  Stmt reduction;
+  Stmt body;
+  if (wgmma_n_) {
+    body = tma_wgmma_kernel([&] {
+      std::vector<Stmt> finish;
+      if (hybrid) finish.push_back(promote_partials());
+      finish.push_back(with_shared_arrays(write_backs_, epilogue()));
+      return block(finish);
+    });
+  } else {
+    reduction = pipelined_mainloop();
+    if (!reduction.defined()) reduction = nest(0, [&] { return atom_ ? atom_update() : fold_update(); });
+  }
+  if (hybrid && promote_loop_ < 0) {
     std::string steps;
     for (size_t d : nest_)
       if (loops_.dims[d].reduction)
@@ -585,12 +673,11 @@ Kernel ReductionKernelBuilder::build() {
         "of the k-steps per tile",
         req_.reduction.name(), req_.schedule->accumulation().promote_every, steps);
   }
-  std::vector<Stmt> parts = {init_states(), reduction};
-  if (atom_ && req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
-    parts.push_back(promote_partials());
-  plan_write_backs();
-  Stmt body =
-      block({with_shared_arrays(stages_, block(parts)), with_shared_arrays(write_backs_, epilogue())});
+  if (!wgmma_n_) {
+    std::vector<Stmt> parts = {init_states(), reduction};
+    if (hybrid) parts.push_back(promote_partials());
+    body = block({with_shared_arrays(stages_, block(parts)), with_shared_arrays(write_backs_, epilogue())});
+  }
 
   // Register arrays for the states (or accumulators and fragments), around the reduction.
   int points = 1;
@@ -619,11 +706,13 @@ Kernel ReductionKernelBuilder::build() {
                   Halide::DeviceAPI::None, body);
   }
   check_register_budget();
+  if (specialized) check_warp_specialization();
   std::vector<std::string> instructions;
   if (atom_ && !wgmma_n_) instructions = {"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col"};
   if (wgmma_n_)
     instructions = {fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16", wgmma_n_), "cp.async.bulk.tensor",
                     "mbarrier.try_wait.parity"};
+  if (specialized) instructions.push_back("setmaxnreg");
   std::vector<StagePlan> plans = stages_;
   plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
   return assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
@@ -649,8 +738,8 @@ intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionO
     coords.push_back(simplify(e));
   }
   const int width = hopper::swizzle_bytes(stage->swizzle);
-  const Halide::Expr slot =
-      stage->directive.depth > 1 ? var(stage->directive.at) % stage->directive.depth : Halide::Expr(0);
+  const Halide::Expr iteration = ring_iteration_.defined() ? ring_iteration_ : var(stage->directive.at);
+  const Halide::Expr slot = stage->directive.depth > 1 ? iteration % stage->directive.depth : Halide::Expr(0);
   // K-major: 8-row groups of swizzled rows 8 * width bytes apart (the leading offset is unused). MN-major:
   // the same along k, and the boxes of box_cols columns one box apart.
   const int box_bytes = stage->rows * stage->box_cols * stage->elem_bytes;
@@ -659,7 +748,7 @@ intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionO
           stage->swizzle,          !k_major};
 }
 
-Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
+Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finish) {
   const std::string &fname = req_.reduction.name();
   const int tile = static_cast<int>(nest_[0]);
   const LoopDim &x = loops_.dims[tile];
@@ -684,7 +773,8 @@ Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
           fname, p->input, p->directive.depth);
   int tile_bytes = 0;
   for (const StagePlan *p : here) tile_bytes += p->slot_elems * p->elem_bytes;
-  const Halide::Expr t = x.var(), tiles = x.extent, first_thread = intrinsic::thread_index() == 0;
+  const std::optional<WarpSpecialization> &specialized = req_.schedule->warp_specialization();
+  const Halide::Expr t = x.var(), tiles = x.extent, thread = intrinsic::thread_index();
   auto full = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.full", slot}; };
   auto empty = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.empty", slot}; };
   // One thread expects the tile's bytes on the slot's full barrier and issues its copies.
@@ -697,30 +787,42 @@ Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
     return For::make("tma.slot", 0, depth, ForType::Unrolled, Halide::DeviceAPI::None, body(var("tma.slot")));
   };
   // The full barrier of a slot completes when its tile has landed (one arrival and the bytes); the empty one
-  // when every thread's wgmmas have finished reading it.
-  std::vector<Stmt> s;
-  s.push_back(guarded(first_thread, each_slot([&](const Halide::Expr &slot) {
-                        return block({intrinsic::mbarrier_init(full(slot), 1),
-                                      intrinsic::mbarrier_init(empty(slot), mapping_.threads)});
-                      })));
-  s.push_back(intrinsic::barrier());
-  s.push_back(guarded(first_thread, each_slot([&](const Halide::Expr &slot) {
-                        return guarded(simplify(slot < tiles), issue(slot, slot));
-                      })));
-  // Tile t computes on slot t % depth; once its wgmmas are issued, those of tile t - 1 are waited for (one
-  // group stays in flight), its slot is released, and the copies of tile t - 1 + depth go into it.
+  // when every consumer has finished reading it: each thread arrives, or with warp specialization one
+  // thread of each consumer warpgroup (after its wgmma_wait, which the whole warpgroup passes together).
+  const int consumer_warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
+  const int releases = specialized ? consumer_warpgroups : mapping_.threads;
+  std::vector<Stmt> setup = {guarded(thread == 0, each_slot([&](const Halide::Expr &slot) {
+                                       return block({intrinsic::mbarrier_init(full(slot), 1),
+                                                     intrinsic::mbarrier_init(empty(slot), releases)});
+                                     })),
+                             intrinsic::barrier()};
+  // Ring iteration i computes on slot i % depth; once its wgmmas are issued, those of iteration i - 1 are
+  // waited for (one group stays in flight) and its slot is released. The iteration is the k-tile t, or in a
+  // persistent kernel the k-tiles of the block's earlier output tiles plus t: the ring's slots and phases
+  // carry on from one output tile to the next.
+  const bool persistent = req_.schedule->persistent_blocks() > 0;
+  const Halide::Expr tile_step = var("tile.step");
+  const Halide::Expr first_iteration = persistent ? tile_step * tiles : Halide::Expr(0);
+  const Halide::Expr it = persistent ? var("tma.iteration") : t;
+  auto at_iteration = [&](const Stmt &s) {
+    return persistent ? LetStmt::make("tma.iteration", first_iteration + t, s) : s;
+  };
+  ring_iteration_ = it;
   const Halide::Expr previous = t - 1, reuse = previous % depth;
-  const Stmt release =
-      guarded(t >= 1, block({intrinsic::mbarrier_arrive(empty(reuse)),
-                             guarded(first_thread && previous + depth < tiles,
-                                     block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
-                                            issue(previous + depth, reuse)}))}));
-  std::vector<Stmt> body = {intrinsic::mbarrier_wait(full(t % depth), (t / depth) % 2),
-                            intrinsic::wgmma_fence(),
-                            nest(1, [&] { return atom_update(); }),
-                            intrinsic::wgmma_commit(),
-                            intrinsic::wgmma_wait(1),
-                            release};
+  std::vector<Stmt> body = {intrinsic::mbarrier_wait(full(it % depth), (it / depth) % 2),
+                            intrinsic::wgmma_fence(), nest(1, [&] { return atom_update(); }),
+                            intrinsic::wgmma_commit(), intrinsic::wgmma_wait(1)};
+  const Halide::Expr releaser = thread % hopper::kWarpgroupThreads == 0;
+  if (specialized) {
+    body.push_back(guarded(t >= 1 && releaser, intrinsic::mbarrier_arrive(empty((it - 1) % depth))));
+  } else {
+    // Thread 0 also refills the released slot with tile t - 1 + depth once every thread has arrived.
+    body.push_back(
+        guarded(t >= 1, block({intrinsic::mbarrier_arrive(empty(reuse)),
+                               guarded(thread == 0 && previous + depth < tiles,
+                                       block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
+                                              issue(previous + depth, reuse)}))})));
+  }
   const Accumulation accumulation = req_.schedule->accumulation();
   if (accumulation.kind == Accumulation::Kind::hybrid) {
     // The f16 partials are promoted into f32 after every promote_every k-steps, which must be whole k-tiles:
@@ -739,14 +841,93 @@ Stmt ReductionKernelBuilder::tma_wgmma_mainloop() {
     body.push_back(
         guarded(simplify((t + 1) % per == 0), block({intrinsic::wgmma_wait(0), promote_partials()})));
   }
-  s.push_back(For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, block(body)));
-  s.push_back(intrinsic::wgmma_wait(0));
+  std::vector<Stmt> loop = {
+      For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, at_iteration(block(body))),
+      intrinsic::wgmma_wait(0)};
+  // The next output tile's copies go into the last slot too.
+  if (persistent)
+    loop.push_back(
+        guarded(releaser, intrinsic::mbarrier_arrive(empty((first_iteration + tiles - 1) % depth))));
+  const Stmt mainloop = block(loop);
   summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n",
                           depth, tile_bytes, x.name);
-  Stmt loop = block(s);
-  for (const char *name : {"tma.empty", "tma.full"})
-    loop = Allocate::make(name, Halide::UInt(64), Halide::MemoryType::GPUShared, {depth}, const_true(), loop);
-  return loop;
+  auto with_barriers = [&](Stmt s) {
+    for (const char *name : {"tma.empty", "tma.full"})
+      s = Allocate::make(name, Halide::UInt(64), Halide::MemoryType::GPUShared, {depth}, const_true(), s);
+    return s;
+  };
+  if (!specialized) {
+    // Thread 0 fills the ring before the loop. The epilogue's write-back tiles reuse the ring's bytes.
+    setup.push_back(guarded(thread == 0, each_slot([&](const Halide::Expr &slot) {
+                              return guarded(simplify(slot < tiles), issue(slot, slot));
+                            })));
+    setup.push_back(mainloop);
+    return block(
+        {with_shared_arrays(stages_, block({init_states(), with_barriers(block(setup))})), finish()});
+  }
+  // A persistent block runs `per_tile` for its output tiles: blockIdx.x, then every grid-th one after it.
+  auto over_tiles = [&](const Stmt &per_tile) {
+    if (!persistent) return per_tile;
+    const Halide::Expr blocks = mapping_.grid[0], block_x = intrinsic::block_index(0);
+    const Stmt one =
+        LetStmt::make("tile.index", block_x + tile_step * blocks, let_all(tile_coordinates_, per_tile));
+    return For::make("tile.step", 0, simplify((tile_count_ - block_x + blocks - 1) / blocks), ForType::Serial,
+                     Halide::DeviceAPI::None, one);
+  };
+  // The producer's elected thread issues every k-tile, into a slot its consumers have released: use u of slot
+  // i % depth (u = i / depth) waits for the release of use u - 1, the phase of parity (u - 1) % 2.
+  const Stmt producer = block(
+      {intrinsic::setmaxnreg(specialized->producer_registers, false),
+       guarded(thread == consumer_threads_,
+               over_tiles(For::make(
+                   x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None,
+                   at_iteration(block({guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth),
+                                                                                     (it / depth + 1) % 2)),
+                                       issue(t, it % depth)})))))});
+  const Stmt consumers = block({intrinsic::setmaxnreg(specialized->consumer_registers, true),
+                                over_tiles(block({init_states(), mainloop, finish()}))});
+  summary_ += fmt::format(
+      "  warp specialized, {} threads a block: warpgroup {} issues the TMA copies ({} registers a thread), "
+      "warpgroups 0 to {} compute ({} registers a thread)\n",
+      mapping_.threads, consumer_warpgroups, specialized->producer_registers, consumer_warpgroups - 1,
+      specialized->consumer_registers);
+  setup.push_back(IfThenElse::make(thread >= consumer_threads_, producer, consumers));
+  return with_shared_arrays(stages_, with_barriers(block(setup)));
+}
+
+void ReductionKernelBuilder::check_warp_specialization() const {
+  const WarpSpecialization &w = *req_.schedule->warp_specialization();
+  const std::string &fname = req_.reduction.name();
+  const int producer_threads = mapping_.threads - consumer_threads_;
+  const int demand = w.producer_registers * producer_threads + w.consumer_registers * consumer_threads_;
+  if (demand > req_.target.registers_per_sm)
+    fail(
+        "schedule of '{}': warp_specialize() asks for {} registers ({} producer threads at {} and {} "
+        "consumer "
+        "threads at {}), but an SM of {} has {}; lower the consumers' registers",
+        fname, demand, producer_threads, w.producer_registers, consumer_threads_, w.consumer_registers,
+        req_.target.arch, req_.target.registers_per_sm);
+  // A block starts with the registers its launch bounds give each thread; setmaxnreg.dec must go below that
+  // and setmaxnreg.inc above it.
+  const int at_launch =
+      std::min(req_.target.max_registers_per_thread, req_.target.registers_per_sm / mapping_.threads) / 8 * 8;
+  if (w.producer_registers > at_launch || w.consumer_registers < at_launch)
+    fail(
+        "schedule of '{}': a block of {} threads starts with {} registers a thread, so warp_specialize() "
+        "must "
+        "give the producer at most that and the consumers at least that, not {} and {}",
+        fname, mapping_.threads, at_launch, w.producer_registers, w.consumer_registers);
+  int points = 1;
+  for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
+  int accumulators = points * accumulator_elements() * accumulator_type_.bytes() / 4;
+  if (req_.schedule->accumulation().kind == Accumulation::Kind::hybrid)
+    accumulators += points * accumulator_elements();
+  if (accumulators > w.consumer_registers)
+    fail(
+        "schedule of '{}': each consumer thread keeps {} registers of accumulators, but warp_specialize() "
+        "gives "
+        "the consumers {} registers a thread; use a smaller tile per warpgroup or more consumer registers",
+        fname, accumulators, w.consumer_registers);
 }
 
 void ReductionKernelBuilder::check_register_budget() const {

@@ -116,6 +116,31 @@ FuncSchedule &FuncSchedule::raster(int group) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::warp_specialize(WarpSpecialization registers) {
+  for (const auto &[role, count] : {std::pair{"producer", registers.producer_registers},
+                                    std::pair{"consumer", registers.consumer_registers}})
+    if (count < 24 || count > 256 || count % 8 != 0)
+      fail(
+          "schedule of '{}': warp_specialize() gives the {} warpgroup {} registers per thread, but "
+          "setmaxnreg "
+          "takes 24 to 256 in steps of 8",
+          func_, role, count);
+  if (registers.producer_registers > registers.consumer_registers)
+    fail(
+        "schedule of '{}': warp_specialize() gives the producer {} registers per thread and the consumers "
+        "{}; "
+        "the producer only issues copies, so it gives registers to the consumers, not the other way",
+        func_, registers.producer_registers, registers.consumer_registers);
+  warp_specialization_ = registers;
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::persistent(int blocks) {
+  if (blocks < 1) fail("schedule of '{}': persistent() needs at least one block, not {}", func_, blocks);
+  persistent_blocks_ = blocks;
+  return *this;
+}
+
 FuncSchedule &FuncSchedule::compute_at(const Func &consumer, const LoopVar &at) {
   if (compute_root_)
     fail("schedule of '{}': compute_at() after compute_root(); choose one place for it", func_);
@@ -171,6 +196,11 @@ std::string FuncSchedule::to_string() const {
     s += fmt::format("  split reduction {} into {} parts, combined by {}\n", reduction_split_->var, reduction_split_->parts,
                      reduction_split_->combine == SplitCombine::kernel ? "a combine kernel" : "atomics");
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
+  if (persistent_blocks_ > 0)
+    s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
+  if (warp_specialization_)
+    s += fmt::format("  warp specialized: a producer warpgroup at {} registers, consumers at {}\n",
+                     warp_specialization_->producer_registers, warp_specialization_->consumer_registers);
   if (compute_at_) s += fmt::format("  compute at {} loop {}\n", compute_at_->consumer, compute_at_->at);
   if (compute_root_) s += "  compute root (a stage of its own)\n";
   if (override_) s += fmt::format("  associativity assumed by the user: {}\n", *override_);

@@ -105,6 +105,15 @@ struct ComputeAt {
   std::string consumer;
   std::string at;
 };
+// A TMA + wgmma main loop split by role: one producer warpgroup, added after the warpgroups the schedule
+// binds, only issues the TMA copies (one elected thread of it), and the bound warpgroups only consume them
+// (wgmma and the epilogue). setmaxnreg gives the producer's registers to the consumers: the producer drops to
+// `producer_registers` per thread and each consumer rises to `consumer_registers` (24 to 256, multiples of 8;
+// together within the SM's register file).
+struct WarpSpecialization {
+  int producer_registers = 40;
+  int consumer_registers = 232;
+};
 
 // The schedule of one func.
 class FuncSchedule {
@@ -130,6 +139,13 @@ class FuncSchedule {
   // Blocks take output tiles in groups of `group` rows of tiles, so that neighbouring blocks share inputs in
   // L2.
   FuncSchedule &raster(int group);
+  // Splits a TMA + wgmma main loop into a producer warpgroup and the consumer warpgroups (see
+  // WarpSpecialization).
+  FuncSchedule &warp_specialize(WarpSpecialization registers = {});
+  // A persistent grid: min(blocks, tiles) blocks (`blocks` the number of SMs), block b taking the output
+  // tiles b, b + blocks, ... in the raster order, so that a warp-specialized producer loads the next tile's
+  // operands while the consumers finish the last one's epilogue, and no tile waits for a block to start.
+  FuncSchedule &persistent(int blocks);
   // Computes the func once per iteration of `at`, a loop of `consumer`, inside the consumer's kernel (a
   // reduction read by a row of its consumer is folded there by the block's threads as a tree).
   FuncSchedule &compute_at(const Func &consumer, const LoopVar &at);
@@ -163,6 +179,8 @@ class FuncSchedule {
   bool computed_root() const { return compute_root_; }
   const std::optional<std::string> &associativity_override() const { return override_; }
   int raster_group() const { return raster_group_; }
+  const std::optional<WarpSpecialization> &warp_specialization() const { return warp_specialization_; }
+  int persistent_blocks() const { return persistent_blocks_; }  // 0: one block per tile
   int min_blocks() const { return min_blocks_; }
   bool approximate() const { return approximate_; }
 
@@ -183,6 +201,8 @@ class FuncSchedule {
   bool compute_root_ = false;
   std::optional<std::string> override_;
   int raster_group_ = 1;
+  std::optional<WarpSpecialization> warp_specialization_;
+  int persistent_blocks_ = 0;
   int min_blocks_ = 1;
   bool approximate_ = false;
 };

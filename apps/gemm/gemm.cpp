@@ -1,6 +1,10 @@
 #include "apps/gemm/gemm.h"
 
+#include <algorithm>
+
 #include "algebra/builtins.h"
+#include "scheduler/hopper_layouts.h"
+#include "scheduler/target.h"
 
 namespace twist::apps {
 
@@ -86,8 +90,19 @@ Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t) {
   return s;
 }
 
+int HopperTiling::consumer_registers() const {
+  // Registers the producer leaves, shared by the consumers' threads, in setmaxnreg's steps of 8 and no more
+  // than a thread can address.
+  const Target target = Target::sm90a();
+  const int producer = producer_registers * hopper::kWarpgroupThreads;
+  const int left = (target.registers_per_sm - producer) / (warpgroups * hopper::kWarpgroupThreads);
+  return std::min(left, target.max_registers_per_thread) / 8 * 8;
+}
+
 std::string HopperTiling::name() const {
   std::string s = fmt::format("wgmma_{}x{}x{}_wg{}_s{}_tma", block_m, block_n, block_k, warpgroups, stages);
+  if (warp_specialized) s += "_ws";
+  if (warp_specialized && persistent_blocks > 0) s += fmt::format("_p{}", persistent_blocks);
   if (accumulation.kind == Accumulation::Kind::f16) s += "_f16acc";
   if (accumulation.kind == Accumulation::Kind::hybrid)
     s += fmt::format("_hybrid{}", accumulation.promote_every);
@@ -115,6 +130,8 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
       .stage(g.B, "ko", Transport::tma, t.stages)
       .accumulate(t.accumulation)
       .raster(t.raster_group);
+  if (t.warp_specialized) c.warp_specialize({t.producer_registers, t.consumer_registers()});
+  if (t.warp_specialized && t.persistent_blocks > 0) c.persistent(t.persistent_blocks);
   if (g.options.batched) c.bind("b", Binding::block_z);
   if (t.split_k > 1) c.split_reduction("ko", t.split_k);
   return s;

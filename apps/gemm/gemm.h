@@ -72,14 +72,24 @@ struct GemmTiling {
 Schedule schedule_tensor_core(const Gemm &g, const GemmTiling &t);
 
 // The tiling of a Hopper (sm_90) schedule: TMA copies into a ring of `stages` slots, wgmma atoms of N =
-// block_n by `warpgroups` warpgroups, each owning block_m / warpgroups rows (64 per atom).
+// block_n by `warpgroups` warpgroups, each owning block_m / warpgroups rows (64 per atom). Warp-specialized,
+// a producer warpgroup beside them issues the copies with `producer_registers` registers a thread, and the
+// `warpgroups` consumers get the most registers the SM's register file leaves them (consumer_registers).
+// The defaults are the fastest configuration measured on the H200 (2026-12-03, bench/export_hopper_suite.sh:
+// 128x256x64, 3 stages, warp-specialized, persistent over its 132 SMs).
 struct HopperTiling {
-  int block_m = 128, block_n = 128, block_k = 64;
+  int block_m = 128, block_n = 256, block_k = 64;
   int warpgroups = 2;
-  int stages = 4;
+  int stages = 3;
   Accumulation accumulation = Accumulation::fp32();
   int raster_group = 8;
   int split_k = 1;  // > 1: split_reduction of the k-tiles across blocks, combined by a second kernel
+  bool warp_specialized = true;
+  int producer_registers = 40;
+  // > 0: a persistent grid of at most that many blocks (the GPU's SMs). Warp-specialized tilings only:
+  // without a producer warpgroup the grid is one block per tile.
+  int persistent_blocks = 132;
+  int consumer_registers() const;
   std::string name() const;
 };
 

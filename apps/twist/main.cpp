@@ -137,14 +137,18 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     for (const char *mma_only : {"warp", "min-blocks", "transport"})
       if (o.values.count(mma_only))
         fail("--{} is a flag of the mma.sync schedule (--atom mma), not of --atom wgmma", mma_only);
+    // Flags not given keep HopperTiling's defaults (the fastest configuration measured).
     apps::HopperTiling h;
-    const std::vector<int> block = parse_dims(o.get("block", "128x128x64"), 3, "--block");
+    const std::string default_block = fmt::format("{}x{}x{}", h.block_m, h.block_n, h.block_k);
+    const std::vector<int> block = parse_dims(o.get("block", default_block), 3, "--block");
     h.block_m = block[0], h.block_n = block[1], h.block_k = block[2];
-    h.warpgroups = std::stoi(o.get("warpgroups", "2"));
-    h.stages = std::stoi(o.get("stages", "4"));
+    h.warpgroups = std::stoi(o.get("warpgroups", std::to_string(h.warpgroups)));
+    h.stages = std::stoi(o.get("stages", std::to_string(h.stages)));
     h.accumulation = parse_accumulation(o.get("accumulation", "f32"));
-    h.raster_group = std::stoi(o.get("raster", "8"));
+    h.raster_group = std::stoi(o.get("raster", std::to_string(h.raster_group)));
     h.split_k = std::stoi(o.get("split-k", "1"));
+    if (o.values.count("warp-specialize")) h.warp_specialized = o.flag("warp-specialize");
+    h.persistent_blocks = std::stoi(o.get("persistent", std::to_string(h.persistent_blocks)));
     return h;
   }
   if (o.values.count("warpgroups"))
@@ -524,7 +528,8 @@ int usage() {
                "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
                "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
                "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)]\n"
-               "                         [--atom wgmma [--block 128x128x64] [--warpgroups 2] [--stages 4] [--split-k N] (Hopper)]\n"
+               "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3] [--split-k N]\n"
+               "                          [--warp-specialize true|false] [--persistent 132] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"

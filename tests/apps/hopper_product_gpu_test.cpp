@@ -88,15 +88,22 @@ TEST_CASE("GPU: Hopper GEMM (TMA ring and wgmma) on odd shapes with epilogues an
     HopperTiling tiling;
     int m, n, k;
   };
-  HopperTiling small, wide, tall;
+  HopperTiling small, wide, tall, every_thread;
   small.block_m = 128, small.block_n = 64, small.stages = 2;
   wide.block_m = 128, wide.block_n = 256, wide.stages = 3;
   tall.block_m = 256, tall.block_n = 128, tall.stages = 3;  // two 64-row atoms per warpgroup
+  every_thread.warp_specialized = false;                    // the other tilings have a producer warpgroup
+  HopperTiling wide_every_thread = wide, persistent = wide, persistent_small = small;
+  wide_every_thread.warp_specialized = false;
+  persistent.persistent_blocks = 3;          // 10 tiles of the 513 x 392 product over 3 blocks
+  persistent_small.persistent_blocks = 132;  // more blocks than tiles
   for (const twist::Type &type : {twist::f16, twist::bf16}) {
     Gemm g = make_gemm({.input = type, .output = twist::f32, .prefix = twist::type_name(type)});
     for (const Case &c :
          {Case{small, 100, 72, 200}, Case{small, 1, 8, 8}, Case{HopperTiling{}, 257, 136, 1000},
-          Case{wide, 300, 264, 520}, Case{tall, 513, 392, 136}}) {
+          Case{wide, 300, 264, 520}, Case{tall, 513, 392, 136}, Case{every_thread, 257, 136, 1000},
+          Case{wide_every_thread, 300, 264, 520}, Case{persistent, 513, 392, 520},
+          Case{persistent_small, 257, 136, 1000}}) {
       INFO(twist::type_name(type), " ", c.tiling.name(), " ", c.m, "x", c.n, "x", c.k);
       const std::map<std::string, double> scalars = {{g.M.name(), c.m}, {g.N.name(), c.n}, {g.K.name(), c.k}};
       const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {c.m, c.k}, 1)},

@@ -27,20 +27,127 @@ struct Shape {
 
 }  // namespace
 
-TEST_CASE("Hopper GEMM (TMA ring, wgmma) matches the oracle on odd shapes, f16 and bf16") {
+TEST_CASE(
+    "Hopper GEMM (TMA ring, wgmma) matches the oracle on odd shapes, f16 and bf16, warp-specialized or not") {
+  for (const bool specialized : {true, false})
+    for (const Type &type : {f16, bf16}) {
+      Gemm g = make_gemm({.input = type, .output = f32});
+      HopperTiling t;
+      t.block_m = 128, t.block_n = 64, t.warpgroups = 2, t.stages = 2;
+      t.warp_specialized = specialized;
+      const Schedule s = schedule_hopper(g, t);
+      // K = 200: a last k-tile mostly past the edge (TMA's zero fill); 5 k-tiles through a 2-slot ring.
+      for (const Shape shape : {Shape{100, 72, 200}, Shape{130, 64, 64}, Shape{8, 8, 8}}) {
+        const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+        const double err = lowered_error(g.out, s, random_inputs(g.out, scalars, 7), scalars);
+        INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k,
+             specialized ? " warp-specialized" : "");
+        CHECK(err < 1e-5);
+      }
+    }
+}
+
+TEST_CASE("warp-specialized Hopper GEMM: one or two consumer warpgroups, rings that wrap many times") {
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  HopperTiling t;
+  t.block_m = 128, t.block_n = 128, t.warpgroups = 1, t.stages = 3;  // one consumer with two 64-row atoms
+  const auto scalars = sizes(g, 150, 136, 584);                      // 10 k-tiles through 3 slots
+  const auto inputs = random_inputs(g.out, scalars, 11);
+  CHECK(lowered_error(g.out, schedule_hopper(g, t), inputs, scalars) < 2e-3);
+  t.warpgroups = 2, t.stages = 2;
+  CHECK(lowered_error(g.out, schedule_hopper(g, t), inputs, scalars) < 2e-3);
+}
+
+TEST_CASE(
+    "persistent Hopper GEMM: blocks take output tiles in raster order, the ring's phases carry across "
+    "tiles") {
+  HopperTiling t;
+  t.block_m = 128, t.block_n = 64, t.stages = 2, t.persistent_blocks = 3, t.raster_group = 2;
   for (const Type &type : {f16, bf16}) {
     Gemm g = make_gemm({.input = type, .output = f32});
-    HopperTiling t;
-    t.block_m = 128, t.block_n = 64, t.warpgroups = 2, t.stages = 2;
-    const Schedule s = schedule_hopper(g, t);
-    // K = 200: a last k-tile mostly past the edge (TMA's zero fill); 5 k-tiles through a 2-slot ring.
-    for (const Shape shape : {Shape{100, 72, 200}, Shape{130, 64, 64}, Shape{8, 8, 8}}) {
+    // 12 tiles over 3 blocks with 3 k-tiles each through 2 slots; 2 tiles for 3 blocks; one tile.
+    for (const Shape shape : {Shape{300, 200, 136}, Shape{100, 72, 200}, Shape{8, 8, 8}}) {
       const auto scalars = sizes(g, shape.m, shape.n, shape.k);
-      const double err = lowered_error(g.out, s, random_inputs(g.out, scalars, 7), scalars);
       INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k);
-      CHECK(err < 1e-5);
+      CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 13), scalars) < 1e-5);
     }
   }
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});
+    auto scalars = sizes(g, 130, 72, 96);
+    scalars[g.batch.name()] = 3;  // 2 x 2 tiles a batch, 12 over 3 blocks
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 14), scalars) < 1e-5);
+  }
+  {
+    Gemm g = make_gemm({.input = f16, .output = f32, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
+    auto scalars = sizes(g, 200, 136, 200);
+    scalars[g.alpha->name()] = 0.5;
+    t.accumulation = Accumulation::hybrid(4);  // promoted after every k-tile of every output tile
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 15), scalars) < 2e-3);
+  }
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  t = HopperTiling{};
+  t.block_n = 256, t.stages = 3, t.persistent_blocks = 132;
+  const Kernel k = lower(g.out, schedule_hopper(g, t), Target::sm90a()).kernels[0];
+  const std::string source = cuda::cuda_source(k);
+  INFO(source);
+  CHECK(source.find("for (int tile_step = 0;") != std::string::npos);
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  t.warp_specialized = false;  // (schedule_hopper then leaves the grid one block per tile)
+  Schedule every_thread = schedule_hopper(g, t);
+  every_thread[g.C].persistent(132);
+  const std::string e = twist::testing::error_of([&] { lower(g.out, every_thread, Target::sm90a()); });
+  CHECK(twist::testing::contains(e, "persistent() is lowered for warp-specialized wgmma kernels"));
+}
+
+TEST_CASE("the warp-specialized Hopper GEMM's source: a producer with fewer registers, consumers with more") {
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  HopperTiling t;
+  t.block_n = 256, t.stages = 3;
+  REQUIRE(t.warp_specialized);
+  const Kernel k = lower(g.out, schedule_hopper(g, t), Target::sm90a()).kernels[0];
+  CHECK(k.threads == 384);
+  const std::string source = cuda::cuda_source(k);
+  INFO(source);
+  for (const char *instruction :
+       {"setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
+        "if ((static_cast<int>(threadIdx.x) == 256))", "bar.sync 1, 256",
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "__launch_bounds__(384, 1)"})
+    CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
+  // The consumers release a slot once per warpgroup: the empty barriers count 2 arrivals.
+  CHECK(source.find("twist_mbarrier_init(tma_empty_address + (tma_slot * 8), 2)") != std::string::npos);
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+}
+
+TEST_CASE("warp specialization that cannot lower is refused with demand and budget") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  HopperTiling t;
+  Schedule s = schedule_hopper(g, t);
+  s[g.C].warp_specialize({40, 256});
+  std::string e = error_of([&] { lower(g.out, s, Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e,
+                 "warp_specialize() asks for 70656 registers (128 producer threads at 40 and 256 consumer "
+                 "threads at 256), but an SM of sm_90a has 65536"));
+  s[g.C].warp_specialize({40, 160});
+  e = error_of([&] { lower(g.out, s, Target::sm90a()); });
+  CHECK(contains(e, "a block of 384 threads starts with 168 registers a thread"));
+  t.block_m = 256, t.block_n = 256, t.warpgroups = 4, t.stages = 2;
+  s = schedule_hopper(g, t);
+  s[g.C].warp_specialize({40, 112});
+  e = error_of([&] { lower(g.out, s, Target::sm90a()); });
+  CHECK(contains(e,
+                 "each consumer thread keeps 128 registers of accumulators, but warp_specialize() gives the "
+                 "consumers 112"));
+  e = error_of([&] { s[g.C].warp_specialize({20, 232}); });
+  CHECK(contains(e, "gives the producer warpgroup 20 registers per thread, but setmaxnreg takes 24 to 256"));
+  GemmTiling mma;
+  Schedule sync = schedule_tensor_core(g, mma);
+  sync[g.C].warp_specialize();
+  e = error_of([&] { lower(g.out, sync, Target::sm90a()); });
+  CHECK(contains(e, "warp_specialize() splits a TMA + wgmma main loop"));
 }
 
 TEST_CASE("Hopper GEMM with 128-row warpgroups, N = 256 atoms and f16 accumulation") {
@@ -67,7 +174,7 @@ TEST_CASE("the Hopper GEMM source holds wgmma, TMA and mbarrier waits, and compi
   const std::string source = cuda::cuda_source(k);
   INFO(source);
   for (const char *instruction :
-       {"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "cp.async.bulk.tensor.2d",
+       {"wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "cp.async.bulk.tensor.2d",
         "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "wgmma.wait_group.sync.aligned 1"})
     CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
   for (const std::string &instruction : k.required_instructions)

@@ -427,6 +427,9 @@ std::string Printer::expr(const Halide::Expr &e) {
 void Printer::intrinsic(const Stmt &s, int n) {
   if (intrinsic::is_barrier(s)) {
     out_ << ind(n) << "__syncthreads();\n";
+  } else if (auto b = intrinsic::as_named_barrier(s)) {
+    out_ << ind(n) << "asm volatile(\"bar.sync " << b->id << ", " << b->threads
+         << ";\\n\" ::: \"memory\");\n";
   } else if (auto c = intrinsic::as_copy(s)) {
     helpers_.insert("copy");
     out_ << ind(n) << (c->async ? "twist_copy_async<" : "twist_copy_sync<") << c->bytes << ">("

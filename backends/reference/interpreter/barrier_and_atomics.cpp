@@ -6,21 +6,48 @@
 
 namespace twist::reference::interpreter {
 
-Exec compile_barrier(StatementCompiler& sc, Where where) {
+Exec compile_barrier(StatementCompiler& sc, int id, int threads, Where where) {
   Machine* m = &sc.machine();
+  if (threads > m->threads)
+    fail("barrier {} waits for {} threads, but the block has {}", id, threads, m->threads);
   return [=](const ActiveThreads& active) {
     m->where = where;
-    if (static_cast<int>(active.size()) != m->threads) {
-      int missing = 0;
-      while (missing < static_cast<int>(active.size()) && active[missing] == missing) ++missing;
-      fail(
-          "barrier reached by {} of the block's {} threads (thread {} is not among them): a barrier under a "
-          "branch that threads of one block take differently hangs or corrupts on a GPU; move it out of the "
-          "branch",
-          active.size(), m->threads, missing);
-    }
+    const int arriving = static_cast<int>(active.size());
     // Accesses before the barrier are ordered before those after it: a new epoch of the race checks.
-    ++m->epoch;
+    if (arriving == threads) {
+      ++m->epoch;
+      return;
+    }
+    auto describe = [&](int arrived) {
+      if (id == 0) {
+        int missing = 0;
+        while (missing < arriving && active[missing] == missing) ++missing;
+        return fmt::format(
+            "barrier reached by {} of the block's {} threads (thread {} is not among them): a barrier "
+            "under a branch that threads of one block take differently hangs or corrupts on a GPU; move it "
+            "out of the branch",
+            arrived, threads, missing);
+      }
+      return fmt::format(
+          "named barrier {} reached by {} threads (threads {} to {} among them), but it waits for {}: on a "
+          "GPU the threads would hang; give it the count of the threads that reach it",
+          id, arrived, active.front(), active.back(), threads);
+    };
+    // A barrier reached by part of the block completes when other groups of threads (the other roles of a
+    // warp-specialized kernel) bring the count up.
+    Machine::BarrierState& b = m->barriers[id];
+    b.arrived += arriving;
+    if (b.arrived > threads) fail("{}", describe(b.arrived));
+    if (b.arrived == threads) {
+      b.arrived = 0;
+      ++b.completed;
+      ++m->epoch;
+      return;
+    }
+    if (!m->groups.concurrent()) fail("{}", describe(arriving));
+    const int64_t completed = b.completed;
+    m->groups.wait_until([&b, completed] { return b.completed != completed; },
+                         [&b, describe] { return describe(b.arrived); });
   };
 }
 

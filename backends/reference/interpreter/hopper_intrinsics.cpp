@@ -86,14 +86,20 @@ Exec compile_mbarrier(StatementCompiler &sc, const intrinsic::MbarrierOp &op, Wh
       }
       const auto p = static_cast<int64_t>(parity(m->slots[t]));
       if (p != 0 && p != 1) fail("mbarrier_wait on parity {}: a phase parity is 0 or 1", p);
+      // A phase that has not completed may still be completed by another group of threads (the producer
+      // or the consumers of a warp-specialized kernel); the wait blocks until then.
       if (b.completed % 2 == p)
-        fail(
-            "thread {} waits for the phase of parity {} of mbarrier {}[{}], which has not completed (phase "
-            "{} "
-            "still waits for {} of {} arrivals and {} transaction bytes) and nothing will complete it before "
-            "this wait: on the GPU the thread would hang. Arrive (or issue the TMA loads it counts) before "
-            "waiting, or wait on the parity of a phase that was started",
-            t, p, a->name, e, b.completed, b.pending, b.expected, b.tx);
+        m->groups.wait_until(
+            [&b, p] { return b.completed % 2 != p; },
+            [&b, t, p, a, e] {
+              return fmt::format(
+                  "thread {} waits for the phase of parity {} of mbarrier {}[{}], which has not "
+                  "completed (phase {} still waits for {} of {} arrivals and {} transaction "
+                  "bytes) and no thread of the block can complete it: on the GPU the thread "
+                  "would hang. Arrive (or issue the TMA loads it counts) before waiting, or "
+                  "wait on the parity of a phase that was started",
+                  t, p, a->name, e, b.completed, b.pending, b.expected, b.tx);
+            });
       // The phase the wait observes: the newest completed one of parity p (phase -1 is the one before
       // phase 0, which a fresh barrier reports complete for parity 1).
       const int64_t observed = b.completed - 1;

@@ -6,7 +6,8 @@
 namespace twist::reference::interpreter {
 
 // barrier_and_atomics.cpp
-Exec compile_barrier(StatementCompiler& sc, Where where);
+// Barrier `id` (0: the block-wide one) waits for `threads` threads.
+Exec compile_barrier(StatementCompiler& sc, int id, int threads, Where where);
 Exec compile_atomic_add(StatementCompiler& sc, const intrinsic::AtomicAdd& op, Where where);
 
 // copies.cpp

@@ -5,11 +5,13 @@
 #include <array>
 #include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "backends/reference/interpreter/interpret_options.h"
 #include "backends/reference/interpreter/memory.h"
+#include "backends/reference/interpreter/thread_groups.h"
 #include "lang/evaluate.h"
 #include "scheduler/loop_nest.h"
 
@@ -70,6 +72,15 @@ class Machine {
   Where where = nullptr;  // the statement now executing (or being compiled)
   int64_t epoch = 0;      // barriers the block has passed: accesses in one epoch are unordered
   bool running = false;   // false while the kernel is being compiled
+  // The divergent roles of the running block, as groups of threads that take turns (thread_groups.h).
+  ThreadGroups groups{where, thread};
+  // A barrier that part of the block has reached while other groups run: the threads arrived at it, and
+  // how many times it has completed.
+  struct BarrierState {
+    int arrived = 0;
+    int64_t completed = 0;
+  };
+  std::map<int, BarrierState> barriers;  // by id; 0 is the block-wide barrier
 
   // Keeps a description of a statement for messages; the pointer stays valid as long as the machine.
   Where describe(std::string text);

@@ -48,6 +48,22 @@ const char *for_type_name(ForType t) {
   return "unknown";
 }
 
+// Whether `s` holds a statement that waits for other threads: an mbarrier wait or a barrier.
+bool may_block(const Stmt &s) {
+  struct Finds : IRVisitor {
+    bool found = false;
+    using IRVisitor::visit;
+    void visit(const Evaluate *op) override {
+      const Stmt stmt = Evaluate::make(op->value);
+      const std::optional<intrinsic::MbarrierOp> mbarrier = intrinsic::as_mbarrier(stmt);
+      found = found || intrinsic::is_barrier(stmt) || intrinsic::as_named_barrier(stmt) ||
+              (mbarrier && mbarrier->kind == intrinsic::MbarrierOp::Kind::wait);
+    }
+  } finds;
+  s.accept(&finds);
+  return finds.found;
+}
+
 std::optional<int64_t> constant(const Halide::Expr &e) {
   const Halide::Expr simplified = simplify(e);
   if (const int64_t *value = as_const_int(simplified)) return *value;
@@ -230,6 +246,10 @@ Exec StatementCompiler::if_then_else(const IfThenElse *op) {
   CompiledExpr condition = expr(op->condition);
   Exec then_case = compile(op->then_case);
   Exec else_case = op->else_case.defined() ? compile(op->else_case) : Exec();
+  // Branches that may block (wait on an mbarrier or at a barrier) are roles that run side by side, such as
+  // a warp-specialized kernel's producer and consumers: run one after the other, each could wait for the
+  // other forever.
+  const bool roles = else_case && (may_block(op->then_case) || may_block(op->else_case));
   return [=](const ActiveThreads &active) {
     m->where = where;
     ActiveThreads taken, not_taken;
@@ -238,7 +258,11 @@ Exec StatementCompiler::if_then_else(const IfThenElse *op) {
       (condition(m->slots[t]) != 0 ? taken : not_taken).push_back(t);
     }
     m->thread = -1;
-    // Divergent branches run one after the other, each with its part of the mask, as a warp does.
+    if (roles && !taken.empty() && !not_taken.empty()) {
+      m->groups.run_concurrently({[&] { then_case(taken); }, [&] { else_case(not_taken); }});
+      return;
+    }
+    // Other divergent branches run one after the other, each with its part of the mask, as a warp does.
     if (!taken.empty()) then_case(taken);
     if (else_case && !not_taken.empty()) else_case(not_taken);
   };
@@ -329,7 +353,8 @@ Exec StatementCompiler::evaluate(const Stmt &s) {
   Machine *m = &machine_;
   const Where where = m->describe(show(s.as<Evaluate>()->value));
   m->where = where;
-  if (intrinsic::is_barrier(s)) return compile_barrier(*this, where);
+  if (intrinsic::is_barrier(s)) return compile_barrier(*this, 0, machine_.threads, where);
+  if (auto b = intrinsic::as_named_barrier(s)) return compile_barrier(*this, b->id, b->threads, where);
   if (auto op = intrinsic::as_copy(s)) return compile_copy(*this, *op, where);
   if (intrinsic::is_async_commit(s)) return compile_async_commit(*this, where);
   if (auto pending = intrinsic::as_async_wait(s)) return compile_async_wait(*this, *pending, where);
