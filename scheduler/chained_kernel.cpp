@@ -811,15 +811,17 @@ Stmt ChainedKernelBuilder::epilogue() {
       base_at(row_slot(var("S.e")), load(form_->base[column_component_].type, "acc.o", o_index(var("S.e"))));
   std::vector<Halide::Expr> state;
   for (const Expr &s : form_->to_state) state.push_back(algebra::simplified(substitute(b, s)));
-  std::vector<Halide::Expr> guards;
+  std::vector<Halide::Expr> guards, repeat_guards;
   for (const Halide::Expr &g : loops_.pure_guards) guards.push_back(substitute(at, g));
+  for (const Halide::Expr &g : loops_.repeat_guards) repeat_guards.push_back(substitute(at, g));
   const Halide::Expr part = req_.output == ReductionKernelRequest::Output::partial_states
                                 ? var(req_.schedule->reduction_split()->var + ".part")
                                 : Halide::Expr();
   Stmt stores = epilogue_stores(req_, coords, state, part);
-  // Into a write-back tile a point outside the output may go, as the tile's copy-out skips it.
-  if (write_backs_.empty() || reads_inputs(stores, *req_.graph))
-    stores = IfThenElse::make(all_of(guards), stores);
+  // Into a write-back tile a point outside the output may go, as the tile's copy-out skips it; a repeated
+  // point may not, as it shares its cell with the point it repeats.
+  stores = guarded(all_of(write_backs_.empty() || reads_inputs(stores, *req_.graph) ? guards : repeat_guards),
+                   stores);
   std::vector<std::pair<std::string, int>> points = row_loops_;
   for (const auto &c : col_loops_) points.push_back(c);
   points.push_back({"S.e", 4});

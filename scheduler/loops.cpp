@@ -40,6 +40,7 @@ void substitute_all(LoopStructure &loops, const std::string &var, const Halide::
                     const Halide::Expr &unclamped) {
   for (auto &[name, value] : loops.value_of) value = substitute(var, replacement, value);
   for (auto &[name, value] : loops.unclamped_value_of) value = substitute(var, unclamped, value);
+  for (Halide::Expr &g : loops.repeat_guards) g = substitute(var, unclamped, g);
 }
 
 void substitute_all(LoopStructure &loops, const std::string &var, const Halide::Expr &replacement) {
@@ -60,8 +61,10 @@ void apply_split(LoopStructure &loops, const SplitDirective &s) {
   // A split wider than a loop of known extent (16 rows of an atom over 4 heads) repeats its last point
   // instead of running past it, so every read stays inside the footprint the loop really has.
   Halide::Expr inner_value = inner.var();
-  if (const auto *e = as_const_int(simplify(old.extent)); e && *e < s.factor)
+  if (const auto *e = as_const_int(simplify(old.extent)); e && *e < s.factor) {
     inner_value = Halide::min(inner.var(), static_cast<int>(*e - 1));
+    if (!old.reduction) loops.repeat_guards.push_back(inner.var() < static_cast<int>(*e));
+  }
   substitute_all(loops, old.name, outer.var() * s.factor + inner_value, outer.var() * s.factor + inner.var());
 }
 
@@ -149,6 +152,8 @@ LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents
   }
   for (auto *guards : {&loops.pure_guards, &loops.reduction_guards})
     for (Halide::Expr &g : *guards) g = simplify(substitute(original_in_loops, g));
+  for (Halide::Expr &g : loops.repeat_guards) g = simplify(g);
+  loops.pure_guards.insert(loops.pure_guards.end(), loops.repeat_guards.begin(), loops.repeat_guards.end());
   if (d.reduction)
     for (const Expr &p : d.reduction->domain.predicates()) loops.reduction_guards.push_back(in_loop_terms(loops, p));
   return loops;

@@ -33,6 +33,11 @@ struct LoopStructure {
   std::vector<Halide::Expr> pure_guards;
   // Conditions that hold exactly at the points of the reduction domain, its predicates included.
   std::vector<Halide::Expr> reduction_guards;
+  // The pure guards that fail at the points a split wider than its loop repeats (see apply_split), also in
+  // pure_guards. The output's own bounds do not exclude those points where the split loop was fused out of
+  // others (16 rows of an atom over 4 heads of a group are also rows of the next group's heads): stored,
+  // they would land twice on one element.
+  std::vector<Halide::Expr> repeat_guards;
 
   const LoopDim &dim(const std::string &name) const;  // throws naming the loops there are
   int index(const std::string &name) const;           // -1 if absent

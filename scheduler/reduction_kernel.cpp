@@ -563,10 +563,11 @@ Stmt ReductionKernelBuilder::epilogue() {
                                 ? var(req_.schedule->reduction_split()->var + ".part")
                                 : Halide::Expr();
   // A point outside the output is not stored; into a shared tile it may be, as the tile's copy-out skips it,
-  // unless computing its value reads an input.
+  // unless computing its value reads an input or it repeats a point (sharing that point's cell).
   const Stmt stores = for_each_point([&] {
     const Stmt s = epilogue_stores(req_, coords, state_values(), part);
-    return write_backs_.empty() || reads_inputs(s, *req_.graph) ? guarded(all_of(loops_.pure_guards), s) : s;
+    const bool all_guards = write_backs_.empty() || reads_inputs(s, *req_.graph);
+    return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
   });
   if (write_backs_.empty()) return stores;
   // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.

@@ -134,10 +134,14 @@ TEST_CASE("GPU: split-KV prefill and packed grouped-query decoding match the ora
   split.split_kv = 5;
   AttentionTiling decode;
   decode.key_tile = 32, decode.stages = 3, decode.split_kv = 16;
+  // One block per row atom folds every key and writes `out` itself, through its shared write-back tile.
+  AttentionTiling unsplit_decode = decode;
+  unsplit_decode.split_kv = 1;
   for (const Case &c : {
            Case{"split-KV causal", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "s"}, 1, 2, 80, 1000, split},
            Case{"decode", {.dtype = f16, .head_dim = 128, .decode = true, .prefix = "t"}, 2, 4, 1, 3000, decode},
            Case{"decode GQA 4", {.dtype = bf16, .head_dim = 128, .group = 4, .decode = true, .prefix = "u"}, 1, 8, 1, 5000, decode},
+           Case{"unsplit decode GQA 2", {.dtype = bf16, .head_dim = 64, .group = 2, .decode = true, .prefix = "v"}, 2, 8, 1, 700, unsplit_decode},
        }) {
     const double err = gpu_error(c);
     INFO(c.name, ": relative L2 error ", err);
