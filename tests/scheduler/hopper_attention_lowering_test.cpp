@@ -213,6 +213,11 @@ TEST_CASE("overlap_producer: the next key tile's S in flight during this tile's 
   two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
   Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "ho128"});
   CHECK(hopper_error(d128, two_atoms, sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  // Split-KV: each part's first tile's S issued before its own loop over its own ring.
+  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hos"});
+  AttentionTiling parts = t;
+  parts.split_kv = 3;
+  CHECK(hopper_error(split, parts, sizes(split, 1, 2, 33, 250), 9) < 2e-3);
 }
 
 TEST_CASE("overlap_producer's source issues the next S into its own accumulators and waits for one group") {
