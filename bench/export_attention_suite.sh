@@ -6,7 +6,8 @@
 #
 # OUT_DIR gets, for the shapes ../shared/device/baseline.py measured FlashAttention-2 and cuDNN at:
 #   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: the Hopper datapath's tiling by rule (TMA, wgmma;
-#   apps::hopper_attention_tiling), and the best mma.sync tiling as it was before it
+#   apps::hopper_attention_tiling), and the best mma.sync tiling as it was before it; for five of them also the
+#   rule's tiling with --overlap true (the next tile's S during this tile's softmax)
 #   decode (one query per head), f16, split-KV, and grouped-query decode (8 key/value heads for 32 query heads)
 #
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
@@ -61,6 +62,17 @@ prefill f16 1 16 16384 128 true
 prefill f16 4 16 4096 256 false
 prefill bf16 4 16 4096 128 false
 prefill bf16 4 16 4096 128 true
+
+# The rule's tiling with the next key tile's S wgmmas in flight during this tile's softmax (--overlap true,
+# FuncSchedule::overlap_producer; FlashAttention-3's intra-warpgroup overlap), beside the rule's own above.
+overlap_variant() {  # dtype B H S D causal
+  export_attention --shape "${2}x${3}x${4}x${4}x${5}" --dtype "$1" --causal "$6" --atom wgmma --rule true --overlap true
+}
+overlap_variant f16 4 16 4096 128 false
+overlap_variant f16 4 16 4096 128 true
+overlap_variant f16 2 16 8192 128 false
+overlap_variant f16 1 8 4096 64 false
+overlap_variant f16 4 16 4096 256 false
 
 # --- decode: B H L D group split ---------------------------------------------------------------------------
 # One warp per block: a block per (batch, key/value head, part of the keys). A decode block is latency-bound, so

@@ -59,18 +59,41 @@ intrinsic::WgmmaOperand ChainedKernelBuilder::staged_operand(const std::string &
   return stage_of(input).wgmma_operand(start, slot, k_major);
 }
 
-Stmt ChainedKernelBuilder::scores_by_wgmma() {
-  // Per atom of 64 rows and k-step: acc.s (+)= Q tile x K tile^T, both K-major; the first k-step
-  // overwrites, so acc.s needs no zeroing. While they run, the ring refills the slot the last tile released.
+Stmt ChainedKernelBuilder::scores_by_wgmma(const std::string &accumulator, const Halide::Expr &slot) {
+  // Per atom of 64 rows and k-step: accumulator (+)= Q tile x K tile^T, both K-major; the first k-step
+  // overwrites, so the accumulator needs no zeroing. One commit group, waited for by the caller.
   intrinsic::Wgmma w;
   w.n = jn_extent_ * 8;
-  w.d = "acc.s";
+  w.d = accumulator;
   w.d_index = s_index(0, 0);
   w.a = staged_operand(rows_operand_.input, q_coords_, "S.dka", {atom_row_, "S.dka"}, 0);
-  w.b = staged_operand(keys_operand_.input, k_coords_, "S.dka", {"S.jn", "S.ja", "S.dka"}, ring_slot_);
+  w.b = staged_operand(keys_operand_.input, k_coords_, "S.dka", {"S.jn", "S.ja", "S.dka"}, slot);
   w.accumulate = var("S.dk") > 0;
   return block({intrinsic::wgmma_fence(), over(row_loops_, unrolled("S.dk", dk_extent_, intrinsic::wgmma(w))),
-                intrinsic::wgmma_commit(), while_scores_in_flight_, intrinsic::wgmma_wait(0)});
+                intrinsic::wgmma_commit()});
+}
+
+void ChainedKernelBuilder::check_overlap_registers() const {
+  // What stays live across the tile's update when the next tile's S is in flight: both sets of S
+  // accumulators, the column accumulators, P in the column operand's type and the rows' states. A floor:
+  // the compiler needs more (addresses, the elements being computed), never less.
+  const int s_points = row_slots() / 2 * jn_extent_ * 4;
+  const int o_points = row_slots() / 2 * col_points_ * 4;
+  int bytes = 2 * s_points * s_type_.bytes() + o_points * form_->base[column_component_].type.bytes() +
+              s_points * column_operand_.type.bytes();
+  for (int k : row_components_) bytes += row_slots() * std::max(4, form_->base[k].type.bytes());
+  const int demand = (bytes + 3) / 4;
+  const int budget =
+      std::min(req_.target.max_registers_per_thread,
+               req_.target.registers_per_sm / (mapping_.threads * req_.schedule->min_blocks()));
+  if (demand > budget)
+    fail(
+        "schedule of '{}': overlap_producer keeps two tiles of S ({} values each) with the column "
+        "accumulators ({}) and P live, at least {} registers per thread, but {} threads per block and "
+        "{} block(s) per SM on {} allow {}; use a smaller key tile or fewer column points per warpgroup, "
+        "min_blocks_per_sm(1), or drop FuncSchedule::overlap_producer",
+        req_.reduction.name(), s_points, o_points, demand, mapping_.threads, req_.schedule->min_blocks(),
+        req_.target.arch, budget);
 }
 
 Stmt ChainedKernelBuilder::column_products_by_wgmma() {
@@ -138,15 +161,43 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   };
   // Tile r of the block's tiles (key tile first + r) computes on slot r % depth. The full barrier of a slot
   // completes when its tile has landed; the empty one when every thread's wgmmas have finished reading it,
-  // after which, while the next tile's S wgmmas run, one thread refills it with tile r - 1 + depth.
+  // after which one thread refills it with tile r - 1 + depth.
   const Halide::Expr r = var("ring.r"), previous = r - 1, reuse = previous % depth;
-  ring_slot_ = r % depth;
-  while_scores_in_flight_ = guarded(r >= 1 && first_thread && previous + depth < count,
-                                    block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
-                                           issue(var(key_loop_) - 1 + depth, reuse)}));
-  const Stmt body = LetStmt::make("ring.r", var(key_loop_) - first,
-                                  block({intrinsic::mbarrier_wait(full(ring_slot_), (r / depth) % 2), tile(),
-                                         intrinsic::mbarrier_arrive(empty(ring_slot_))}));
+  auto slot_of = [&](const Halide::Expr &tile_r) { return tile_r % depth; };
+  auto wait_landed = [&](const Halide::Expr &tile_r) {
+    return intrinsic::mbarrier_wait(full(slot_of(tile_r)), (tile_r / depth) % 2);
+  };
+  ring_slot_ = slot_of(r);
+  const Stmt refill = guarded(r >= 1 && first_thread && previous + depth < count,
+                              block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
+                                     issue(var(key_loop_) - 1 + depth, reuse)}));
+  std::vector<Stmt> steps, before_loop;
+  if (!req_.schedule->overlaps_producer()) {
+    // S for this tile; the refill runs while its wgmmas are in flight.
+    steps = {wait_landed(r), scores_by_wgmma("acc.s", ring_slot_), refill, intrinsic::wgmma_wait(0), tile()};
+  } else {
+    // Tile r's S is in flight on entry (issued by the tile before, or before the loop). The refill comes
+    // first: with two slots, it brings the next tile that is waited for right after. The next tile's S
+    // goes into acc.s.next while this tile's update runs; waiting for all but that group completes this
+    // tile's S, and the column products' wait completes the next, which then moves into acc.s.
+    check_overlap_registers();
+    before_loop = {wait_landed(0), scores_by_wgmma("acc.s", 0)};
+    const Halide::Expr has_next = r + 1 < count;
+    std::vector<std::pair<std::string, int>> points = row_loops_;
+    points.push_back({"S.jn", jn_extent_});
+    points.push_back({"S.e", 4});
+    const Halide::Expr point = s_index(var("S.jn"), var("S.e"));
+    steps = {refill,
+             IfThenElse::make(has_next,
+                              block({wait_landed(r + 1), scores_by_wgmma("acc.s.next", slot_of(r + 1)),
+                                     intrinsic::wgmma_wait(1)}),
+                              intrinsic::wgmma_wait(0)),
+             tile(),
+             guarded(has_next, over(points, store("acc.s", load(s_type_, "acc.s.next", point), point)))};
+    summary_ += "  the next key tile's S wgmmas overlap this tile's update (acc.s.next)\n";
+  }
+  steps.push_back(intrinsic::mbarrier_arrive(empty(ring_slot_)));
+  const Stmt body = LetStmt::make("ring.r", var(key_loop_) - first, block(steps));
 
   std::vector<Stmt> s;
   s.push_back(guarded(first_thread,
@@ -161,6 +212,7 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
                              return guarded(simplify(slot < count), issue(first + slot, slot));
                            })})));
   s.push_back(intrinsic::mbarrier_wait(q_full, 0));
+  if (!before_loop.empty()) s.push_back(guarded(simplify(count > 0), block(before_loop)));
   s.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
   summary_ += fmt::format(
       "  Q by TMA once ({} B); TMA ring of {} slots ({} B a key tile) with full and empty mbarriers, over "

@@ -151,6 +151,11 @@ void ChainedKernelBuilder::plan_loops() {
   if (hopper_) {
     plan_hopper();
   } else {
+    if (s.overlaps_producer())
+      fail(
+          "schedule of '{}': overlap_producer issues the next tile's S while this tile's update runs, which "
+          "needs asynchronous atoms; use MatrixAtom::wgmma (sm_90a) or drop FuncSchedule::overlap_producer",
+          fname);
     const int want[3] = {16, 8, 16};
     const std::string *names[3] = {&atom_row_, &atom_col_, &atom_key_};
     for (int k = 0; k < 3; ++k)
@@ -511,8 +516,8 @@ Stmt ChainedKernelBuilder::scores_by_mma() {
 }
 
 Stmt ChainedKernelBuilder::scores() {
-  // S for the tile, then the elements at each S point: the consumer's expressions with S replaced by its
-  // accumulator.
+  // S for the tile (on Hopper, issued by the key loop: see tma_key_loop), then the elements at each S
+  // point: the consumer's expressions with S replaced by its accumulator.
   std::vector<std::pair<std::string, int>> all = row_loops_;
   all.push_back({"S.jn", jn_extent_});
   all.push_back({"S.e", 4});
@@ -528,7 +533,8 @@ Stmt ChainedKernelBuilder::scores() {
   if (masked_)
     element_stores.push_back(
         store("valid", guards_at(var("S.jn"), var("S.e")), s_index(var("S.jn"), var("S.e"))));
-  return block({hopper_ ? scores_by_wgmma() : scores_by_mma(), over(all, block(element_stores))});
+  const Stmt elements = over(all, block(element_stores));
+  return hopper_ ? elements : block({scores_by_mma(), elements});
 }
 
 Stmt ChainedKernelBuilder::quad_reduce(const std::string &array, int count, RelativeForm::BaseOp op,
@@ -904,6 +910,7 @@ Kernel ChainedKernelBuilder::build() {
   }
   body = reg("frag.p", column_operand_.type, row_points * key_steps_ * 8, body);
   body = reg("acc.s", s_type_, s_points, body);
+  if (hopper_ && req_.schedule->overlaps_producer()) body = reg("acc.s.next", s_type_, s_points, body);
   body = reg("valid", Halide::Bool(), s_points, body);
   body = reg("weight", column_row_factor_.type(), s_points, body);
   for (int k : row_elements_)

@@ -111,7 +111,9 @@ class ChainedKernelBuilder {
   Stmt scores();
   // S's products into acc.s: mma.m16n8k16 atoms on ldmatrix fragments, or wgmmas on the staged tiles.
   Stmt scores_by_mma();
-  Stmt scores_by_wgmma();
+  Stmt scores_by_wgmma(const std::string &accumulator, const Halide::Expr &slot);
+  // Refuses FuncSchedule::overlap_producer where the second set of S accumulators does not fit.
+  void check_overlap_registers() const;
   // The column component's products P x V into acc.o, P the frag.p registers.
   Stmt column_products_by_mma();
   Stmt column_products_by_wgmma();
@@ -131,8 +133,8 @@ class ChainedKernelBuilder {
   Halide::Expr atom_row_at(const Halide::Expr &e) const;
   Halide::Expr atom_col_at(const Halide::Expr &e) const;
   // The key loop over [first, first + count) on the TMA ring: Q once, K and V tiles in `depth` slots with
-  // full and empty mbarriers, `tile()` building the loop's body (after ring_slot_ and
-  // while_scores_in_flight_ are set).
+  // full and empty mbarriers, `tile()` building the tile's update after S (once ring_slot_ is set); S is
+  // issued here, for this tile or, with FuncSchedule::overlap_producer, for the next.
   Stmt tma_key_loop(const Halide::Expr &first, const Halide::Expr &count, const std::function<Stmt()> &tile);
   // The descriptor of the atom tile of staged operand `input`, read at `coords` (in loop terms) where
   // `k_loop` is the atom's k and `atom_loops` (set to 0) are the atom's loops, in slot `slot`.
@@ -142,10 +144,8 @@ class ChainedKernelBuilder {
                                          const Halide::Expr &slot) const;
   const StagePlan &stage_of(const std::string &input) const;
   bool hopper_ = false;
-  // In the ring's key loop: the tile's slot and the statements that run while S's wgmmas are in flight
-  // (the refill of the slot the previous tile released).
+  // In the ring's key loop: the tile's slot.
   Halide::Expr ring_slot_;
-  Stmt while_scores_in_flight_;
   static constexpr const char *kColumnGroup = "O.dn";  // 8-column groups of a wgmma's accumulators
 
   const ReductionKernelRequest &req_;

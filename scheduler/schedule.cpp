@@ -172,6 +172,11 @@ FuncSchedule &FuncSchedule::approximate_math(bool on) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::overlap_producer(bool on) {
+  overlap_producer_ = on;
+  return *this;
+}
+
 std::string FuncSchedule::to_string() const {
   std::string s = fmt::format("schedule of {}:\n", func_);
   for (const Transform &t : transforms_) {
@@ -205,6 +210,7 @@ std::string FuncSchedule::to_string() const {
   if (compute_root_) s += "  compute root (a stage of its own)\n";
   if (override_) s += fmt::format("  associativity assumed by the user: {}\n", *override_);
   if (approximate_) s += "  approximate exp and exp2\n";
+  if (overlap_producer_) s += "  overlap the next key tile's producer contraction with this tile's update\n";
   return s;
 }
 

@@ -161,6 +161,13 @@ class FuncSchedule {
   // reduction's elements computed on a tile that needs no mask are taken to be finite (-ffinite-math-only):
   // their tests against infinities are dropped there.
   FuncSchedule &approximate_math(bool on = true);
+  // A chained reduction on wgmma atoms (a producer contraction such as S = Q K^T read through a relative
+  // form, attention being one) issues the next key tile's producer wgmmas into a second set of accumulator
+  // registers before the current tile's element function and rescale, and waits for them after its column
+  // products: the tensor cores run while the tile's softmax does (FlashAttention-3's intra-warpgroup
+  // overlap). It costs the producer's accumulators twice over; lowering refuses it where they do not fit
+  // the registers a thread may have.
+  FuncSchedule &overlap_producer(bool on = true);
 
   const std::string &func() const { return func_; }
   // The loop transformations (splits, fuses, reorders) in the order they were given.
@@ -183,6 +190,7 @@ class FuncSchedule {
   int persistent_blocks() const { return persistent_blocks_; }  // 0: one block per tile
   int min_blocks() const { return min_blocks_; }
   bool approximate() const { return approximate_; }
+  bool overlaps_producer() const { return overlap_producer_; }
 
   std::string to_string() const;
   // This schedule without its reorders: the loop order the splits alone give (to tell whether a reorder
@@ -205,6 +213,7 @@ class FuncSchedule {
   int persistent_blocks_ = 0;
   int min_blocks_ = 1;
   bool approximate_ = false;
+  bool overlap_producer_ = false;
 };
 
 // The schedules of a program's funcs.
@@ -224,8 +233,8 @@ class Schedule {
 // The loops of a contraction over (i, j) reduced over k, laid out for mma.m16n8k16 atoms: block tiles of
 // block_m x block_n over the grid (io on block_y, jo on block_x), warp tiles of warp_m x warp_n over the
 // block's warps (iw, jw), 16 x 8 x 16 atoms (ia, ja, ka) inside unrolled loops (imt, jnt, kt), and k in tiles
-// of block_k (ko, the loop that stages and split_reduction name). The library's GEMM schedules and the default
-// schedule of a contraction are this plus their stages.
+// of block_k (ko, the loop that stages and split_reduction name). The library's GEMM schedules and the
+// default schedule of a contraction are this plus their stages.
 FuncSchedule &tile_for_mma(FuncSchedule &s, const LoopVar &i, const LoopVar &j, const LoopVar &k, int block_m,
                            int block_n, int block_k, int warp_m, int warp_n);
 

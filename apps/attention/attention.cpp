@@ -87,6 +87,7 @@ std::string AttentionTiling::name() const {
   if (warp_rows != 16) s += fmt::format("_w{}", warp_rows);
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   if (atom == MatrixAtom::wgmma) s += "_wgmma";
+  if (overlap_scores) s += "_ovl";
   return s;
 }
 
@@ -106,6 +107,7 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
       .matrix_atom(MatrixAtom::mma_m16n8k16, "ia", "da", "jka")
       .stage(a.V, "jo", Transport::cp_async, t.stages)
       .approximate_math()
+      .overlap_producer(t.overlap_scores)
       .min_blocks_per_sm(t.min_blocks_per_sm);
   if (t.split_kv > 1) o.split_reduction("jo", t.split_kv);
   s[a.S]
@@ -155,6 +157,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .matrix_atom(MatrixAtom::wgmma, "ia", "d", "jka")
       .stage(a.V, "jo", Transport::tma, t.stages)
       .approximate_math()
+      .overlap_producer(t.overlap_scores)
       .min_blocks_per_sm(t.min_blocks_per_sm)
       .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
   if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv);

@@ -54,6 +54,9 @@ struct AttentionTiling {
   int stages = 2;      // K and V pipeline depth
   int split_kv = 1;    // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
   int min_blocks_per_sm = 1;  // blocks the compiler must fit on one SM (it caps registers accordingly)
+  // wgmma: the next key tile's S = Q K^T in flight during this tile's softmax
+  // (FuncSchedule::overlap_producer)
+  bool overlap_scores = false;
   std::string name() const;
 };
 

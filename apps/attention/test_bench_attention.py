@@ -531,7 +531,7 @@ class ExportSuiteTest(unittest.TestCase):
             stub.chmod(0o755)
             done = self.run_suite(Path(d) / "suite", stub)
             self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertIn("26 manifests", done.stdout)
+            self.assertIn("31 manifests", done.stdout)
             exports = []
             for path in sorted((Path(d) / "suite").glob("*.json")):
                 flags = json.loads(path.read_text())
@@ -539,7 +539,7 @@ class ExportSuiteTest(unittest.TestCase):
                 exports.append(values)
             prefill = [e for e in exports if "--decode" not in e]
             decode = [e for e in exports if e.get("--decode") == "true"]
-            self.assertEqual(len(prefill), 18)
+            self.assertEqual(len(prefill), 23)
             shapes = {(e["--shape"], e["--dtype"], e["--causal"]) for e in prefill}
             self.assertEqual(shapes, {
                 ("1x8x4096x4096x64", "f16", "false"), ("4x16x4096x4096x128", "f16", "false"),
@@ -547,8 +547,17 @@ class ExportSuiteTest(unittest.TestCase):
                 ("16x16x1024x1024x64", "f16", "false"), ("1x16x16384x16384x128", "f16", "true"),
                 ("4x16x4096x4096x256", "f16", "false"), ("4x16x4096x4096x128", "bf16", "false"),
                 ("4x16x4096x4096x128", "bf16", "true")})
+            # The rule's tiling with the next tile's S overlapping this tile's softmax, at five of the problems.
+            overlapped = [e for e in prefill if e.get("--overlap") == "true"]
+            self.assertTrue(all(e.get("--atom") == "wgmma" and e.get("--rule") == "true" for e in overlapped))
+            self.assertEqual({(e["--shape"], e["--dtype"], e["--causal"]) for e in overlapped}, {
+                ("4x16x4096x4096x128", "f16", "false"), ("4x16x4096x4096x128", "f16", "true"),
+                ("2x16x8192x8192x128", "f16", "false"), ("1x8x4096x4096x64", "f16", "false"),
+                ("4x16x4096x4096x256", "f16", "false")})
+            self.assertEqual(len(overlapped), 5)
             for shape, dtype, causal in shapes:  # the Hopper tiling by rule and the best mma.sync tiling each
-                mine = [e for e in prefill if (e["--shape"], e["--dtype"], e["--causal"]) == (shape, dtype, causal)]
+                mine = [e for e in prefill if (e["--shape"], e["--dtype"], e["--causal"]) == (shape, dtype, causal)
+                        and e.get("--overlap") != "true"]
                 self.assertEqual(sorted(e.get("--atom", "mma") for e in mine), ["mma", "wgmma"], shape)
                 self.assertTrue(all(e.get("--rule") == "true" for e in mine if e.get("--atom") == "wgmma"), shape)
             self.assertTrue(all(e["--key-tile"] == "32" for e in prefill

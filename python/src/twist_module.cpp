@@ -546,6 +546,7 @@ void bind_schedules(nb::module_ &m) {
       .def("assume_associative", &FuncSchedule::assume_associative, "reason"_a, ref)
       .def("min_blocks_per_sm", &FuncSchedule::min_blocks_per_sm, "blocks"_a, ref)
       .def("approximate_math", &FuncSchedule::approximate_math, "on"_a = true, ref)
+      .def("overlap_producer", &FuncSchedule::overlap_producer, "on"_a = true, ref)
       .def("compute_at", nb::overload_cast<const Func &, const LoopVar &>(&FuncSchedule::compute_at),
            "consumer"_a, "at"_a, ref)
       .def("compute_root", &FuncSchedule::compute_root, ref)

@@ -117,6 +117,27 @@ TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its
   }
 }
 
+// The rule's tilings with the next key tile's S in flight during this tile's softmax (overlap_producer).
+TEST_CASE("GPU: Hopper attention with the next tile's S overlapping this tile's softmax matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  auto overlapped = [](int head_dim, bool causal) {
+    AttentionTiling t =
+        hopper_attention_tiling({.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
+    t.overlap_scores = true;
+    return t;
+  };
+  for (const Case &c : {
+           Case{"f16 D128", {.dtype = f16, .head_dim = 128, .prefix = "ho1"}, 1, 2, 300, 333, overlapped(128, false)},
+           Case{"bf16 D128 causal, masked rows", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "ho2"}, 1, 2, 190, 90, overlapped(128, true)},
+           Case{"f16 D64 GQA 2 causal", {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "ho3"}, 2, 4, 130, 170, overlapped(64, true)},
+           Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "ho4"}, 1, 2, 140, 77, overlapped(256, false)},
+       }) {
+    const double err = gpu_error(c);
+    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
+
 // One small case for the sanitizers: causal with rows that see no key, two query heads of a group per block (its
 // two warpgroups), a ring that wraps.
 TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {

@@ -187,3 +187,75 @@ TEST_CASE("Hopper attention schedules that cannot lower are refused with the rea
   e = error_of([&] { lower(big.out, schedule_attention(big, t), Target::sm90a()); });
   CHECK(contains(e, "bytes of shared memory per block"));
 }
+
+TEST_CASE("overlap_producer: the next key tile's S in flight during this tile's update matches the oracle") {
+  AttentionTiling t = small_hopper_tiling();
+  t.overlap_scores = true;
+  for (const Type &type : {f16, bf16}) {
+    Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "ho" + type_name(type)});
+    const double err = hopper_error(a, t, sizes(a, 1, 2, 70, 77), 3);
+    INFO(type_name(type), " error ", err);
+    CHECK(err < (type == f16 ? 2e-3 : 1e-2));
+  }
+  // Causal: rows that see no key give 0, skipped tiles, one key tile only (no next tile to overlap).
+  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hoc"});
+  for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}, std::pair{20, 20}}) {
+    const double err = hopper_error(causal, t, sizes(causal, 2, 1, s, l), 8);
+    INFO(s, " queries, ", l, " keys: error ", err);
+    CHECK(err < 2e-3);
+  }
+  // Grouped-query heads sharing the ring's tiles.
+  Attention gqa =
+      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hog"});
+  CHECK(hopper_error(gqa, t, sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
+  // One warpgroup of two row atoms (the second S accumulator's later atom), one key step, three slots.
+  AttentionTiling two_atoms = t;
+  two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "ho128"});
+  CHECK(hopper_error(d128, two_atoms, sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  // Split-KV: each part's first tile's S issued before its own loop over its own ring.
+  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hos"});
+  AttentionTiling parts = t;
+  parts.split_kv = 3;
+  CHECK(hopper_error(split, parts, sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+}
+
+TEST_CASE("overlap_producer's source issues the next S into its own accumulators and waits for one group") {
+  for (int d : {64, 128, 256}) {
+    Attention a = make_attention({.dtype = f16, .head_dim = d, .causal = true});
+    AttentionTiling t = hopper_attention_tiling(
+        {.head_dim = d, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+    t.overlap_scores = true;
+    const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
+    const std::string source = cuda::cuda_source(k);
+    INFO("D ", d, "\n", source);
+    CHECK(k.schedule_summary.find("the next key tile's S wgmmas overlap this tile's update") !=
+          std::string::npos);
+    CHECK(source.find("_ss00(&acc_s_next[") != std::string::npos);
+    CHECK(source.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos);
+    // Both S accumulator arrays are pinned around the fences and waits.
+    CHECK(source.find("\"+f\"(acc_s_next[r])") != std::string::npos);
+    CHECK(source.find("\"+f\"(acc_s[r])") != std::string::npos);
+    CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  }
+}
+
+TEST_CASE("overlap_producer is refused where the second S does not fit the registers, or on mma.sync") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  // D = 256 with 128-key tiles: two S tiles (64 values each), 128 column accumulators and P: 292 registers.
+  Attention big = make_attention({.dtype = f16, .head_dim = 256, .prefix = "hob"});
+  AttentionTiling t = small_hopper_tiling();
+  t.key_tile = 128, t.overlap_scores = true;
+  std::string e = error_of([&] { lower(big.out, schedule_attention(big, t), Target::sm90a()); });
+  CHECK(contains(
+      e, "overlap_producer keeps two tiles of S (64 values each) with the column accumulators (128)"));
+  CHECK(contains(e,
+                 "at least 292 registers per thread, but 256 threads per block and 1 block(s) per SM on "
+                 "sm_90a allow 255"));
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .prefix = "hom"});
+  AttentionTiling mma;
+  mma.overlap_scores = true;
+  e = error_of([&] { lower(a.out, schedule_attention(a, mma), Target::sm80()); });
+  CHECK(contains(e, "use MatrixAtom::wgmma (sm_90a) or drop FuncSchedule::overlap_producer"));
+}

@@ -52,6 +52,22 @@ TEST_CASE("TMA, mbarrier and wgmma kernels compile for sm_90a with the instructi
   CHECK(has(f16, "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16"));
 }
 
+TEST_CASE("every register of a wgmma's accumulator array is pinned around its fences and waits") {
+  // Two 64-row atoms' accumulators in one array, the wgmma writing the second (d_index = 32): the empty asm
+  // statements that keep the compiler from moving accumulator accesses across wgmma.fence and wait_group
+  // must cover registers 32 to 63 too, not only the first atom's.
+  const std::string f32 = compiled_source({.n = 64, .accumulator_atoms = 2});
+  INFO(f32);
+  CHECK(has(f32, "twist_wgmma_m64n64k16_f32_f16_ss01(&d[32]"));
+  CHECK(has(f32, "for (int r = 0; r < 64; ++r) asm volatile(\"\" : \"+f\"(d[r])::\"memory\");"));
+  CHECK(!has(f32, "r < 32; ++r"));
+  // f16 accumulators: two halves a register, so 2 x 64 / 2 halves are 32 registers.
+  const std::string f16 = compiled_source({.n = 64, .accumulator = twist::f16, .accumulator_atoms = 2});
+  INFO(f16);
+  CHECK(has(f16,
+            "for (int r = 0; r < 32; ++r) asm volatile(\"\" : \"+r\"(reinterpret_cast<unsigned *>(d)[r])"));
+}
+
 TEST_CASE("TMA stores, bulk groups, fence.proxy.async and setmaxnreg print as their PTX") {
   namespace intrinsic = twist::intrinsic;
   Kernel k = hopper_product_kernel({});

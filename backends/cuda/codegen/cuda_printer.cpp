@@ -269,8 +269,18 @@ class Printer {
   std::set<std::string> helpers_;
   std::map<std::string, std::string> generated_helpers_;
   bool swizzled_tiles_ = false;
-  // The accumulator arrays of the wgmmas printed so far (name -> registers): fenced around wgmma waits.
+  // The accumulator arrays of the wgmmas printed so far (name -> 32-bit registers): fenced around wgmma
+  // waits.
   std::map<std::string, int> wgmma_accumulators_;
+  // The register arrays of constant extent (name -> elements).
+  std::map<std::string, int> register_elements_;
+  int register_elements(const std::string &name) const {
+    auto it = register_elements_.find(name);
+    TWIST_CHECK(it != register_elements_.end(),
+                "kernel {}: the wgmma accumulator '{}' is not a register array of constant extent",
+                kernel_.name, name);
+    return it->second;
+  }
   std::string tma_helper(bool load, size_t dims);
   std::string wgmma_helper(const intrinsic::Wgmma &w, const Type &in, const Type &acc);
   std::string descriptor(const intrinsic::WgmmaOperand &o);
@@ -493,7 +503,10 @@ void Printer::intrinsic(const Stmt &s, int n) {
   } else if (auto g = intrinsic::as_wgmma(s)) {
     swizzled_tiles_ = true;
     const Type acc = array_type(g->d), in = array_type(g->b.array);
-    wgmma_accumulators_[g->d] = acc.bits() == 32 ? g->n / 2 : g->n / 4;
+    // A wgmma may write any atom of its accumulator array (d_index moves with the warpgroup's 64-row atoms),
+    // so the whole array is pinned, not only the registers of one atom.
+    const int elements = register_elements(g->d);
+    wgmma_accumulators_[g->d] = acc.bits() == 32 ? elements : elements / 2;
     out_ << ind(n) << wgmma_helper(*g, in, acc) << "(" << address(g->d, g->d_index) << ", "
          << (g->a ? descriptor(*g->a) : address(g->a_registers, g->a_index)) << ", " << descriptor(g->b)
          << ", " << expr(g->accumulate) << ");\n";
@@ -648,6 +661,8 @@ void Printer::stmt(const Stmt &s, int n) {
   } else if (const auto *a = s.as<Allocate>()) {
     declare_array(a->name, a->type);
     if (a->memory_type == Halide::MemoryType::Register) {
+      if (const int64_t *elements = Halide::Internal::as_const_int(a->extents[0]))
+        register_elements_[a->name] = static_cast<int>(*elements);
       out_ << ind(n) << "__align__(16) " << c_type(a->type) << " " << c_name(a->name) << "["
            << expr(a->extents[0]) << "];\n";
     }

@@ -15,6 +15,9 @@ struct HopperProduct {
   bool b_k_major = false;       // B given as N x K (K-major) instead of K x N
   bool a_in_registers = false;  // A's fragments loaded from global memory into registers
   Type input = f16, accumulator = f32;
+  // The accumulator array holds this many atoms' registers and the product lands in the last one, as a
+  // warpgroup's later 64-row atoms do (a wgmma with d_index != 0).
+  int accumulator_atoms = 1;
   // Deliberate mistakes, for the interpreter's refusals.
   TensorMap::Swizzle a_descriptor_swizzle = TensorMap::Swizzle::b128;
   bool skip_wait = false, wait_twice = false, skip_expect_tx = false, read_before_wait = false,
@@ -31,6 +34,7 @@ inline Kernel hopper_product_kernel(const HopperProduct &p) {
   const int b_elements = p.b_k_major ? b_box_elements : n_boxes * b_box_elements;
   const int a_bytes = 64 * p.k * 2, b_bytes = b_elements * 2;
   const Expr t = tid();
+  const int atom_elements = p.n / 2, last_atom = (p.accumulator_atoms - 1) * atom_elements;
   const intrinsic::MbarrierRef bar{"bar", 0};
   std::vector<Stmt> body;
   body.push_back(if_then(t == 0, intrinsic::mbarrier_init(bar, 1)));
@@ -64,7 +68,7 @@ inline Kernel hopper_product_kernel(const HopperProduct &p) {
     intrinsic::Wgmma w;
     w.n = p.n;
     w.d = "d";
-    w.d_index = 0;
+    w.d_index = last_atom;
     w.accumulate = ks > 0 ? 1 : 0;
     if (p.a_in_registers) {
       w.a_registers = "a";
@@ -81,17 +85,18 @@ inline Kernel hopper_product_kernel(const HopperProduct &p) {
     body.push_back(intrinsic::wgmma(w));
   }
   body.push_back(intrinsic::wgmma_commit());
-  if (p.touch_accumulator) body.push_back(store("D", load(p.accumulator, "d", 0), t));
+  if (p.touch_accumulator) body.push_back(store("D", load(p.accumulator, "d", last_atom), t));
   body.push_back(intrinsic::wgmma_wait(0));
   {
     const Expr i = i32_var("i");
     const Expr w = t / 32, g = (t % 32) / 4, q = t % 4;
     const Expr row = 16 * w + g + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * q + i % 2;
     body.push_back(
-        unrolled("i", p.n / 2, if_then(row < p.m, store("D", load(p.accumulator, "d", i), row * p.n + col))));
+        unrolled("i", atom_elements,
+                 if_then(row < p.m, store("D", load(p.accumulator, "d", last_atom + i), row * p.n + col))));
   }
   Stmt s = block(body);
-  s = register_array("d", p.accumulator, p.n / 2, s);
+  s = register_array("d", p.accumulator, p.accumulator_atoms * atom_elements, s);
   if (p.a_in_registers) s = register_array("a", p.input, p.k / 16 * 8, s);
   s = shared_array("bar", Halide::UInt(64), 1, s);
   s = shared_array("Bs", p.input, b_elements, s);

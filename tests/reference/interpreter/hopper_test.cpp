@@ -141,6 +141,11 @@ TEST_CASE("TMA boxes past the tensor's edge read zeros; bf16 inputs and f16 accu
   check_product({.m = 64, .n = 128, .accumulator = f16});
 }
 
+TEST_CASE("a wgmma writes the atom of its accumulator array that d_index names") {
+  check_product({.m = 64, .n = 64, .accumulator_atoms = 2});
+  check_product({.m = 64, .n = 128, .accumulator = f16, .accumulator_atoms = 3});
+}
+
 TEST_CASE("wgmma with A in registers follows the register-A fragment layout") {
   check_product({.m = 64, .n = 64, .a_in_registers = true});
   check_product({.m = 45, .n = 136, .a_in_registers = true, .input = bf16});
