@@ -85,6 +85,7 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int blocks_per_sm
   HopperTiling &t = p.tiling;
   t.block_m = block.m, t.block_n = block.n, t.block_k = kBlockK, t.warpgroups = block.warpgroups;
   t.split_k = split;
+  t.persistent_blocks = mc.sm_count;
   p.blocks_per_sm = blocks_per_sm;
   const int64_t k_tiles = ceil_div(s.k, kBlockK);
   const int64_t slice = ceil_div(k_tiles, split);  // k-tiles per block
@@ -184,7 +185,10 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
     const int threads = 128 * block.warpgroups;
     const int registers = allocated_registers(block.m * block.n / threads + kRegistersBesideAccumulators);
     if (registers > mc.target.max_registers_per_thread) continue;
-    const int by_registers = mc.target.registers_per_sm / (threads * registers);
+    // A warp-specialized block (HopperTiling's default) gives its consumers every register the producer
+    // leaves on the SM (HopperTiling::consumer_registers), so one block runs on an SM at a time.
+    const int by_registers =
+        HopperTiling{}.warp_specialized ? 1 : mc.target.registers_per_sm / (threads * registers);
     for (int b = 1; b <= by_registers; ++b)
       // Split parts share a block.z with batches, so a batched GEMM does not split; every part has k-tiles.
       for (int split = 1; split <= (s.batch > 1 ? 1 : kMaxSplitK); ++split) {

@@ -93,7 +93,7 @@ class RuleExportSet(unittest.TestCase):
         # The rule's skinny pick on 132 SMs: the Hopper schedule with one atom of rows, K split across blocks
         # (a second kernel combines the slices), A and B copied by TMA through the tensor maps the launcher
         # encodes.
-        self.assertRegex(r["schedule"], r"^wgmma_64x\d+x64_wg1_s\d+_tma_splitk\d+$")
+        self.assertRegex(r["schedule"], r"^wgmma_64x\d+x64_wg1_s\d+_tma(_ws_p\d+)?_splitk\d+$")
         self.assertEqual([k["name"] for k in data["kernels"]], ["out_parts", "out"])
         for kernel in data["kernels"]:
             self.assertEqual(kernel["cluster"], [1, 1, 1])
