@@ -738,15 +738,9 @@ intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionO
     for (int d : {atom_i_, atom_j_, atom_k_}) e = substitute(loops_.dims[d].name, Halide::Expr(0), e);
     coords.push_back(simplify(e));
   }
-  const int width = hopper::swizzle_bytes(stage->swizzle);
   const Halide::Expr iteration = ring_iteration_.defined() ? ring_iteration_ : var(stage->directive.at);
   const Halide::Expr slot = stage->directive.depth > 1 ? iteration % stage->directive.depth : Halide::Expr(0);
-  // K-major: 8-row groups of swizzled rows 8 * width bytes apart (the leading offset is unused). MN-major:
-  // the same along k, and the boxes of box_cols columns one box apart.
-  const int box_bytes = stage->rows * stage->box_cols * stage->elem_bytes;
-  return {stage->buffer,           simplify(stage->index_of(coords, slot)),
-          k_major ? 0 : box_bytes, 8 * width,
-          stage->swizzle,          !k_major};
+  return stage->wgmma_operand(coords, slot, k_major);
 }
 
 Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finish) {
