@@ -7,23 +7,17 @@
 #include "apps/attention/attention.h"
 #include "scheduler/arguments.h"
 #include "scheduler/lower.h"
+#include "tests/scheduler/attention_support.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
 using namespace twist::apps;
+using twist::testing::attention_sizes;
 using twist::testing::compile_for_both_targets;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
 
 namespace {
-
-std::map<std::string, double> sizes(const Attention &a, int b, int h, int s, int l) {
-  return {{a.batch.name(), b},
-          {a.heads.name(), h},
-          {a.queries.name(), s},
-          {a.keys.name(), l},
-          {a.qk_scale.name(), std::log2(std::exp(1.0)) / std::sqrt(double(a.options.head_dim))}};
-}
 
 AttentionTiling small_tiling() {
   AttentionTiling t;
@@ -36,7 +30,7 @@ AttentionTiling small_tiling() {
 TEST_CASE("attention lowers to one chained kernel that matches the oracle (f16, bf16; D 64)") {
   for (const Type &type : {f16, bf16}) {
     Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = type_name(type)});
-    const auto scalars = sizes(a, 1, 2, 45, 70);
+    const auto scalars = attention_sizes(a, 1, 2, 45, 70);
     const Schedule s = schedule_attention(a, small_tiling());
     const double err = lowered_error(a.out, s, random_inputs(a.out, scalars, 3), scalars);
     INFO(type_name(type), " error ", err);
@@ -50,7 +44,7 @@ TEST_CASE("causal attention with fully masked rows, and key lengths the tiles do
   // must finalize to 0, not NaN.
   Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "c"});
   for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}}) {
-    const auto scalars = sizes(a, 2, 1, s, l);
+    const auto scalars = attention_sizes(a, 2, 1, s, l);
     const double err = lowered_error(a.out, schedule_attention(a, small_tiling()),
                                      random_inputs(a.out, scalars, 8), scalars);
     INFO(s, " queries, ", l, " keys: error ", err);
@@ -63,7 +57,7 @@ TEST_CASE("two atoms of rows per warp read Q from shared memory at every k-step 
   Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "w32"});
   AttentionTiling t = small_tiling();
   t.block_rows = 64, t.warp_rows = 32;
-  const auto scalars = sizes(a, 1, 2, 70, 83);
+  const auto scalars = attention_sizes(a, 1, 2, 70, 83);
   const Schedule s = schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   CHECK(p.kernels[0].threads == 64);  // 2 warps of 32 rows
@@ -75,7 +69,7 @@ TEST_CASE("split-KV attention: the key loop across blocks, combined with the mon
   Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "sk"});
   AttentionTiling t = small_tiling();
   t.split_kv = 3;
-  const auto scalars = sizes(a, 1, 2, 33, 150);
+  const auto scalars = attention_sizes(a, 1, 2, 33, 150);
   const LoweredProgram p = lower(a.out, schedule_attention(a, t), Target::sm90a());
   CHECK(p.kernels.size() == 2);
   CHECK(p.kernels[1].schedule_summary.find("folds 3 partial states") != std::string::npos);
@@ -87,7 +81,7 @@ TEST_CASE("grouped-query decoding: query heads of a group packed into one atom's
   Attention a = make_attention({.dtype = bf16, .head_dim = 64, .group = 4, .decode = true, .prefix = "dec"});
   AttentionTiling t;
   t.key_tile = 32, t.stages = 3, t.split_kv = 4;
-  const auto scalars = sizes(a, 2, 8, 1, 300);
+  const auto scalars = attention_sizes(a, 2, 8, 1, 300);
   const Schedule s = schedule_decode(a, t);
   CHECK(lowered_error(a.out, s, random_inputs(a.out, scalars, 10), scalars) < 1e-2);
   compile_for_both_targets(lower(a.out, s, Target::sm90a()));
@@ -105,7 +99,7 @@ TEST_CASE("unsplit grouped-query decoding writes its packed rows back without a 
                                     .prefix = "dec1_g" + std::to_string(group) + "_d" + std::to_string(d)});
       AttentionTiling t;
       t.key_tile = 32, t.stages = 3, t.split_kv = 1;
-      const auto scalars = sizes(a, 2, 8, 1, 100);
+      const auto scalars = attention_sizes(a, 2, 8, 1, 100);
       const Schedule s = schedule_decode(a, t);
       const LoweredProgram p = lower(a.out, s, Target::sm90a());
       CHECK(p.kernels.size() == 1);
@@ -126,7 +120,7 @@ TEST_CASE("the same program with soft-capping, ALiBi and a sliding window needs 
         Variant{"window", {.head_dim = 64, .causal = true, .window = 24, .prefix = "win"}},
         Variant{"gqa", {.head_dim = 64, .group = 2, .causal = true, .prefix = "gqa"}}}) {
     Attention a = make_attention(v.options);
-    const auto scalars = sizes(a, 1, 4, 61, 61);
+    const auto scalars = attention_sizes(a, 1, 4, 61, 61);
     auto inputs = random_inputs(a.out, scalars, 12);
     const double err = lowered_error(a.out, schedule_attention(a, small_tiling()), inputs, scalars);
     INFO(v.name, " error ", err);
@@ -161,7 +155,7 @@ TEST_CASE(
   CHECK(k.fallback->requirements.empty());
   // Both give the oracle's answer: a negative scale runs the fallback, whose maxima are of the scaled scores.
   for (double scale : {0.18, -0.3}) {
-    auto scalars = sizes(a, 1, 2, 40, 67);
+    auto scalars = attention_sizes(a, 1, 2, 40, 67);
     scalars[a.qk_scale.name()] = scale;
     CHECK(&select_variant(k, scalars) == (scale > 0 ? &k : k.fallback.get()));
     const double err = lowered_error(a.out, s, random_inputs(a.out, scalars, 5), scalars);

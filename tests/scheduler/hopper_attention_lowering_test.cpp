@@ -10,22 +10,16 @@
 #include "backends/cuda/runtime/kernel_cache.h"
 #include "scheduler/lower.h"
 #include "tests/error_capture.h"
+#include "tests/scheduler/attention_support.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
 using namespace twist::apps;
+using twist::testing::attention_sizes;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
 
 namespace {
-
-std::map<std::string, double> sizes(const Attention &a, int b, int h, int s, int l) {
-  return {{a.batch.name(), b},
-          {a.heads.name(), h},
-          {a.queries.name(), s},
-          {a.keys.name(), l},
-          {a.qk_scale.name(), std::log2(std::exp(1.0)) / std::sqrt(double(a.options.head_dim))}};
-}
 
 // Two warpgroups of 64 rows, key tiles of 32 through a 2-slot ring: small enough for the interpreter, and
 // every odd length below crosses tiles and the ring's wrap.
@@ -46,7 +40,7 @@ double hopper_error(const Attention &a, const AttentionTiling &t,
 TEST_CASE("Hopper attention (TMA ring, wgmma) matches the oracle: f16 and bf16, odd lengths") {
   for (const Type &type : {f16, bf16}) {
     Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "h" + type_name(type)});
-    const auto scalars = sizes(a, 1, 2, 70, 77);
+    const auto scalars = attention_sizes(a, 1, 2, 70, 77);
     const double err = hopper_error(a, small_hopper_tiling(), scalars, 3);
     INFO(type_name(type), " error ", err);
     CHECK(err < (type == f16 ? 2e-3 : 1e-2));
@@ -57,7 +51,7 @@ TEST_CASE("Hopper causal attention: masked rows give 0, skipped tiles, key lengt
   // More queries than keys: aligned at the bottom right, the first 30 queries see no key and finalize to 0.
   Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hc"});
   for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}}) {
-    const double err = hopper_error(a, small_hopper_tiling(), sizes(a, 2, 1, s, l), 8);
+    const double err = hopper_error(a, small_hopper_tiling(), attention_sizes(a, 2, 1, s, l), 8);
     INFO(s, " queries, ", l, " keys: error ", err);
     CHECK(err < 2e-3);
   }
@@ -76,7 +70,7 @@ TEST_CASE("Hopper attention: grouped-query heads share a block's K and V tiles")
     const Kernel &k = p.kernels[0];
     REQUIRE(k.tensor_maps.size() == 3);
     for (const TensorMap &m : k.tensor_maps) CHECK(m.box[1] == (m.buffer == gqa.Q.name() ? 2 : 1));
-    const double err = hopper_error(gqa, small_hopper_tiling(), sizes(gqa, 2, 8, 61, 70), 12);
+    const double err = hopper_error(gqa, small_hopper_tiling(), attention_sizes(gqa, 2, 8, 61, 70), 12);
     INFO("group ", group, ": error ", err);
     CHECK(err < 1e-2);
   }
@@ -89,14 +83,14 @@ TEST_CASE("Hopper attention: one warpgroup of two row atoms, head dimension 128,
   Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "h128"});
   const LoweredProgram p = lower(d128.out, schedule_attention(d128, t), Target::sm90a());
   CHECK(p.kernels[0].threads == 128);
-  CHECK(hopper_error(d128, t, sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  CHECK(hopper_error(d128, t, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
 }
 
 TEST_CASE("Hopper split-KV attention: each part's key tiles through its own ring, combined by the monoid") {
   Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hsk"});
   AttentionTiling t = small_hopper_tiling();
   t.split_kv = 3;
-  const auto scalars = sizes(a, 1, 2, 33, 250);
+  const auto scalars = attention_sizes(a, 1, 2, 33, 250);
   const LoweredProgram p = lower(a.out, schedule_attention(a, t), Target::sm90a());
   REQUIRE(p.kernels.size() == 2);
   CHECK(p.kernels[1].schedule_summary.find("folds 3 partial states") != std::string::npos);
@@ -113,7 +107,7 @@ TEST_CASE("soft-capping, ALiBi and a sliding window take the Hopper path with no
         Variant{"alibi", {.head_dim = 64, .causal = true, .alibi = true, .prefix = "halibi"}},
         Variant{"window", {.head_dim = 64, .causal = true, .window = 24, .prefix = "hwin"}}}) {
     Attention a = make_attention(v.options);
-    const double err = hopper_error(a, small_hopper_tiling(), sizes(a, 1, 2, 61, 93), 12);
+    const double err = hopper_error(a, small_hopper_tiling(), attention_sizes(a, 1, 2, 61, 93), 12);
     INFO(v.name, " error ", err);
     CHECK(err < 2e-3);
   }
@@ -193,31 +187,31 @@ TEST_CASE("overlap_producer: the next key tile's S in flight during this tile's 
   t.overlap_scores = true;
   for (const Type &type : {f16, bf16}) {
     Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "ho" + type_name(type)});
-    const double err = hopper_error(a, t, sizes(a, 1, 2, 70, 77), 3);
+    const double err = hopper_error(a, t, attention_sizes(a, 1, 2, 70, 77), 3);
     INFO(type_name(type), " error ", err);
     CHECK(err < (type == f16 ? 2e-3 : 1e-2));
   }
   // Causal: rows that see no key give 0, skipped tiles, one key tile only (no next tile to overlap).
   Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hoc"});
   for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}, std::pair{20, 20}}) {
-    const double err = hopper_error(causal, t, sizes(causal, 2, 1, s, l), 8);
+    const double err = hopper_error(causal, t, attention_sizes(causal, 2, 1, s, l), 8);
     INFO(s, " queries, ", l, " keys: error ", err);
     CHECK(err < 2e-3);
   }
   // Grouped-query heads sharing the ring's tiles.
   Attention gqa =
       make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hog"});
-  CHECK(hopper_error(gqa, t, sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
+  CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
   // One warpgroup of two row atoms (the second S accumulator's later atom), one key step, three slots.
   AttentionTiling two_atoms = t;
   two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
   Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "ho128"});
-  CHECK(hopper_error(d128, two_atoms, sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  CHECK(hopper_error(d128, two_atoms, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
   // Split-KV: each part's first tile's S issued before its own loop over its own ring.
   Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hos"});
   AttentionTiling parts = t;
   parts.split_kv = 3;
-  CHECK(hopper_error(split, parts, sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
 }
 
 TEST_CASE("overlap_producer's source issues the next S into its own accumulators and waits for one group") {
