@@ -7,10 +7,12 @@
 #include "algebra/builtins.h"
 #include "algebra/legality.h"
 #include "algebra/online.h"
+#include "tests/algebra/test_support.h"
 #include "tests/error_capture.h"
 
 using namespace twist;
 using namespace twist::algebra;
+using twist::algebra::testing::affine_by_hand;
 using twist::testing::contains;
 using twist::testing::error_of;
 
@@ -22,18 +24,6 @@ using Combine = MonoidBuilder::Fn2;
 
 Monoid scalar(const std::string &name, const Type &t, Expr identity, const Combine &combine) {
   return MonoidBuilder(name).state({{"x", t}}).identity({identity}).combine(combine).build();
-}
-
-// h -> a h + b composed by hand: associative, and commutative only for maps that happen to commute.
-Monoid affine_by_hand(bool declared_commutative) {
-  return MonoidBuilder("affine_by_hand")
-      .state({{"a", f64}, {"b", f64}})
-      .identity({1.0, 0.0})
-      .combine([](const State &l, const State &r) {
-        return std::vector<Expr>{l["a"] * r["a"], r["a"] * l["b"] + r["b"]};
-      })
-      .commutative(declared_commutative)
-      .build();
 }
 
 // The two sides of a commutativity counterexample, re-evaluated in double.

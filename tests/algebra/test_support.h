@@ -91,4 +91,18 @@ inline Monoid root_mean_square() {
       .build();
 }
 
+// h -> a h + b composed by hand, a user's monoid (so the checker decides, not the construction): associative,
+// and commutative only for maps that happen to commute. Declared commutative or not, so that tests see the
+// claim checked.
+inline Monoid affine_by_hand(bool declared_commutative) {
+  return MonoidBuilder("affine_by_hand")
+      .state({{"a", f64}, {"b", f64}})
+      .identity({1.0, 0.0})
+      .combine([](const State& l, const State& r) {
+        return std::vector<Expr>{l["a"] * r["a"], r["a"] * l["b"] + r["b"]};
+      })
+      .commutative(declared_commutative)
+      .build();
+}
+
 }  // namespace twist::algebra::testing

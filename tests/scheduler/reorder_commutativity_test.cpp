@@ -6,30 +6,16 @@
 #include "algebra/builtins.h"
 #include "lang/twist.h"
 #include "scheduler/lower.h"
+#include "tests/algebra/test_support.h"
 #include "tests/error_capture.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
+using twist::algebra::testing::affine_by_hand;
 using twist::testing::contains;
 using twist::testing::error_of;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
-
-namespace {
-
-// h -> a h + b composed in sequence: associative, not commutative.
-Monoid affine_by_hand(bool declared_commutative) {
-  return MonoidBuilder("affine_by_hand")
-      .state({{"a", f64}, {"b", f64}})
-      .identity({1.0, 0.0})
-      .combine([](const State &l, const State &r) {
-        return std::vector<Expr>{l["a"] * r["a"], r["a"] * l["b"] + r["b"]};
-      })
-      .commutative(declared_commutative)
-      .build();
-}
-
-}  // namespace
 
 TEST_CASE("a reorder of the loops of a two-dimensional RDom needs a commutative monoid") {
   SizeParam rows("ro_rows");
