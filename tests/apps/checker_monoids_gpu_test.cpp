@@ -42,17 +42,9 @@ TEST_CASE("GPU: bitwise and integer max reductions over run-time shifts match th
 TEST_CASE("GPU: a softmax at a Param temperature matches the oracle") {
   TWIST_REQUIRE_GPU();
   static cuda::Device device;
-  const Param<float> temperature("temperature");
-  SizeParam rows("gpt_rows"), cols("gpt_cols");
-  Input x("gpt_x", f32, {rows, cols});
-  Var i("i");
-  RDom r({{0, cols}}, "gpt_r");
-  Func f("gpt_f");
-  f(i) = reduce(tempered_softmax(temperature), r, x(i, r.x));
-  f.set_shape({rows});
-  Schedule tree;
-  tree[f].split("gpt_r.x", "ro", "rt", 32).bind("rt", Binding::thread);
-  for (const Schedule &schedule : {Schedule(), tree}) {
+  const TemperedSoftmaxProgram softmax = tempered_softmax_program("gpt_");
+  const Func &f = softmax.f;
+  for (const Schedule &schedule : {Schedule(), softmax.tree}) {
     const LoweredProgram program = lower(f, schedule, Target::sm90a());
     cuda::GpuProgram gpu(program, device);
     for (const double t : {0.25, 3.0}) {

@@ -105,4 +105,27 @@ inline Monoid tempered_softmax(const Expr &temperature) {
       .build();
 }
 
+// The normalizer of a softmax at a Param temperature over each row of x (`prefix` + "x", rows by
+// `prefix` + "rows" and `prefix` + "cols"), and a schedule that folds each row by a tree of 32 threads.
+struct TemperedSoftmaxProgram {
+  Param<float> temperature;
+  Input x;  // held here: a program refers to its inputs only while they live
+  Func f;
+  Schedule tree;
+};
+
+inline TemperedSoftmaxProgram tempered_softmax_program(const std::string &prefix) {
+  const Param<float> temperature("temperature");
+  SizeParam rows(prefix + "rows"), cols(prefix + "cols");
+  Input x(prefix + "x", f32, {rows, cols});
+  Var i("i");
+  RDom r({{0, cols}}, prefix + "r");
+  Func f(prefix + "f");
+  f(i) = reduce(tempered_softmax(temperature), r, x(i, r.x));
+  f.set_shape({rows});
+  Schedule tree;
+  tree[f].split(prefix + "r.x", "ro", "rt", 32).bind("rt", Binding::thread);
+  return {temperature, x, f, tree};
+}
+
 }  // namespace twist::testing

@@ -16,20 +16,13 @@ using namespace twist;
 using twist::testing::compile_for_both_targets;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
-using twist::testing::tempered_softmax;
+using twist::testing::tempered_softmax_program;
+using twist::testing::TemperedSoftmaxProgram;
 
 TEST_CASE("a softmax at a Param temperature lowers, runs against the oracle and compiles for both targets") {
-  const Param<float> temperature("temperature");
-  SizeParam rows("pt_rows"), cols("pt_cols");
-  Input x("pt_x", f32, {rows, cols});
-  Var i("i");
-  RDom r({{0, cols}}, "pt_r");
-  Func f("pt_f");
-  f(i) = reduce(tempered_softmax(temperature), r, x(i, r.x));
-  f.set_shape({rows});
-  Schedule tree;
-  tree[f].split("pt_r.x", "ro", "rt", 32).bind("rt", Binding::thread);
-  for (const Schedule &s : {Schedule(), tree}) {
+  const TemperedSoftmaxProgram softmax = tempered_softmax_program("pt_");
+  const Func &f = softmax.f;
+  for (const Schedule &s : {Schedule(), softmax.tree}) {
     const LoweredProgram program = lower(f, s, Target::sm90a());
     REQUIRE(std::any_of(program.scalars.begin(), program.scalars.end(),
                         [](const ScalarArg &a) { return a.name == "temperature" && a.type == f32; }));
