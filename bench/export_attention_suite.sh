@@ -15,12 +15,7 @@ set -euo pipefail
 
 source "$(dirname "$0")/export_common.sh"
 parse_export_args "$@"
-# A binary older than `twist export attention` answers with its usage text instead of asking for --out.
-probe=$("$twist" export attention 2>&1 || true)
-if [[ $probe != *"needs --out"* ]]; then
-  echo "$0: $twist has no 'export attention' command; rebuild it from this tree" >&2
-  exit 2
-fi
+require_export_command attention
 require_no_manifests "$out"
 mkdir -p "$out"
 

@@ -1,5 +1,5 @@
-# What both export scripts share, sourced by them: their arguments (OUT_DIR [TWIST_BINARY]) into $out and
-# $twist, with the binary checked, and the check that a folder they export into holds no manifests yet (the
+# What the export scripts share, sourced by them: their arguments (OUT_DIR [TWIST_BINARY]) into $out and
+# $twist, with the binary checked (and that it has the export command a script needs), and the check that a folder they export into holds no manifests yet (the
 # benchmarks read every manifest in a folder, so manifests left from an earlier export would be measured too).
 
 parse_export_args() {
@@ -23,6 +23,16 @@ require_no_manifests() {  # DIR
   fi
   if [[ -d $1 && -n $(ls -A "$1") ]]; then
     echo "$0: $1 is not empty; remove it (or choose another OUT_DIR) so that no stale manifest is measured" >&2
+    exit 2
+  fi
+}
+
+require_export_command() {  # COMMAND: twist's `export COMMAND`, which a binary older than it lacks
+  # Such a binary answers with its usage text instead of asking for --out.
+  local probe
+  probe=$("$twist" export "$1" 2>&1 || true)
+  if [[ $probe != *"needs --out"* ]]; then
+    echo "$0: $twist has no 'export $1' command; rebuild it from this tree" >&2
     exit 2
   fi
 }

@@ -12,12 +12,7 @@ set -euo pipefail
 
 source "$(dirname "$0")/export_common.sh"
 parse_export_args "$@"
-# A binary older than `twist export norms` answers with its usage text instead of asking for --out.
-probe=$("$twist" export norms 2>&1 || true)
-if [[ $probe != *"needs --out"* ]]; then
-  echo "$0: $twist has no 'export norms' command; rebuild it from this tree" >&2
-  exit 2
-fi
+require_export_command norms
 require_no_manifests "$out"
 mkdir -p "$out"
 
