@@ -1,6 +1,7 @@
 # What the export scripts share, sourced by them: their arguments (OUT_DIR [TWIST_BINARY]) into $out and
-# $twist, with the binary checked (and that it has the export command a script needs), and the check that a folder they export into holds no manifests yet (the
-# benchmarks read every manifest in a folder, so manifests left from an earlier export would be measured too).
+# $twist, with the binary checked (and that it has the export command a script needs), and the check that a
+# folder they export into holds no manifests yet (the benchmarks read every manifest in a folder, so
+# manifests left from an earlier export would be measured too).
 
 parse_export_args() {
   if [[ $# -lt 1 || $# -gt 2 ]]; then
