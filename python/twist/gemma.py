@@ -114,18 +114,33 @@ def dims_of(config) -> TextDims:
         if value is not None and bad(value):
             raise UnsupportedConfig(f"the configuration has {key}={value!r}: the twist layer does not implement "
                                     f"{what}; build the model with {key} as twist.gemma.config_kwargs sets it")
-    per_layer = _get(config, "per_layer_config") or {}
-    full_layers = [i for i, t in enumerate(_get(config, "layer_types") or []) if t == "full_attention"]
-    full = per_layer.get(full_layers[0], {}) if full_layers and isinstance(per_layer, dict) else {}
-    global_head_dim = _get(config, "global_head_dim") or full.get("head_dim") or _get(config, "head_dim")
-    from_keys = bool(_get(config, "attention_k_eq_v", False))
-    global_kv = (_get(config, "num_global_key_value_heads") or full.get("num_key_value_heads")
-                 if from_keys else None) or _get(config, "num_key_value_heads")
+    sliding_kv, sliding_head_dim = _attention_fields(config, "sliding_attention")
+    global_kv, global_head_dim = _attention_fields(config, "full_attention")
     return TextDims(hidden=_get(config, "hidden_size"), intermediate=_get(config, "intermediate_size"),
-                    heads=_get(config, "num_attention_heads"), kv_heads=_get(config, "num_key_value_heads"),
-                    head_dim=_get(config, "head_dim"), global_kv_heads=global_kv, global_head_dim=global_head_dim,
-                    global_values_from_keys=from_keys, sliding_window=_get(config, "sliding_window"),
-                    eps=float(_get(config, "rms_norm_eps")))
+                    heads=_get(config, "num_attention_heads"), kv_heads=sliding_kv, head_dim=sliding_head_dim,
+                    global_kv_heads=global_kv, global_head_dim=global_head_dim,
+                    global_values_from_keys=bool(_get(config, "attention_k_eq_v", False)),
+                    sliding_window=_get(config, "sliding_window"), eps=float(_get(config, "rms_norm_eps")))
+
+
+def _attention_fields(config, layer_type: str) -> tuple[int, int]:
+    """(KV heads, head dim) of a layer type. A Gemma4TextConfig keeps them per layer (`per_layer_config`, indexed
+    by layer type; reading `config.head_dim` raises, as the full layers' differ); its keyword arguments
+    (config_kwargs) name the full layers' as `global_head_dim` and, where the values are the keys,
+    `num_global_key_value_heads`, or give a `per_layer_config` of overrides by layer index."""
+    if not isinstance(config, dict):
+        layer = config.per_layer_config[layer_type]
+        return layer.num_key_value_heads, layer.head_dim
+    kv, head_dim = config.get("num_key_value_heads"), config.get("head_dim")
+    if layer_type == "sliding_attention":
+        return kv, head_dim
+    overrides = config.get("per_layer_config") or {}
+    first_full = next((i for i, t in enumerate(config.get("layer_types") or []) if t == layer_type), None)
+    full = overrides.get(first_full, {})
+    head_dim = config.get("global_head_dim") or full.get("head_dim") or head_dim
+    if config.get("attention_k_eq_v"):
+        kv = config.get("num_global_key_value_heads") or full.get("num_key_value_heads") or kv
+    return kv, head_dim
 
 
 def config_name_for(dims: TextDims) -> str:
