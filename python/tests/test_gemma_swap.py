@@ -11,11 +11,16 @@ the kernels themselves are checked on the GPU (apps/gemma/bench_gemma.py).
 Needs torch and transformers with Gemma 4 (transformers.models.gemma4); skips, saying so, without them (CI has
 neither)."""
 import copy
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from twist import gemma
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "apps" / "gemma"))
+import bench_gemma  # noqa: E402
 
 torch = pytest.importorskip("torch", reason="the swap's wiring test needs PyTorch (not installed here)")
 gemma4 = pytest.importorskip("transformers.models.gemma4",
@@ -26,7 +31,8 @@ F = torch.nn.functional
 # is, within this factor: both round to bf16 between kernels, at different points (the stand-in rounds RoPE
 # once, PyTorch after each bf16 op), which at these sizes moves the hidden states by about 4% either way; a
 # tensor passed to the wrong kernel or a weight applied twice moves them by tens of percent.
-SLACK = 1.5
+SLACK = bench_gemma.SLACK
+VOCABULARY = 96
 
 
 def rms_norm(x, weight, eps):
@@ -123,17 +129,9 @@ def relative_l2(got, want):
 
 @pytest.fixture(scope="module")
 def models():
-    """The reference at the tiny configuration with 3 layers (sliding, sliding, full), exact (f32) and in bf16."""
-    torch.manual_seed(0)
-    config = gemma4.Gemma4TextConfig(**gemma.config_kwargs("tiny", layers=3), vocab_size=96)
-    exact = gemma4.Gemma4ForCausalLM(config).eval()
-    # Random norm weights, as a trained model has, so that a norm's weight applied to the wrong tensor shows
-    # (transformers initializes them to 1).
-    with torch.no_grad():
-        for name, parameter in exact.named_parameters():
-            if "norm" in name:
-                parameter.uniform_(0.5, 1.5)
-    return {"exact": exact, "bf16": copy.deepcopy(exact).to(torch.bfloat16)}
+    """The reference at the tiny configuration with 3 layers (sliding, sliding, full), exact (f32) and in bf16,
+    built as the benchmark builds the 31B one (random norm weights too)."""
+    return bench_gemma.build_models(3, device="cpu", config="tiny", vocab_size=VOCABULARY)
 
 
 def swapped(models):
@@ -165,7 +163,7 @@ def layer_calls(kinds=("sliding", "sliding", "full")):
 @pytest.mark.parametrize("batch,tokens", [(1, 9), (2, 7)])
 def test_prefill_matches_the_reference(models, batch, tokens):
     model, kernels = swapped(models)
-    ids = torch.randint(0, 96, (batch, tokens), generator=torch.Generator().manual_seed(batch))
+    ids = torch.randint(0, VOCABULARY, (batch, tokens), generator=torch.Generator().manual_seed(batch))
     with torch.no_grad():
         assert_as_close_as_bf16(lambda m: m(input_ids=ids, use_cache=False).logits, models, model)
         assert kernels.calls == layer_calls()
@@ -177,8 +175,8 @@ def test_decoding_against_a_cache_longer_than_the_window(models):
     exact model's cache in bf16, and decodes the next token from it: the sliding layers see the window's 5 keys,
     the full layer all 9."""
     model, kernels = swapped(models)
-    prompt = torch.randint(0, 96, (2, 8), generator=torch.Generator().manual_seed(3))
-    step = torch.randint(0, 96, (2, 1), generator=torch.Generator().manual_seed(4))
+    prompt = torch.randint(0, VOCABULARY, (2, 8), generator=torch.Generator().manual_seed(3))
+    step = torch.randint(0, VOCABULARY, (2, 1), generator=torch.Generator().manual_seed(4))
 
     def decode(m):
         cache = gemma4.modeling_gemma4.DynamicCache(config=m.config)
@@ -196,7 +194,7 @@ def test_decoding_against_a_cache_longer_than_the_window(models):
 
 def test_the_twist_model_fills_its_own_cache_and_decodes_from_it(models):
     model, kernels = swapped(models)
-    prompt = torch.randint(0, 96, (1, 7), generator=torch.Generator().manual_seed(5))
+    prompt = torch.randint(0, VOCABULARY, (1, 7), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         want = models["bf16"].generate(prompt, max_new_tokens=3, do_sample=False)
         got = model.generate(prompt, max_new_tokens=3, do_sample=False)
@@ -211,3 +209,28 @@ def test_a_layer_scalar_other_than_one_is_refused_by_name(models):
         model.model.layers[1].layer_scalar.fill_(0.5)
     with pytest.raises(gemma.UnsupportedConfig, match="--layer-scalar"):
         gemma.swap_decoder_layers(model, StandInKernels("tiny"))
+
+
+def run_once(fn, before=None):
+    """The benchmark's timer, replaced: each measured function runs once, for its errors, and takes 1 ms."""
+    if before:
+        before()
+    fn()
+    return 1.0
+
+
+@pytest.mark.parametrize("shape", [gemma.LayerShape("prefill", batch=2, tokens=7),
+                                   gemma.LayerShape("decode", batch=2, keys=9)])
+def test_the_benchmark_measures_a_case(models, shape):
+    """bench_gemma.measure_case as it runs on the GPU, on the CPU stand-in: its checks pass, each kernel's
+    PyTorch counterpart computes what the kernel does (their errors are those of bf16 rounding), and the record
+    holds every kernel of both layer types."""
+    model, kernels = swapped(models)
+    record = bench_gemma.measure_case(models, model, kernels, shape, bench_gemma.new_record(shape, "cpu", "-", 3),
+                                      timer=run_once, compile_reference=False)
+    assert record["ok"], record
+    for layer in ("sliding", "full"):
+        assert set(record["kernel_errors"][layer]) == set(gemma.KERNELS)
+        assert max(record["kernel_errors"][layer].values()) < 1e-2, record["kernel_errors"][layer]
+    assert record["end_to_end_speedup"] == {"vs_eager": 1.0}
+    assert "prefill B2 S7" in bench_gemma.format_table([record]) or shape.phase == "decode"

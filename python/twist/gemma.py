@@ -314,7 +314,8 @@ class TwistKernels:
 def _weight_kn(*linears):
     """nn.Linear weights ([N, K] each) as one [K, sum N] matrix, the GEMMs' B."""
     import torch
-    return torch.cat([linear.weight for linear in linears], dim=0).t().contiguous()
+    with torch.no_grad():  # a copy of the weights, not a function of them: the kernels take no gradients
+        return torch.cat([linear.weight for linear in linears], dim=0).t().contiguous()
 
 
 def swap_decoder_layers(model, kernels: TwistKernels) -> None:
