@@ -160,19 +160,22 @@ def bench_ms(fn, before=None) -> float:
 
 
 def build_models(layers: int, device: str = "cuda", config: str = "31b", **overrides) -> dict:
-    """The reference model with random weights, exact (f32) and in bf16 (the twist model's copy): transformers
-    initializes the norms' weights to 1, so they are drawn from U(0.5, 1.5) instead, as a trained model's are
-    not 1, and a kernel that ignored one would pass."""
+    """The reference model with random weights in bf16 (the twist model's copy), and the same model in f32, the
+    exact one: its weights and buffers (the rotary frequencies, the embedding's scale, which transformers keeps
+    in the model's dtype) hold the bf16 model's values, so that the two differ by their arithmetic alone.
+    transformers initializes the norms' weights to 1; they are drawn from U(0.5, 1.5) instead, as a trained
+    model's are not 1, and a kernel that ignored one would pass."""
     import torch
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
     torch.manual_seed(0)
     with torch.device(device):
-        exact = Gemma4ForCausalLM(Gemma4TextConfig(**gemma.config_kwargs(config, layers=layers), **overrides)).eval()
+        model = Gemma4ForCausalLM(Gemma4TextConfig(**gemma.config_kwargs(config, layers=layers), **overrides))
         with torch.no_grad():
-            for name, parameter in exact.named_parameters():
+            for name, parameter in model.named_parameters():
                 if "norm" in name:
                     parameter.uniform_(0.5, 1.5)
-    return {"exact": exact, "bf16": copy.deepcopy(exact).to(torch.bfloat16)}
+    bf16 = model.to(torch.bfloat16).eval()
+    return {"exact": copy.deepcopy(bf16).float(), "bf16": bf16}
 
 
 def kernel_pairs(model, kernels, shape: gemma.LayerShape, layer) -> dict[str, tuple]:
@@ -284,14 +287,17 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
         return getattr(fn(), field)
 
     with torch.no_grad():
-        errors, reference_errors = {}, {}
+        errors, reference_errors, against_reference = {}, {}, {}
         for field, name, base in (("logits", "logits", lambda m: m), ("last_hidden_state", "hidden_states",
                                                                        lambda m: m.model)):
             want = output(base(exact), "exact", field)
-            reference_errors[name] = relative_l2(output(base(reference), "bf16", field), want)
-            errors[name] = relative_l2(output(base(twisted), "bf16", field), want)
+            ours, reference_output = output(base(twisted), "bf16", field), output(base(reference), "bf16", field)
+            errors[name] = relative_l2(ours, want)
+            reference_errors[name] = relative_l2(reference_output, want)
+            against_reference[name] = relative_l2(ours, reference_output)
+        record["errors_against_bf16_reference"] = against_reference
         print(f"{record['case']}: relative L2 error against the exact model, twist {errors}, bf16 reference "
-              f"{reference_errors}", flush=True)
+              f"{reference_errors}; twist against the bf16 reference {against_reference}", flush=True)
         forward_ms = {}
         runs = [("eager", reference)] + ([("compile", torch.compile(reference))] if compile_reference else [])
         for which, model in runs + [("twist", twisted)]:
