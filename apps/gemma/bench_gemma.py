@@ -229,7 +229,7 @@ def kernel_pairs(model, kernels, shape: gemma.LayerShape, layer) -> dict[str, tu
                                     w_post=layer.post_attention_layernorm.weight,
                                     w_next=layer.pre_feedforward_layernorm.weight),
                                 residual_norm(layer.post_attention_layernorm, layer.pre_feedforward_layernorm)),
-        "gate_up": (run("gate_up", x=h, w=t.gate_up), lambda: mlp.act_fn(mlp.gate_proj(h)) * mlp.up_proj(h)),
+        "gate_up": (run("gate_up", A=h, B=t.gate_up), lambda: mlp.act_fn(mlp.gate_proj(h)) * mlp.up_proj(h)),
         "down_proj": (run("down_proj", A=g, B=t.down), lambda: mlp.down_proj(g)),
         "post_feedforward_norm": (run("post_feedforward_norm", x=o, residual=h,
                                       w_post=layer.post_feedforward_layernorm.weight, w_next=t.next_norm.weight),

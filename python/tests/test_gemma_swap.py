@@ -35,6 +35,10 @@ SLACK = bench_gemma.SLACK
 VOCABULARY = 96
 
 
+# The names of the kernels' outputs among twist.gemma.expected_buffers' (the rest are their inputs).
+OUTPUTS = {"rmsnorm", "out", "out.0", "out.1", "gated"}
+
+
 def rms_norm(x, weight, eps):
     x = x.float()
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
@@ -57,7 +61,7 @@ class StandInKernels:
 
     def call(self, layer, shape, kernel, **tensors):
         expected = gemma.expected_buffers(self.dims, layer, shape)[kernel]
-        inputs = {name for name in expected if not name.startswith("out") and name != "rmsnorm"}
+        inputs = set(expected) - OUTPUTS
         assert set(tensors) == inputs, f"{layer} {kernel}: passed {sorted(tensors)}, the kernel takes {sorted(inputs)}"
         for name, tensor in tensors.items():
             assert tuple(tensor.shape) == expected[name], f"{layer} {kernel}: '{name}' is {tuple(tensor.shape)}"
@@ -116,10 +120,10 @@ class StandInKernels:
 
     post_feedforward_norm = post_attention_norm
 
-    def gate_up(self, layer, x, w):
-        product = x.float() @ w.float()
-        gate, up = product[:, :self.dims.intermediate], product[:, self.dims.intermediate:]
-        return F.gelu(gate, approximate="tanh") * up
+    def gate_up(self, layer, A, B):
+        # B interleaves the gate's and the up's columns; each product is stored in bf16, as PyTorch's are.
+        product = (A.float() @ B.float()).to(torch.bfloat16).float()
+        return F.gelu(product[:, 0::2], approximate="tanh") * product[:, 1::2]
 
 
 def relative_l2(got, want):

@@ -233,7 +233,7 @@ def expected_buffers(dims: TextDims, layer: str, shape: LayerShape) -> dict[str,
                       "out": (b, dims.heads, s, d)},
         "o_proj": {"A": (rows, dims.heads * d), "B": (dims.heads * d, hidden), "out": (rows, hidden)},
         "post_attention_norm": residual,
-        "gate_up": {"x": (rows, hidden), "w": (hidden, 2 * dims.intermediate), "out": (rows, dims.intermediate)},
+        "gate_up": {"A": (rows, hidden), "B": (hidden, 2 * dims.intermediate), "gated": (rows, dims.intermediate)},
         "down_proj": {"A": (rows, dims.intermediate), "B": (dims.intermediate, hidden), "out": (rows, hidden)},
         "post_feedforward_norm": residual,
     }
@@ -318,6 +318,14 @@ def _weight_kn(*linears):
         return torch.cat([linear.weight for linear in linears], dim=0).t().contiguous()
 
 
+def _interleaved_kn(gate, up):
+    """The gate and up projections' weights interleaved column by column, [K, 2N]: column 2j is the gate's
+    column j, column 2j + 1 the up's (the gate_up GEMM's B; apps/gemma/gemma.h, GatedUp)."""
+    import torch
+    with torch.no_grad():
+        return torch.stack([gate.weight, up.weight], dim=1).reshape(-1, gate.weight.shape[1]).t().contiguous()
+
+
 def swap_decoder_layers(model, kernels: TwistKernels) -> None:
     """Replaces the forward of every Gemma4TextDecoderLayer of `model` (a Gemma4ForCausalLM or
     Gemma4TextModel) by one on twist's kernels. Each layer hands its normalized output to the next layer's
@@ -339,7 +347,7 @@ def swap_decoder_layers(model, kernels: TwistKernels) -> None:
         layer._twist = types.SimpleNamespace(
             kind=LAYER_TYPES[attn.layer_type], index=index, stash=None,
             qkv=_weight_kn(*[p for p in (attn.q_proj, attn.k_proj, attn.v_proj) if p is not None]),
-            o=_weight_kn(attn.o_proj), gate_up=_weight_kn(mlp.gate_proj, mlp.up_proj), down=_weight_kn(mlp.down_proj),
+            o=_weight_kn(attn.o_proj), gate_up=_interleaved_kn(mlp.gate_proj, mlp.up_proj), down=_weight_kn(mlp.down_proj),
             next_norm=(layers[index + 1].input_layernorm if index + 1 < len(layers) else text_model.norm),
             next_layer=layers[index + 1] if index + 1 < len(layers) else None)
         layer.forward = types.MethodType(_twist_layer_forward(kernels, dims), layer)
@@ -390,7 +398,7 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
         o = run("o_proj", A=a, B=t.o)
         h, y = run("post_attention_norm", x=o, residual=h, w_post=self.post_attention_layernorm.weight,
                    w_next=self.pre_feedforward_layernorm.weight)
-        g = run("gate_up", x=y, w=t.gate_up)
+        g = run("gate_up", A=y, B=t.gate_up)
         d = run("down_proj", A=g, B=t.down)
         h, y = run("post_feedforward_norm", x=d, residual=h, w_post=self.post_feedforward_layernorm.weight,
                    w_next=t.next_norm.weight)
