@@ -10,24 +10,32 @@ decode case, in both steps):
     cmake --build --preset release --target twist
     PYTHONPATH=python python3 apps/gemma/bench_gemma.py --export-only --twist build/release/apps/twist/twist \
         --manifests .gpu/gemma_manifests
-    # on the GPU machine:
+    # on the GPU machine (no .device-runtime/enter.sh: torch must load its own CUDA libraries):
     PYTHONPATH=python python3 apps/gemma/bench_gemma.py --manifests .gpu/gemma_manifests \
         --out bench/results/gemma.json
+    PYTHONPATH=python compute-sanitizer --tool memcheck --error-exitcode 3 python3 apps/gemma/bench_gemma.py \
+        --manifests .gpu/gemma_manifests --phase decode --sanitize
+
+--no-compile leaves torch.compile out (it compiles the reference for a minute or more per case); --phase
+keeps the cases of one phase; --sanitize runs every kernel once on random inputs and nothing else, for
+compute-sanitizer.
 
 For every case (prefill: batch x new tokens; decode: batch x keys in the cache) it
   1. (--export-only) exports the layer kernels (twist export gemma) for both layer types at the case's shape,
      into MANIFESTS/<case>; the run on the GPU reads them from there;
-  2. checks the twist model's last hidden state and logits against the reference model's on the same weights
-     and inputs (relative L2 error, bf16 tolerance);
+  2. checks the twist model's last hidden state and logits against the exact model (the reference in f32) on
+     the same weights and inputs: within SLACK times the error transformers' bf16 model has (relative L2),
+     and each kernel against PyTorch's code for the same op on the same random inputs (KERNEL_TOLERANCE);
   3. times every kernel against PyTorch's code for the same op (the model's own modules and functions: the
      linears, the norms, the add, RoPE, scaled-dot-product attention, the gated activation), and reports ours /
      PyTorch's per kernel and their geometric mean over the layer's kernels (the seed reports 1.30x);
   4. sums each layer type's kernels (ours, PyTorch's) and times the whole forward pass: reference eager,
      reference under torch.compile, and the twist model.
-Decoding restores the cache (DynamicCache.crop) before each timed step, outside the timed region. Timings are
+Decoding starts each timed step from a fresh copy of the filled cache, made outside the timed region. Timings are
 triton.testing.do_bench medians. Writes the records as JSON and prints a table; exits 1 if a check failed.
 
-Everything but measure_case() and main's GPU setup runs without torch (apps/gemma/test_bench_gemma.py).
+The records, summaries and tables run without torch (apps/gemma/test_bench_gemma.py); measure_case() runs on
+the CPU with a PyTorch stand-in for the kernels and for the timer (python/tests/test_gemma_swap.py).
 """
 from __future__ import annotations
 
