@@ -65,25 +65,12 @@ Expr f32_of(const Expr &e) {
 }  // namespace
 
 GatedUp make_gated_up(Type dtype, int hidden, int intermediate, const std::string &p) {
-  SizeParam M(p + "M");
-  GatedUp g{dtype,
-            hidden,
-            intermediate,
-            p,
-            M,
-            Input(p + "x", dtype, {M, Expr(hidden)}),
-            Input(p + "w", dtype, {Expr(hidden), Expr(2 * intermediate)}),
-            RDom({{0, hidden}}, p + "k"),
-            Func(p + "C"),
-            Func(p + "out")};
+  GatedUp g{dtype, hidden, intermediate, make_gemm({.input = dtype, .output = dtype, .prefix = p}),
+            Func(p + "gated")};
   Var i("i"), j("j");
-  const RVar k = g.k.x;
-  const Expr row = f32_of(g.x(i, k));
-  // One fold over k of both products: the row of x is read once for the gate's and the up's column j.
-  g.C(i, j) = reduce(algebra::product({algebra::sum(f32), algebra::sum(f32)}, {"gate", "up"}), g.k,
-                     {row * f32_of(g.w(k, j)), row * f32_of(g.w(k, j + intermediate))});
-  g.out(i, j) = cast(dtype, gelu_tanh(g.C(i, j)[0]) * g.C(i, j)[1]);
-  g.out.set_shape({M, Expr(intermediate)});
+  auto stored = [&](const Expr &column) { return f32_of(cast(dtype, g.gemm.C(i, column))); };
+  g.out(i, j) = cast(dtype, gelu_tanh(stored(2 * j)) * stored(2 * j + 1));
+  g.out.set_shape({g.gemm.M, Expr(intermediate)});
   return g;
 }
 

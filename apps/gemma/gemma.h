@@ -62,18 +62,17 @@ LayerAttention layer_attention(const Config &c, LayerType t);
 
 // --- the programs ------------------------------------------------------------------------------------------
 
-// gelu_tanh(x W[:, :I]) * (x W[:, I:]) as one reduction: a product of two f32 sums over k that share the row
-// of x, finalized by the gated activation as the GEMM's epilogue. W is the gate and up weights side by side,
-// [hidden, 2 intermediate].
+// gelu_tanh(x Wgate) * (x Wup) as ONE GEMM over the gate and up weights interleaved column by column,
+// W[:, 2j] = Wgate[:, j] and W[:, 2j + 1] = Wup[:, j] ([hidden, 2 intermediate]), on the tensor cores, then
+// the gated activation over each pair of columns, each rounded to the storage type first as PyTorch's two
+// projections store them. The interleaving is what a fused epilogue needs: the accumulator layouts of
+// mma.m16n8k16 and wgmma give each thread columns 2c and 2c + 1 together, so the pair of output column j is
+// in one thread's registers (apps/gemma/README.md, "Not yet").
 struct GatedUp {
   Type dtype;
   int hidden, intermediate;
-  std::string prefix;
-  SizeParam M;
-  Input x, w;
-  RDom k;
-  Func C;    // {gate, up}: two f32 sums
-  Func out;  // [M, intermediate]
+  Gemm gemm;  // A = x [M, hidden], B = the interleaved weights; gemm.C, its f32 sums, [M, 2 intermediate]
+  Func out;   // [M, intermediate]
 };
 GatedUp make_gated_up(Type dtype, int hidden, int intermediate, const std::string &prefix = "");
 
@@ -129,7 +128,9 @@ double qk_scale();
 // --- the schedules: every kernel's schedule is chosen here, so a better one is a change of one line --------
 
 GemmPlan projection_plan(int64_t m, int64_t n, int64_t k);
-Schedule schedule_gated_up(const GatedUp &g);
+// The gated up-projection's GEMM tiled by `plan` (by the projections' rule: projection_plan(rows, 2I,
+// hidden)).
+Schedule schedule_gated_up(const GatedUp &g, const GemmPlan &plan);
 Schedule schedule_head_norm(const HeadNorm &n);
 Schedule schedule_residual_norm(const ResidualNorm &n);
 AttentionTiling attention_tiling(int head_dim, bool decode, int kv_length);

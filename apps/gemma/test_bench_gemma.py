@@ -35,15 +35,30 @@ class BenchGemmaTest(unittest.TestCase):
         self.assertEqual(summary["slower_than_pytorch"], ["sliding/attention"])
         shape = gemma.LayerShape("prefill", batch=1, tokens=2048)
         r = bench_gemma.new_record(shape, "H200", "2026-12-03", 2)
-        r = bench_gemma.finish_record(r, {"logits": 0.01, "hidden_states": 0.05}, kernels,
+        kernel_errors = {"sliding": {"qkv": 0.003, "attention": 0.004}, "full": {"gate_up": 0.002}}
+        r = bench_gemma.finish_record(r, {"logits": 0.01, "hidden_states": 0.05},
+                                      {"logits": 0.01, "hidden_states": 0.02}, kernels, kernel_errors,
                                       {k: bench_gemma.layer_kernels_ms(v) for k, v in kernels.items()},
                                       {"eager": 6.0, "compile": 4.0, "twist": 2.0})
-        self.assertFalse(r["ok"])  # the hidden states' error is above the tolerance
+        self.assertFalse(r["ok"])  # the hidden states' error is more than SLACK times the bf16 reference's
         self.assertEqual(r["end_to_end_speedup"], {"vs_eager": 3.0, "vs_compile": 2.0})
         self.assertEqual(r["layer_ms"]["sliding"], {"twist": 3.0, "pytorch": 3.0})
         table = bench_gemma.format_table([r])
         self.assertIn("prefill B1 S2048", table)
         self.assertIn("sliding/attention", table)
+
+    def test_a_kernel_over_tolerance_fails_the_case_and_a_run_without_compile_says_so(self):
+        kernels = {"sliding": {"qkv": {"twist_ms": 1.0, "pytorch_ms": 2.0}}}
+        shape = gemma.LayerShape("decode", batch=8, keys=4096)
+        r = bench_gemma.finish_record(bench_gemma.new_record(shape, "H200", "2026-12-03", 2),
+                                      {"logits": 0.01, "hidden_states": 0.01}, {"logits": 0.01, "hidden_states": 0.01},
+                                      kernels, {"sliding": {"qkv": float("nan")}},
+                                      {"sliding": bench_gemma.layer_kernels_ms(kernels["sliding"])},
+                                      {"eager": 6.0, "twist": 3.0})
+        self.assertFalse(r["ok"])
+        self.assertEqual(r["kernels_over_tolerance"], ["sliding/qkv"])
+        self.assertEqual(r["end_to_end_speedup"], {"vs_eager": 2.0})
+        self.assertIn("sliding/qkv nan", bench_gemma.format_table([r]))
 
 
 class ExportTest(unittest.TestCase):

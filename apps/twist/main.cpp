@@ -516,7 +516,9 @@ int export_gemma(const Options &o) {
   projection("o_proj", c.hidden, c.heads * la.head_dim);
   residual_norm("post_attention_norm", 1.0);
   const gm::GatedUp g = gm::make_gated_up(bf16, c.hidden, c.intermediate);
-  write("gate_up", g.out, gm::schedule_gated_up(g), {{"M", rows}}, "simt");
+  const apps::GemmPlan gate_up_plan = gm::projection_plan(rows, 2 * c.intermediate, c.hidden);
+  write("gate_up", g.out, gm::schedule_gated_up(g, gate_up_plan),
+        {{"M", rows}, {"N", 2 * c.intermediate}, {"K", c.hidden}}, gate_up_plan.name() + "_then_gate");
   projection("down_proj", c.hidden, c.intermediate);
   residual_norm("post_feedforward_norm", layer_scalar);
   return 0;

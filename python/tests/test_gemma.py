@@ -1,6 +1,7 @@
 """twist.gemma's GPU-free parts: the configuration's numbers, labels and export commands, and manifests that
 this build's twist exports checked against the shapes the swapped layer passes (TWIST names the binary; those
-tests skip, saying so, without one). No torch: the swap itself runs on the GPU machine (bench/bench_gemma.py)."""
+tests skip, saying so, without one). No torch: the swap's wiring is tested in test_gemma_swap.py, its kernels
+on the GPU machine (apps/gemma/bench_gemma.py)."""
 import os
 import shutil
 import subprocess

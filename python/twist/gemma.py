@@ -114,18 +114,33 @@ def dims_of(config) -> TextDims:
         if value is not None and bad(value):
             raise UnsupportedConfig(f"the configuration has {key}={value!r}: the twist layer does not implement "
                                     f"{what}; build the model with {key} as twist.gemma.config_kwargs sets it")
-    per_layer = _get(config, "per_layer_config") or {}
-    full_layers = [i for i, t in enumerate(_get(config, "layer_types") or []) if t == "full_attention"]
-    full = per_layer.get(full_layers[0], {}) if full_layers and isinstance(per_layer, dict) else {}
-    global_head_dim = _get(config, "global_head_dim") or full.get("head_dim") or _get(config, "head_dim")
-    from_keys = bool(_get(config, "attention_k_eq_v", False))
-    global_kv = (_get(config, "num_global_key_value_heads") or full.get("num_key_value_heads")
-                 if from_keys else None) or _get(config, "num_key_value_heads")
+    sliding_kv, sliding_head_dim = _attention_fields(config, "sliding_attention")
+    global_kv, global_head_dim = _attention_fields(config, "full_attention")
     return TextDims(hidden=_get(config, "hidden_size"), intermediate=_get(config, "intermediate_size"),
-                    heads=_get(config, "num_attention_heads"), kv_heads=_get(config, "num_key_value_heads"),
-                    head_dim=_get(config, "head_dim"), global_kv_heads=global_kv, global_head_dim=global_head_dim,
-                    global_values_from_keys=from_keys, sliding_window=_get(config, "sliding_window"),
-                    eps=float(_get(config, "rms_norm_eps")))
+                    heads=_get(config, "num_attention_heads"), kv_heads=sliding_kv, head_dim=sliding_head_dim,
+                    global_kv_heads=global_kv, global_head_dim=global_head_dim,
+                    global_values_from_keys=bool(_get(config, "attention_k_eq_v", False)),
+                    sliding_window=_get(config, "sliding_window"), eps=float(_get(config, "rms_norm_eps")))
+
+
+def _attention_fields(config, layer_type: str) -> tuple[int, int]:
+    """(KV heads, head dim) of a layer type. A Gemma4TextConfig keeps them per layer (`per_layer_config`, indexed
+    by layer type; reading `config.head_dim` raises, as the full layers' differ); its keyword arguments
+    (config_kwargs) name the full layers' as `global_head_dim` and, where the values are the keys,
+    `num_global_key_value_heads`, or give a `per_layer_config` of overrides by layer index."""
+    if not isinstance(config, dict):
+        layer = config.per_layer_config[layer_type]
+        return layer.num_key_value_heads, layer.head_dim
+    kv, head_dim = config.get("num_key_value_heads"), config.get("head_dim")
+    if layer_type == "sliding_attention":
+        return kv, head_dim
+    overrides = config.get("per_layer_config") or {}
+    first_full = next((i for i, t in enumerate(config.get("layer_types") or []) if t == layer_type), None)
+    full = overrides.get(first_full, {})
+    head_dim = config.get("global_head_dim") or full.get("head_dim") or head_dim
+    if config.get("attention_k_eq_v"):
+        kv = config.get("num_global_key_value_heads") or full.get("num_key_value_heads") or kv
+    return kv, head_dim
 
 
 def config_name_for(dims: TextDims) -> str:
@@ -218,7 +233,7 @@ def expected_buffers(dims: TextDims, layer: str, shape: LayerShape) -> dict[str,
                       "out": (b, dims.heads, s, d)},
         "o_proj": {"A": (rows, dims.heads * d), "B": (dims.heads * d, hidden), "out": (rows, hidden)},
         "post_attention_norm": residual,
-        "gate_up": {"x": (rows, hidden), "w": (hidden, 2 * dims.intermediate), "out": (rows, dims.intermediate)},
+        "gate_up": {"A": (rows, hidden), "B": (hidden, 2 * dims.intermediate), "gated": (rows, dims.intermediate)},
         "down_proj": {"A": (rows, dims.intermediate), "B": (dims.intermediate, hidden), "out": (rows, hidden)},
         "post_feedforward_norm": residual,
     }
@@ -299,7 +314,16 @@ class TwistKernels:
 def _weight_kn(*linears):
     """nn.Linear weights ([N, K] each) as one [K, sum N] matrix, the GEMMs' B."""
     import torch
-    return torch.cat([linear.weight for linear in linears], dim=0).t().contiguous()
+    with torch.no_grad():  # a copy of the weights, not a function of them: the kernels take no gradients
+        return torch.cat([linear.weight for linear in linears], dim=0).t().contiguous()
+
+
+def _interleaved_kn(gate, up):
+    """The gate and up projections' weights interleaved column by column, [K, 2N]: column 2j is the gate's
+    column j, column 2j + 1 the up's (the gate_up GEMM's B; apps/gemma/gemma.h, GatedUp)."""
+    import torch
+    with torch.no_grad():
+        return torch.stack([gate.weight, up.weight], dim=1).reshape(-1, gate.weight.shape[1]).t().contiguous()
 
 
 def swap_decoder_layers(model, kernels: TwistKernels) -> None:
@@ -323,7 +347,7 @@ def swap_decoder_layers(model, kernels: TwistKernels) -> None:
         layer._twist = types.SimpleNamespace(
             kind=LAYER_TYPES[attn.layer_type], index=index, stash=None,
             qkv=_weight_kn(*[p for p in (attn.q_proj, attn.k_proj, attn.v_proj) if p is not None]),
-            o=_weight_kn(attn.o_proj), gate_up=_weight_kn(mlp.gate_proj, mlp.up_proj), down=_weight_kn(mlp.down_proj),
+            o=_weight_kn(attn.o_proj), gate_up=_interleaved_kn(mlp.gate_proj, mlp.up_proj), down=_weight_kn(mlp.down_proj),
             next_norm=(layers[index + 1].input_layernorm if index + 1 < len(layers) else text_model.norm),
             next_layer=layers[index + 1] if index + 1 < len(layers) else None)
         layer.forward = types.MethodType(_twist_layer_forward(kernels, dims), layer)
@@ -374,7 +398,7 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
         o = run("o_proj", A=a, B=t.o)
         h, y = run("post_attention_norm", x=o, residual=h, w_post=self.post_attention_layernorm.weight,
                    w_next=self.pre_feedforward_layernorm.weight)
-        g = run("gate_up", x=y, w=t.gate_up)
+        g = run("gate_up", A=y, B=t.gate_up)
         d = run("down_proj", A=g, B=t.down)
         h, y = run("post_feedforward_norm", x=d, residual=h, w_post=self.post_feedforward_layernorm.weight,
                    w_next=t.next_norm.weight)

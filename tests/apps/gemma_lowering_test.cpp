@@ -3,6 +3,8 @@
 // for sm_90a (its budgets checked) without running.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "apps/gemma/gemma.h"
 #include "scheduler/lower.h"
 #include "tests/scheduler/lowering_support.h"
@@ -19,14 +21,31 @@ constexpr double bf16_tolerance = 1.6e-2;  // as the norms' bf16 cases: one bf16
 
 }  // namespace
 
-TEST_CASE("gemma: gate and up projections as one reduction with the tanh-GELU gate as its epilogue") {
+TEST_CASE("gemma: gate and up projections as one tensor-core GEMM over interleaved weights, then the gate") {
   const Config c = gemma4_tiny();
-  const GatedUp g = make_gated_up(bf16, c.hidden, c.intermediate, "gu_");
-  const Schedule s = schedule_gated_up(g);
-  const LoweredProgram p = lower(g.out, s, Target::sm90a());
-  REQUIRE(p.kernels.size() == 1);  // the gate is applied where the sums are, no [M, 2I] tensor in between
-  const std::map<std::string, double> sizes = {{g.M.name(), 37}};
-  CHECK(lowered_error(g.out, s, random_inputs(g.out, sizes, 31), sizes) < bf16_tolerance);
+  const int hidden = 192;  // three k-tiles of 64, so that K splits in the last case
+  const GatedUp g = make_gated_up(bf16, hidden, c.intermediate, "gu_");
+  struct Case {
+    int rows;
+    GemmPlan plan;
+  };
+  const HopperTiling split_k{.block_m = 64, .block_n = 64, .warpgroups = 1, .stages = 2, .split_k = 3};
+  for (const Case &k :
+       {Case{37, projection_plan(37, 2 * c.intermediate, hidden)},
+        Case{8, projection_plan(8, 2 * c.intermediate, hidden)}, Case{8, GemmPlan{split_k}}}) {
+    INFO(k.rows, " rows, ", k.plan.name());
+    REQUIRE(k.plan.hopper());
+    const Schedule s = schedule_gated_up(g, k.plan);
+    const LoweredProgram p = lower(g.out, s, Target::sm90a());
+    // The GEMM's [M, 2I] sums (beside their split-K partial sums where K is split), then the gate's kernel.
+    CHECK(std::count_if(p.workspaces.begin(), p.workspaces.end(),
+                        [&](const Workspace &w) { return w.name == g.gemm.C.name(); }) == 1);
+    CHECK(p.workspaces.size() == (std::get<HopperTiling>(k.plan.tiling).split_k > 1 ? 2u : 1u));
+    CHECK(p.kernels.back().name == g.out.name());
+    const std::map<std::string, double> sizes = {
+        {g.gemm.M.name(), k.rows}, {g.gemm.N.name(), 2 * c.intermediate}, {g.gemm.K.name(), hidden}};
+    CHECK(lowered_error(g.out, s, random_inputs(g.out, sizes, 31), sizes) < bf16_tolerance);
+  }
 }
 
 TEST_CASE("gemma: q and k RMSNorm with RoPE, and v's norm without weight, read from the fused projection") {
@@ -116,7 +135,11 @@ TEST_CASE("gemma: the projections with the tiling the GEMM rule picks") {
 TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_90a within its budgets") {
   const Config c = gemma4_31b();
   const GatedUp g = make_gated_up(bf16, c.hidden, c.intermediate, "big_gu_");
-  CHECK(lower(g.out, schedule_gated_up(g), Target::sm90a()).kernels.size() == 1);
+  for (const int rows : {2048, 8}) {
+    const GemmPlan plan = projection_plan(rows, 2 * c.intermediate, c.hidden);
+    CHECK(plan.hopper());
+    CHECK(lower(g.out, schedule_gated_up(g, plan), Target::sm90a()).kernels.size() >= 2);
+  }
   const ResidualNorm rn = make_residual_norm(bf16, c.hidden, c.eps, "big_rn_");
   CHECK(lower(rn.out, schedule_residual_norm(rn), Target::sm90a()).kernels.size() == 1);
   for (const LayerType t : {LayerType::sliding, LayerType::full}) {
