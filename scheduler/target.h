@@ -5,9 +5,9 @@
 namespace twist {
 
 struct Target {
-  std::string arch;                      // "sm_80" or "sm_90a"
+  std::string arch;  // "sm_80" or "sm_90a"
   int max_threads_per_block = 1024;
-  int max_shared_bytes_per_block = 0;    // with the opt-in attribute, as cuFuncSetAttribute allows
+  int max_shared_bytes_per_block = 0;  // with the opt-in attribute, as cuFuncSetAttribute allows
   int max_registers_per_thread = 255;
   int registers_per_sm = 65536;
   bool has_tma = false;

@@ -414,11 +414,11 @@ TEST_CASE("row kernels ask for as many resident blocks as their rows' registers 
     int hidden, threads, blocks;
   };
   const Case cases[] = {
-      {apps::NormKind::softmax, f16, 16384, 512, 3},      // 16 + 24 = 40 registers
-      {apps::NormKind::softmax, bf16, 4096, 128, 12},     // 40
-      {apps::NormKind::rmsnorm, f16, 16384, 512, 2},      // 16 + 8 (w) + 24 = 48
-      {apps::NormKind::layernorm, bf16, 8192, 256, 4},    // 16 + 16 (w, b) + 24 = 56
-      {apps::NormKind::add_rmsnorm, f16, 2048, 64, 16},   // 32 (x, residual) + 8 + 24 = 64
+      {apps::NormKind::softmax, f16, 16384, 512, 3},     // 16 + 24 = 40 registers
+      {apps::NormKind::softmax, bf16, 4096, 128, 12},    // 40
+      {apps::NormKind::rmsnorm, f16, 16384, 512, 2},     // 16 + 8 (w) + 24 = 48
+      {apps::NormKind::layernorm, bf16, 8192, 256, 4},   // 16 + 16 (w, b) + 24 = 56
+      {apps::NormKind::add_rmsnorm, f16, 2048, 64, 16},  // 32 (x, residual) + 8 + 24 = 64
   };
   for (const Case &c : cases) {
     const apps::Norm n = apps::make_norm(c.kind, {.dtype = c.dtype, .hidden = c.hidden, .prefix = "rb_"});
@@ -441,7 +441,8 @@ TEST_CASE("row kernels ask for as many resident blocks as their rows' registers 
 }
 
 TEST_CASE("approximate exp is a multiply and ex2.approx.ftz; bf16 values widen to f32 by a shift") {
-  const apps::Norm n = apps::make_norm(apps::NormKind::softmax, {.dtype = bf16, .hidden = 256, .prefix = "ax_"});
+  const apps::Norm n =
+      apps::make_norm(apps::NormKind::softmax, {.dtype = bf16, .hidden = 256, .prefix = "ax_"});
   const std::string source =
       compile_for_both_targets(lower(n.out, apps::schedule_norm(n), Target::sm90a())).front();
   CHECK(contains(source, "ex2.approx.ftz.f32"));
