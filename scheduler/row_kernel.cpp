@@ -649,7 +649,7 @@ class RowKernelBuilder {
   // The kernel asks the compiler (__launch_bounds__) for as many blocks as leave each thread the registers
   // of its runs of the rows (as loaded, packed), of the values of the epilogue's 16-byte vectors (in f32,
   // one register each) and kRowThreadRegisters more; left alone, ptxas keeps converted copies of the row and
-  // holds two long rows per SM where this asks for three or four.
+  // held two rows of softmax's 16384 per SM where this asks for three (bench/RESULTS.md: 70% -> 98% of copy).
   int resident_rows(int epilogue_vectors) const {
     int words = epilogue_vectors * width_;
     for (const CachedRow &c : registers_) words += runs_ * width_ * c.input.type().bytes() / 4;
@@ -661,7 +661,7 @@ class RowKernelBuilder {
 
   // The registers a row kernel's thread needs besides its runs of the rows and vectors: the trees' states,
   // indices, the row's statistics and the values in flight. Measured with ptxas on the norms of apps/norms
-  // at the shapes of bench/export_norms_suite.sh, which it keeps without spilling.
+  // at hidden 2048 to 16384 in f16 and bf16, none of which spills under it (16 spilled LayerNorm in bf16).
   static constexpr int kRowThreadRegisters = 24;
 
   // Shared memory kept for the trees' arrays (a state per warp and the result, per component).
