@@ -1,5 +1,6 @@
 #include "scheduler/row_kernel.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -626,11 +627,42 @@ class RowKernelBuilder {
             width_ > 1 ? fmt::format(" in {} run(s) of {}, stored with 16-byte stores", runs_, width_) : "") +
         summary_;
     finish(k, req_);
+    if (width_ > 1) {
+      const int blocks = resident_rows(epilogue_reads.vectorized());
+      if (blocks > k.min_blocks_per_sm) {
+        k.min_blocks_per_sm = blocks;
+        k.schedule_summary += fmt::format(
+            "  {} blocks per SM asked of the compiler (rows resident, their loads in flight): at most {} "
+            "registers per thread\n",
+            blocks, req_.target.registers_per_sm / (blocks * threads_) / 8 * 8);
+      }
+    }
     if (k.shared_bytes > req_.target.max_shared_bytes_per_block)
       fail("the row kernel of '{}' needs {} bytes of shared memory per block, but {} allows {}",
            req_.stage.name(), k.shared_bytes, req_.target.arch, req_.target.max_shared_bytes_per_block);
     return k;
   }
+
+  // A row kept in registers is loaded whole before its trees read it, so what an SM has in flight is the
+  // loads of the rows resident on it, and their number is set by registers (at 4.3 TB/s over 132 SMs and
+  // about a microsecond of latency an SM needs some 32 KB in flight while its other rows fold and store).
+  // The kernel asks the compiler (__launch_bounds__) for as many blocks as leave each thread the registers
+  // of its runs of the rows (as loaded, packed), of the values of the epilogue's 16-byte vectors (in f32,
+  // one register each) and kRowThreadRegisters more; left alone, ptxas keeps converted copies of the row and
+  // held two rows of softmax's 16384 per SM where this asks for three (bench/RESULTS.md: 70% -> 98% of copy).
+  int resident_rows(int epilogue_vectors) const {
+    int words = epilogue_vectors * width_;
+    for (const CachedRow &c : registers_) words += runs_ * width_ * c.input.type().bytes() / 4;
+    // Registers are allocated to a warp's threads eight at a time.
+    const int per_thread = (words + kRowThreadRegisters + 7) / 8 * 8;
+    const int most = std::min(req_.target.max_blocks_per_sm, req_.target.max_threads_per_sm / threads_);
+    return std::clamp(req_.target.registers_per_sm / (threads_ * per_thread), 1, most);
+  }
+
+  // The registers a row kernel's thread needs besides its runs of the rows and vectors: the trees' states,
+  // indices, the row's statistics and the values in flight. Measured with ptxas on the norms of apps/norms
+  // at hidden 2048 to 16384 in f16 and bf16, none of which spills under it (16 spilled LayerNorm in bf16).
+  static constexpr int kRowThreadRegisters = 24;
 
   // Shared memory kept for the trees' arrays (a state per warp and the result, per component).
   static constexpr int kTreeReserve = 2048;

@@ -5,13 +5,15 @@
 namespace twist {
 
 struct Target {
-  std::string arch;                      // "sm_80" or "sm_90a"
+  std::string arch;  // "sm_80" or "sm_90a"
   int max_threads_per_block = 1024;
-  int max_shared_bytes_per_block = 0;    // with the opt-in attribute, as cuFuncSetAttribute allows
+  int max_shared_bytes_per_block = 0;  // with the opt-in attribute, as cuFuncSetAttribute allows
   int max_registers_per_thread = 255;
   int registers_per_sm = 65536;
   bool has_tma = false;
   bool has_wgmma = false;
+  int max_threads_per_sm = 2048;  // resident threads and blocks per SM (sm_80 and sm_90 alike)
+  int max_blocks_per_sm = 32;
 
   static Target sm80() { return {"sm_80", 1024, 163 * 1024, 255, 65536, false, false}; }
   static Target sm90a() { return {"sm_90a", 1024, 227 * 1024, 255, 65536, true, true}; }

@@ -405,6 +405,53 @@ TEST_CASE("row kernels keep the row in registers and move it with 16-byte loads 
   CHECK(!contains(k.schedule_summary, "16-byte stores"));
 }
 
+TEST_CASE("row kernels ask for as many resident blocks as their rows' registers allow") {
+  // Registers per thread: its runs of the rows kept (packed), one per value of the epilogue's 16-byte
+  // vectors, and 24 more, rounded up to 8; blocks = 65536 / (threads * that), at most 2048 threads per SM.
+  struct Case {
+    apps::NormKind kind;
+    Type dtype;
+    int hidden, threads, blocks;
+  };
+  const Case cases[] = {
+      {apps::NormKind::softmax, f16, 16384, 512, 3},     // 16 + 24 = 40 registers
+      {apps::NormKind::softmax, bf16, 4096, 128, 12},    // 40
+      {apps::NormKind::rmsnorm, f16, 16384, 512, 2},     // 16 + 8 (w) + 24 = 48
+      {apps::NormKind::layernorm, bf16, 8192, 256, 4},   // 16 + 16 (w, b) + 24 = 56
+      {apps::NormKind::add_rmsnorm, f16, 2048, 64, 16},  // 32 (x, residual) + 8 + 24 = 64
+  };
+  for (const Case &c : cases) {
+    const apps::Norm n = apps::make_norm(c.kind, {.dtype = c.dtype, .hidden = c.hidden, .prefix = "rb_"});
+    Schedule s = apps::schedule_norm(n);
+    INFO(std::string(apps::to_string(c.kind)), " ", type_name(c.dtype), " hidden ", c.hidden);
+    const LoweredProgram p = lower(n.out, s, Target::sm90a());
+    REQUIRE(p.kernels.size() == 1);
+    CHECK(p.kernels[0].threads == c.threads);
+    CHECK(p.kernels[0].min_blocks_per_sm == c.blocks);
+    CHECK(contains(p.kernels[0].schedule_summary, std::to_string(c.blocks) + " blocks per SM asked"));
+    CHECK(contains(compile_for_both_targets(p).front(),
+                   fmt::format("__launch_bounds__({}, {})", c.threads, c.blocks)));
+    // A schedule's min_blocks_per_sm is a floor: a larger one is kept.
+    s[n.out].min_blocks_per_sm(c.blocks + 1);
+    CHECK(lower(n.out, s, Target::sm90a()).kernels[0].min_blocks_per_sm == c.blocks + 1);
+  }
+  // A row kept in shared memory asks for nothing: its loads are cp.async copies, not registers.
+  Rms odd(77, f16);
+  CHECK(lower(odd.y, Schedule(), Target::sm90a()).kernels[0].min_blocks_per_sm == 1);
+}
+
+TEST_CASE("approximate exp is a multiply and ex2.approx.ftz; bf16 values widen to f32 by a shift") {
+  const apps::Norm n =
+      apps::make_norm(apps::NormKind::softmax, {.dtype = bf16, .hidden = 256, .prefix = "ax_"});
+  const std::string source =
+      compile_for_both_targets(lower(n.out, apps::schedule_norm(n), Target::sm90a())).front();
+  CHECK(contains(source, "ex2.approx.ftz.f32"));
+  CHECK(contains(source, ") * 1.44269504f)"));
+  CHECK(!contains(source, "__expf("));
+  CHECK(contains(source, "__uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(ax_x_regs["));
+  CHECK(!contains(source, "__bfloat162float("));
+}
+
 TEST_CASE(
     "elementwise kernels move 16-byte vectors, with a scalar fallback where rows are not whole vectors") {
   SizeParam n("vw_n"), m("vw_m");

@@ -325,7 +325,10 @@ std::string Printer::cast(const Type &to, const Halide::Expr &value) {
   const std::string v = expr(value);
   if (from == to) return v;
   auto to_float = [&]() -> std::string {
-    if (from.is_bfloat()) return "__bfloat162float(" + v + ")";
+    // A bf16 is the upper half of its f32: a shift, which lets ptxas keep a row's bf16 values packed two
+    // to a register (cvt.f32.bf16 unpacks each into a register of its own: twice the registers per row).
+    if (from.is_bfloat())
+      return "__uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(" + v + ")) << 16)";
     if (is_16bit_float(from)) return "__half2float(" + v + ")";
     return "static_cast<float>(" + v + ")";
   };
@@ -348,7 +351,10 @@ std::string Printer::math(const MathCall &m, const Call *c) {
     helpers_.insert("ex2");
     call = "twist_ex2_approx(" + args[0] + ")";
   } else if (f32 && (options_.fast_math || kernel_.fast_math) && m.function == "exp") {
-    call = "__expf(" + args[0] + ")";
+    // exp(x) = 2^(x log2 e): a multiply and ex2.approx.ftz, where __expf's ex2.approx without ftz adds a
+    // compare and two multiplies per call to keep subnormal results.
+    helpers_.insert("ex2");
+    call = "twist_ex2_approx((" + args[0] + ") * 1.44269504f)";
   } else {
     call = m.function + (f32 ? "f(" : "(") + args[0] + (args.size() > 1 ? ", " + args[1] : "") + ")";
   }
