@@ -87,13 +87,16 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
                                   stmt::unrolled("chain", chains, fold)));
         // Pairwise, neighbours first; a chain without a right neighbour (chains not a power of 2) waits.
         for (int stride = 1; stride < chains; stride *= 2)
-          steps.push_back(stmt::unrolled("chain", (chains + 2 * stride - 1) / (2 * stride),
-                                         stmt::guarded(simplify(chain * (2 * stride) + stride < chains),
-                                                       combine_into(chain * (2 * stride), [&](size_t c) {
-                                                         return load(m.state[c].type,
-                                                                     "state." + m.state[c].name,
-                                                                     chain * (2 * stride) + stride);
-                                                       }))));
+          steps.push_back(stmt::unrolled(
+              "chain", (chains + 2 * stride - 1) / (2 * stride),
+              stmt::guarded(
+                  chains % (2 * stride) == 0 ? const_true() : chain * (2 * stride) + stride < chains,
+                  combine_into(
+                      chain * (2 * stride),
+                      [&](size_t c) {
+                        return load(m.state[c].type, "state." + m.state[c].name,
+                                    chain * (2 * stride) + stride);
+                      }))));
         std::vector<Halide::Expr> state;
         for (const Component &c : m.state) state.push_back(load(c.type, "state." + c.name, 0));
         steps.push_back(epilogue_stores(values, coords, state, Halide::Expr()));

@@ -116,8 +116,8 @@ struct DecodeProblemShape {
   int element_bytes = 2;  // f16, bf16
 };
 AttentionTiling decode_tiling(const DecodeProblemShape &p);
-// The shared memory one block of schedule_decode stages, in bytes: Q's rows once and the ring of K and V
-// tiles.
+// The shared memory one block of schedule_decode stages, in bytes: the group's query rows once and the ring
+// of K and V tiles.
 int64_t decode_shared_bytes(const DecodeProblemShape &p, const AttentionTiling &t);
 
 }  // namespace twist::apps

@@ -648,7 +648,7 @@ class ExportedManifestTest(unittest.TestCase):
             self.assertEqual([k.name for k in m.kernels], ["out_parts", "out"])
             self.assertEqual(m.kernels[0].grid, (1, 8, 64))
             self.assertEqual(m.kernels[0].block, 32)
-            self.assertEqual(m.kernels[0].shared_bytes, 16 * 256 + 3 * 2 * 32 * 256)  # Q's rows, 3 slots of K, V
+            self.assertEqual(m.kernels[0].shared_bytes, 256 + 3 * 2 * 32 * 256)  # Q's one row, 3 slots of K and V
 
     def test_hopper_prefill_by_rule(self):
         with tempfile.TemporaryDirectory() as d:
