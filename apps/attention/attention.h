@@ -104,10 +104,14 @@ Schedule schedule_decode(const Attention &a, const AttentionTiling &t);
 //   - 4 blocks per SM (a warp on each of the SM's four schedulers), each with the deepest cp.async ring that
 //     fits a quarter of the shared memory (3 slots at D = 128): 4 x 2 tiles of 16 KB = 128 KB in flight per
 //     SM, where Little's law at 33 GB/s per SM (4.35 TB/s over 132 SMs) and 2-3 us of loaded latency asks for
-//     66-100 KB (the earlier 2-slot kernels with 62 KB per SM read at 3.5 TB/s);
+//     66-100 KB;
 //   - the keys split into the parts that minimize waves x (tiles per part + 2), the 2 being the ring's fill
 //     and the block's epilogue in tile times: one full wave of the 528 blocks when there are few (batch,
 //     key/value head) pairs, no split (and no combine kernel) when they fill the machine alone.
+// Measured on the H200 (bench/RESULTS.md, "Decode by rule"): within 2% of the best of the earlier per-problem
+// sweep (2 slots, 6 or 12 blocks per SM, 62-88 KB in flight) on 8 problems, 0.86-1.00x cuDNN. So the ring was
+// not what decoding lacked: the time fits 20 us + bytes / 4.5 TB/s for cuDNN and for these kernels alike,
+// plus, for these, about 0.2 us per part of the split (the combine) that cuDNN does not pay.
 struct DecodeProblemShape {
   int head_dim = 128;
   int group = 1;               // query heads per key/value head, packed into a block's 16 rows
