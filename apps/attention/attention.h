@@ -110,8 +110,8 @@ Schedule schedule_decode(const Attention &a, const AttentionTiling &t);
 //     key/value head) pairs, no split (and no combine kernel) when they fill the machine alone.
 // Measured on the H200 (bench/RESULTS.md, "Decode by rule"): within 2% of the best of the earlier per-problem
 // sweep (2 slots, 6 or 12 blocks per SM, 62-88 KB in flight) on 8 problems, 0.86-1.00x cuDNN. So the ring was
-// not what decoding lacked: the time fits 20 us + bytes / 4.5 TB/s for cuDNN and for these kernels alike,
-// plus, for these, about 0.2 us per part of the split (the combine) that cuDNN does not pay.
+// not what decoding lacked: the time fits 20 us + bytes / 4.5 TB/s for cuDNN and for these kernels at few
+// parts alike, and these kernels pay 4-13 us more at 32-66 parts (the combine, most likely; not profiled).
 struct DecodeProblemShape {
   int head_dim = 128;
   int group = 1;               // query heads per key/value head, packed into a block's 16 rows
