@@ -208,7 +208,7 @@ namespace {
 // sm_90a's budgets the decode rule fills (the schedule's kernel is checked against them by lower()).
 constexpr int kSms = 132;
 constexpr int64_t kSharedBytesPerSm = 228 * 1024;
-constexpr int64_t kSharedBytesReservedPerBlock = 1024;  // the runtime's own share of each block's
+constexpr int64_t kSharedBytesReservedPerBlock = 1024;  // kept by the CUDA runtime in each block
 constexpr int kDecodeRows = 16;                         // one mma atom of rows per block
 constexpr int kDecodeBlocksPerSm = 4;                   // one warp on each of the SM's four schedulers
 constexpr int64_t kDecodeTileBytes = 16 * 1024;         // K and V of one key tile
