@@ -172,7 +172,7 @@ TEST_CASE("GPU: split-KV prefill and packed grouped-query decoding match the ora
 
 // Decoding by rule (apps::decode_tiling): the rule's tilings at lengths that give parts of a few tiles, and
 // one small case for the sanitizers whose 4 parts each wrap the ring of 3 slots 8 times.
-TEST_CASE("GPU: decoding tiled by rule matches the oracle: grouped-query heads and odd lengths and a window") {
+TEST_CASE("GPU: decoding by rule matches the oracle with grouped-query heads and odd lengths and a window") {
   TWIST_REQUIRE_GPU();
   auto by_rule = [](const AttentionOptions &o, int batch, int heads, int keys) {
     return decode_tiling({.head_dim = o.head_dim,
