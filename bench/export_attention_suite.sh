@@ -8,7 +8,8 @@
 #   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: the Hopper datapath's tiling by rule (TMA, wgmma;
 #   apps::hopper_attention_tiling), and the best mma.sync tiling as it was before it; for five of them also the
 #   rule's tiling with --overlap true (the next tile's S during this tile's softmax)
-#   decode (one query per head), f16, split-KV, and grouped-query decode (8 key/value heads for 32 query heads)
+#   decode (one query per head), f16, the tiling by rule (apps::decode_tiling), plain and grouped-query, the four
+#   problems baseline.py measured and four outside them
 #
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
 set -euo pipefail
@@ -69,22 +70,22 @@ overlap_variant f16 2 16 8192 128 false
 overlap_variant f16 1 8 4096 64 false
 overlap_variant f16 4 16 4096 256 false
 
-# --- decode: B H L D group split ---------------------------------------------------------------------------
-# One warp per block: a block per (batch, key/value head, part of the keys). A decode block is latency-bound, so
-# the SM needs many of them: two tilings that fit 6 and 12 blocks per SM (key tiles of 32 and 16, 2 stages,
-# min_blocks_per_sm caps the registers), and per problem the split of the keys that did best in a sweep on the
-# H200 (2026-12-02, bench/RESULTS.md: 48 to 96 parts for these shapes).
-decode() {  # B H L D group split
-  local b=$1 h=$2 l=$3 d=$4 g=$5 split=$6
-  for tiling in "--key-tile 32 --stages 2 --min-blocks 6" "--key-tile 16 --stages 2 --min-blocks 12"; do
-    # shellcheck disable=SC2086  # the tiling is a list of flags
-    export_attention --shape "${b}x${h}x1x${l}x${d}" --dtype f16 --decode true --group "$g" --split-kv "$split" $tiling
-  done
+# --- decode: B H L D group -------------------------------------------------------------------------------
+# The tiling by rule (apps::decode_tiling in apps/attention/attention.h): a warp of 16 rows per block (the
+# group's query heads packed into them), key tiles of 16 KB of K and V, the deepest cp.async ring that leaves
+# room for 4 blocks per SM (128 KB in flight per SM), and the keys split into the parts that fill the blocks'
+# waves. The suite's four problems, then four outside it (the rule was fitted to none of them).
+decode() {  # B H L D group
+  export_attention --shape "${1}x${2}x1x${3}x${4}" --dtype f16 --decode true --group "$5" --rule true
 }
-decode 1 8 32768 128 1 64
-decode 8 8 8192 128 1 12
-decode 1 32 131072 128 1 48
-decode 1 32 131072 128 4 64
+decode 1 8 32768 128 1
+decode 8 8 8192 128 1
+decode 1 32 131072 128 1
+decode 1 32 131072 128 4
+decode 4 32 16384 128 8
+decode 16 16 4096 128 1
+decode 1 64 65536 128 8
+decode 32 8 2048 128 1
 
 json_files=$(find "$out" -maxdepth 1 -name '*.json' | wc -l)
 echo "$out: $count manifests ($json_files .json files), $(du -sh "$out" | cut -f1)"

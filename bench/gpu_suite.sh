@@ -78,6 +78,14 @@ if wants sanitizer; then
     echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $tool on Hopper attention: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' /tmp/san_hatt.log | tr '\n' ' ')" | tee -a "$log"
     [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_hatt.log >>"$log"; }
   done
+  # Split-KV decoding on the decode rule's ring (apps::decode_tiling: 3 cp.async slots, parts of 24 tiles).
+  for tool in memcheck racecheck; do
+    TWIST_LINEINFO=1 cpp compute-sanitizer --tool $tool --error-exitcode 3 .gpu/bin/twist_apps_gpu_tests \
+      --test-case="GPU: decoding on the rule's ring with parts of many tiles (for the sanitizers)" >/tmp/san_dec.log 2>&1
+    r=$?
+    echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $tool on split-KV decode: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' /tmp/san_dec.log | tr '\n' ' ')" | tee -a "$log"
+    [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_dec.log >>"$log"; }
+  done
 fi
 
 if wants sass; then

@@ -40,15 +40,18 @@ void reductions_called(const FuncGraph &g, const Halide::Expr &e, std::vector<st
 }
 
 // The second kernel of a split reduction: folds the parts' states with the monoid's combine, then finalizes.
-// The parts go into `chains` folds of consecutive parts (chain c folds parts c * run .. c * run + run - 1),
-// which are then combined pairwise in order, neighbours first: a reassociation of the fold that the split's
-// own associativity check already approved, keeping the parts' order (the monoid need not commute). The
-// chains' loads are independent and the dependent chain is parts / chains combines long instead of parts.
+// The parts go into `chains` folds of consecutive parts (chain c folds parts c * run .. c * run + run - 1,
+// the last chains fewer or none where `chains` does not divide the parts), which are then combined pairwise
+// in order, neighbours first: a reassociation of the fold that the split's own associativity check already
+// approved, keeping the parts' order (the monoid need not commute). The chains' loads are independent, so a
+// thread waits `run` times for memory instead of `parts` times: with few points (decoding: batch x heads x
+// the head dimension) this kernel is a chain of load latencies, not a stream of bytes.
 Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials,
                       int parts) {
   const Monoid &m = *values.reduction.definition().reduction->monoid;
-  int chains = 8;
-  while (parts % chains != 0) chains /= 2;
+  constexpr int kMaxChains = 16;
+  const int chains = std::min(parts, kMaxChains);
+  const int run = (parts + chains - 1) / chains;
   Kernel k =
       pointwise_kernel(values.kernel_name, values.extents, [&](const std::vector<Halide::Expr> &coords) {
         const State a = m.lhs(), b = m.rhs();
@@ -68,21 +71,32 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
           return stmt::let_all(operands, Block::make(stores));
         };
         const Halide::Expr chain = stmt::var("chain"), step = stmt::var("step");
-        std::vector<Halide::Expr> at = {chain * (parts / chains) + step};
+        const Halide::Expr part = chain * run + step;
+        std::vector<Halide::Expr> at = {part};
         at.insert(at.end(), coords.begin(), coords.end());
-        Stmt fold = combine_into(
-            chain, [&](size_t c) { return load(m.state[c].type, partials[c].name, flat_index(at, shape)); });
+        Stmt fold = stmt::guarded(
+            parts % chains == 0 ? const_true() : part < parts,
+            combine_into(
+                chain,
+                [&](size_t c) { return load(m.state[c].type, partials[c].name, flat_index(at, shape)); }));
         std::vector<Stmt> steps;
         for (size_t c = 0; c < m.state.size(); ++c)
           steps.push_back(
               stmt::unrolled("chain", chains, stmt::store("state." + m.state[c].name, m.identity[c], chain)));
-        steps.push_back(For::make("step", 0, parts / chains, ForType::Serial, Halide::DeviceAPI::None,
+        steps.push_back(For::make("step", 0, run, ForType::Serial, Halide::DeviceAPI::None,
                                   stmt::unrolled("chain", chains, fold)));
+        // Pairwise, neighbours first; a chain without a right neighbour (chains not a power of 2) waits.
         for (int stride = 1; stride < chains; stride *= 2)
           steps.push_back(stmt::unrolled(
-              "chain", chains / (2 * stride), combine_into(chain * (2 * stride), [&](size_t c) {
-                return load(m.state[c].type, "state." + m.state[c].name, chain * (2 * stride) + stride);
-              })));
+              "chain", (chains + 2 * stride - 1) / (2 * stride),
+              stmt::guarded(
+                  chains % (2 * stride) == 0 ? const_true() : chain * (2 * stride) + stride < chains,
+                  combine_into(
+                      chain * (2 * stride),
+                      [&](size_t c) {
+                        return load(m.state[c].type, "state." + m.state[c].name,
+                                    chain * (2 * stride) + stride);
+                      }))));
         std::vector<Halide::Expr> state;
         for (const Component &c : m.state) state.push_back(load(c.type, "state." + c.name, 0));
         steps.push_back(epilogue_stores(values, coords, state, Halide::Expr()));
@@ -93,8 +107,8 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
         return body;
       });
   k.schedule_summary = fmt::format(
-      "  folds {} partial states per point with {}'s combine, in {} chains of consecutive parts\n", parts,
-      m.name, chains);
+      "  folds {} partial states per point with {}'s combine, in {} chains of up to {} consecutive parts\n",
+      parts, m.name, chains, run);
   return k;
 }
 

@@ -203,6 +203,57 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
   return t;
 }
 
+namespace {
+
+// sm_90a's budgets the decode rule fills (the schedule's kernel is checked against them by lower()).
+constexpr int kSms = 132;
+constexpr int64_t kSharedBytesPerSm = 228 * 1024;
+constexpr int64_t kSharedBytesReservedPerBlock = 1024;  // kept by the CUDA runtime in each block
+constexpr int kDecodeRows = 16;                         // one mma atom of rows per block
+constexpr int kDecodeBlocksPerSm = 4;                   // one warp on each of the SM's four schedulers
+constexpr int64_t kDecodeTileBytes = 16 * 1024;         // K and V of one key tile
+constexpr int kDecodeFillTiles = 2;  // a block's ring fill and epilogue, in tile times (the split's cost)
+
+int64_t row_bytes(const DecodeProblemShape &p) {
+  return int64_t(p.head_dim) * p.element_bytes;
+}
+// The query rows a block stages: its group's heads, as many as its atom holds.
+int64_t query_rows(const DecodeProblemShape &p) {
+  return std::min(p.group, kDecodeRows);
+}
+
+}  // namespace
+
+int64_t decode_shared_bytes(const DecodeProblemShape &p, const AttentionTiling &t) {
+  return query_rows(p) * row_bytes(p) + int64_t(t.stages) * 2 * t.key_tile * row_bytes(p);
+}
+
+AttentionTiling decode_tiling(const DecodeProblemShape &p) {
+  AttentionTiling t;
+  t.block_rows = kDecodeRows;  // what schedule_decode's blocks hold, so that the tiling's name says it
+  t.key_tile = static_cast<int>(std::clamp<int64_t>(kDecodeTileBytes / (2 * row_bytes(p)) / 16 * 16, 16, 64));
+  t.key_tile = static_cast<int>(std::min<int64_t>(t.key_tile, (p.keys + 15) / 16 * 16));
+  // The deepest ring that leaves room for kDecodeBlocksPerSm blocks, at least double-buffered; then the
+  // blocks that fit (fewer only where two slots of a wide head's tiles are already over a quarter).
+  const int64_t quarter = kSharedBytesPerSm / kDecodeBlocksPerSm - kSharedBytesReservedPerBlock;
+  const int64_t tile_bytes = 2 * t.key_tile * row_bytes(p);
+  t.stages =
+      static_cast<int>(std::clamp<int64_t>((quarter - query_rows(p) * row_bytes(p)) / tile_bytes, 2, 8));
+  t.min_blocks_per_sm = static_cast<int>(std::clamp<int64_t>(
+      kSharedBytesPerSm / (decode_shared_bytes(p, t) + kSharedBytesReservedPerBlock), 1, kDecodeBlocksPerSm));
+  // Parts of the key loop: waves of blocks times the tiles of a part plus its fixed cost, smallest first.
+  const int64_t units = p.batch_kv_heads * ((p.group + kDecodeRows - 1) / kDecodeRows);
+  const int64_t slots = int64_t(kSms) * t.min_blocks_per_sm;
+  const int64_t tiles = (p.keys + t.key_tile - 1) / t.key_tile;
+  int64_t best_cost = -1;
+  for (int64_t parts = 1; parts <= tiles; ++parts) {
+    const int64_t waves = (units * parts + slots - 1) / slots;
+    const int64_t cost = waves * ((tiles + parts - 1) / parts + kDecodeFillTiles);
+    if (best_cost < 0 || cost < best_cost) best_cost = cost, t.split_kv = static_cast<int>(parts);
+  }
+  return t;
+}
+
 Schedule schedule_decode(const Attention &a, const AttentionTiling &t) {
   Schedule s;
   // Rows are (query head within its group, query): one atom of 16 rows per block.

@@ -95,4 +95,33 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p);
 // of one block's atoms, and the key loop is split across blocks.
 Schedule schedule_decode(const Attention &a, const AttentionTiling &t);
 
+// The decode tiling by rule, on sm_90a (132 SMs, 228 KB of shared memory per SM), from the head dimension,
+// the group and the lengths; never from a table of problems. Decoding reads K and V once and does 2 flops per
+// byte: its time is bytes / bandwidth if the SMs keep enough bytes in flight, and one warp per block (16
+// rows, one mma atom) spends little time computing. So:
+//   - key tiles of 16 KB of K and V (32 keys at D = 128, 64 at D = 64, 16 at D = 256), never above the keys
+//     rounded up to 16;
+//   - 4 blocks per SM (a warp on each of the SM's four schedulers), each with the deepest cp.async ring that
+//     fits a quarter of the shared memory (3 slots at D = 128): 4 x 2 tiles of 16 KB = 128 KB in flight per
+//     SM, where Little's law at 33 GB/s per SM (4.35 TB/s over 132 SMs) and 2-3 us of loaded latency asks for
+//     66-100 KB;
+//   - the keys split into the parts that minimize waves x (tiles per part + 2), the 2 being the ring's fill
+//     and the block's epilogue in tile times: one full wave of the 528 blocks when there are few (batch,
+//     key/value head) pairs, no split (and no combine kernel) when they fill the machine alone.
+// Measured on the H200 (bench/RESULTS.md, "Decode by rule"): within 2% of the best of the earlier per-problem
+// sweep (2 slots, 6 or 12 blocks per SM, 62-88 KB in flight) on 8 problems, 0.86-1.00x cuDNN. So the ring was
+// not what decoding lacked: the time fits 20 us + bytes / 4.5 TB/s for cuDNN and for these kernels at few
+// parts alike, and these kernels pay 4-13 us more at 32-66 parts (the combine, most likely; not profiled).
+struct DecodeProblemShape {
+  int head_dim = 128;
+  int group = 1;               // query heads per key/value head, packed into a block's 16 rows
+  int64_t batch_kv_heads = 1;  // batch x key/value heads
+  int64_t keys = 1;
+  int element_bytes = 2;  // f16, bf16
+};
+AttentionTiling decode_tiling(const DecodeProblemShape &p);
+// The shared memory one block of schedule_decode stages, in bytes: the group's query rows once and the ring
+// of K and V tiles.
+int64_t decode_shared_bytes(const DecodeProblemShape &p, const AttentionTiling &t);
+
 }  // namespace twist::apps

@@ -562,19 +562,13 @@ class ExportSuiteTest(unittest.TestCase):
                 self.assertTrue(all(e.get("--rule") == "true" for e in mine if e.get("--atom") == "wgmma"), shape)
             self.assertTrue(all(e["--key-tile"] == "32" for e in prefill
                                 if e["--shape"].endswith("x256") and e.get("--atom") != "wgmma"))
-            got = sorted((e["--shape"], e["--group"], e["--key-tile"], e["--stages"], e["--split-kv"],
-                          e["--min-blocks"]) for e in decode)
-            # Per problem, the split of the sweep in bench/RESULTS.md, with a 6- and a 12-blocks-per-SM tiling.
-            splits = {("1x8x1x32768x128", "1"): "64", ("8x8x1x8192x128", "1"): "12",
-                      ("1x32x1x131072x128", "1"): "48", ("1x32x1x131072x128", "4"): "64"}
-            self.assertEqual(got, sorted((shape, group, tile, "2", split, blocks)
-                                         for (shape, group), split in splits.items()
-                                         for tile, blocks in (("32", "6"), ("16", "12"))))
-            for e in decode:
-                b, h, _, l, _ = (int(x) for x in e["--shape"].split("x"))
-                pairs, split = b * h // int(e["--group"]), int(e["--split-kv"])
-                self.assertGreaterEqual(pairs * split, 264)  # at least 2 blocks per SM
-                self.assertGreaterEqual(l // split, 512)
+            # The tiling by rule (apps::decode_tiling), at the suite's four problems and four outside them.
+            self.assertEqual(sorted((e["--shape"], e["--group"]) for e in decode), sorted([
+                ("1x8x1x32768x128", "1"), ("8x8x1x8192x128", "1"), ("1x32x1x131072x128", "1"),
+                ("1x32x1x131072x128", "4"), ("4x32x1x16384x128", "8"), ("16x16x1x4096x128", "1"),
+                ("1x64x1x65536x128", "8"), ("32x8x1x2048x128", "1")]))
+            self.assertTrue(all(e.get("--rule") == "true" and e["--dtype"] == "f16" for e in decode))
+            self.assertFalse(any(flag in e for e in decode for flag in ("--key-tile", "--stages", "--split-kv")))
 
             again = self.run_suite(Path(d) / "suite", stub)  # not empty now
             self.assertEqual(again.returncode, 2)
@@ -642,6 +636,19 @@ class ExportedManifestTest(unittest.TestCase):
             records = ba.make_records(ba.new_result(q, m), baselines(1.0, 1.0), "g", "d")
             self.assertEqual(records[0]["kernels"][0]["name"], "out_parts")
             self.assertEqual(records[0]["blocks"], 8)
+
+    def test_decode_by_rule(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d)
+            self.export(out, "--shape", "1x8x1x32768x128", "--dtype", "f16", "--decode", "true", "--rule", "true")
+            (case,) = ba.attention_cases(ba.find_attention_manifests(out))
+            (m,) = case.manifests
+            # apps::decode_tiling: 16 rows, 32-key tiles in 3 slots, 4 blocks per SM, 64 parts of the keys.
+            self.assertEqual(m.notes["schedule"], "flash_16x32_s3_splitkv64_b4")
+            self.assertEqual([k.name for k in m.kernels], ["out_parts", "out"])
+            self.assertEqual(m.kernels[0].grid, (1, 8, 64))
+            self.assertEqual(m.kernels[0].block, 32)
+            self.assertEqual(m.kernels[0].shared_bytes, 256 + 3 * 2 * 32 * 256)  # Q's one row, 3 slots of K and V
 
     def test_hopper_prefill_by_rule(self):
         with tempfile.TemporaryDirectory() as d:

@@ -366,9 +366,14 @@ int export_attention(const Options &o) {
   t.split_kv = std::stoi(o.get("split-kv", "1"));
   t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
   t.warp_rows = std::stoi(o.get("warp-rows", atom == "wgmma" ? "64" : "16"));
-  // --rule true: the Hopper tiling of apps::hopper_attention_tiling (prefill only).
-  if (o.flag("rule")) {
-    if (decode) fail("--rule true picks prefill tilings; decoding takes --key-tile, --stages and --split-kv");
+  // --rule true: the tiling of apps::decode_tiling (decode) or apps::hopper_attention_tiling (prefill).
+  if (o.flag("rule") && decode) {
+    t = apps::decode_tiling({.head_dim = shape[4],
+                             .group = group,
+                             .batch_kv_heads = int64_t(shape[0]) * (shape[1] / group),
+                             .keys = shape[3],
+                             .element_bytes = dtype.bytes()});
+  } else if (o.flag("rule")) {
     t = apps::hopper_attention_tiling({.head_dim = shape[4],
                                        .causal = causal,
                                        .batch_heads = int64_t(shape[0]) * shape[1],
@@ -539,7 +544,8 @@ int usage() {
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
                "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n"
                "                         [--atom wgmma [--warp-rows 64] [--overlap true] (Hopper: TMA, wgmma)]\n"
-               "                         [--rule true (the Hopper tiling by apps::hopper_attention_tiling)]\n"
+               "                         [--rule true (the tiling by apps::hopper_attention_tiling, or with --decode\n"
+               "                          true by apps::decode_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"
                "                         [--dtype f16|bf16] [--layernorm two_pass|welford] [--label NAME]\n"
                "                         [--dump=funcs,schedule,realization,loopnest,cuda]\n"

@@ -169,3 +169,41 @@ TEST_CASE("GPU: split-KV prefill and packed grouped-query decoding match the ora
     CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
   }
 }
+
+// Decoding by rule (apps::decode_tiling): the rule's tilings at lengths that give parts of a few tiles, and
+// one small case for the sanitizers whose 4 parts each wrap the ring of 3 slots 8 times.
+TEST_CASE("GPU: decoding by rule matches the oracle with grouped-query heads and odd lengths and a window") {
+  TWIST_REQUIRE_GPU();
+  auto by_rule = [](const AttentionOptions &o, int batch, int heads, int keys) {
+    return decode_tiling({.head_dim = o.head_dim,
+                          .group = o.group,
+                          .batch_kv_heads = int64_t(batch) * (heads / o.group),
+                          .keys = keys,
+                          .element_bytes = 2});
+  };
+  const AttentionOptions plain{.dtype = f16, .head_dim = 128, .decode = true, .prefix = "r1"};
+  const AttentionOptions gqa{.dtype = bf16, .head_dim = 128, .group = 4, .decode = true, .prefix = "r2"};
+  const AttentionOptions window{
+      .dtype = f16, .head_dim = 64, .group = 8, .window = 3000, .decode = true, .prefix = "r3"};
+  for (const Case &c : {Case{"plain, 20011 keys", plain, 1, 2, 1, 20011, by_rule(plain, 1, 2, 20011)},
+                        Case{"GQA 4, 12000 keys", gqa, 1, 8, 1, 12000, by_rule(gqa, 1, 8, 12000)},
+                        Case{"GQA 8 D 64, a window of 3000 over 9999 keys", window, 1, 16, 1, 9999,
+                             by_rule(window, 1, 16, 9999)}}) {
+    const double err = gpu_error(c);
+    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+    CHECK(c.tiling.split_kv > 1);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
+
+TEST_CASE("GPU: decoding on the rule's ring with parts of many tiles (for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  const AttentionOptions o{.dtype = f16, .head_dim = 128, .group = 4, .decode = true, .prefix = "rs"};
+  AttentionTiling t = decode_tiling({.head_dim = 128, .group = 4, .batch_kv_heads = 2, .keys = 3000});
+  t.split_kv = 4;  // 94 tiles of 32 keys in parts of 24
+  const Case c{"GQA 4, 3000 keys in 4 parts", o, 1, 8, 1, 3000, t};
+  const double err = gpu_error(c);
+  INFO(c.name, " (", t.name(), "): relative L2 error ", err);
+  CHECK(t.stages == 3);
+  CHECK(err < 2e-3);
+}
