@@ -5,6 +5,8 @@
 
 #include "algebra/builtins.h"
 #include "algebra/twist.h"
+#include "scheduler/hopper_layouts.h"
+#include "scheduler/target.h"
 
 namespace twist::apps {
 
@@ -88,7 +90,18 @@ std::string AttentionTiling::name() const {
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   if (atom == MatrixAtom::wgmma) s += "_wgmma";
   if (overlap_scores) s += "_ovl";
+  if (warp_specialized) s += "_ws";
   return s;
+}
+
+int AttentionTiling::consumer_registers() const {
+  // The registers the producer leaves of the SM's share of each block, divided among the consumers' threads
+  // in setmaxnreg's steps of 8, and no more than a thread can address.
+  const Target target = Target::sm90a();
+  const int per_block = target.registers_per_sm / min_blocks_per_sm;
+  const int consumers = block_rows / warp_rows * hopper::kWarpgroupThreads;
+  const int left = (per_block - producer_registers * hopper::kWarpgroupThreads) / consumers;
+  return std::min(left, target.max_registers_per_thread) / 8 * 8;
 }
 
 namespace {
@@ -161,6 +174,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .min_blocks_per_sm(t.min_blocks_per_sm)
       .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
   if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv);
+  if (t.warp_specialized) s[a.O].warp_specialize({t.producer_registers, t.consumer_registers()});
   s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
   return s;
 }

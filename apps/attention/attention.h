@@ -57,6 +57,12 @@ struct AttentionTiling {
   // wgmma: the next key tile's S = Q K^T in flight during this tile's softmax
   // (FuncSchedule::overlap_producer)
   bool overlap_scores = false;
+  // wgmma: a producer warpgroup issues every TMA copy at `producer_registers` a thread
+  // (FuncSchedule::warp_specialize), and the consumer warpgroups take the registers it leaves
+  // (consumer_registers).
+  bool warp_specialized = false;
+  int producer_registers = 24;
+  int consumer_registers() const;
   std::string name() const;
 };
 
