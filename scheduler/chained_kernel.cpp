@@ -902,18 +902,34 @@ Kernel ChainedKernelBuilder::build() {
   for (int k : row_components_)
     if (!form_->is_selector(k))
       finish.push_back(quad_reduce("row." + form_->base[k].name, slots, form_->ops[k], form_->base[k].type));
-  const Stmt loop =
-      hopper_ ? tma_key_loop(first, count, tile, block(init), block(finish))
-              : block({block(init),
-                       staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile(),
-                                   loops_.func, PrefetchGuards::by_tile),
-                       block(finish)});
   if (req_.output == ReductionKernelRequest::Output::values)
     write_backs_ = plan_write_backs(req_, loops_, summary_);
-  // The producer warpgroup of a warp-specialized kernel has no outputs to store.
-  Stmt body = block({with_shared_arrays(stages_, block({block(prologue), loop})),
-                     guarded(specialized() ? intrinsic::thread_index() < consumer_threads_ : const_true(),
-                             with_shared_arrays(write_backs_, epilogue()))});
+  Stmt body;
+  if (specialized()) {
+    // The epilogue stays in the consumers' branch, where setmaxnreg raised their registers: past the
+    // branches' join the column accumulators would have to fit the producer's budget too. Its write-back
+    // tiles then share the block's shared memory with the ring, so they are dropped (the outputs stored
+    // directly) where the two do not fit together.
+    int bytes = 0;
+    for (const StagePlan &p : stages_) bytes += p.bytes();
+    for (const StagePlan &p : write_backs_) bytes += p.bytes();
+    if (bytes > req_.target.max_shared_bytes_per_block) {
+      write_backs_.clear();
+      summary_ += "  outputs stored directly: the write-back tiles do not fit beside the TMA ring\n";
+    }
+    const Stmt stores = with_shared_arrays(write_backs_, epilogue());
+    body = with_shared_arrays(
+        stages_, block({block(prologue), tma_key_loop(first, count, tile, block(init), block({block(finish), stores}))}));
+  } else {
+    const Stmt loop =
+        hopper_ ? tma_key_loop(first, count, tile, block(init), block(finish))
+                : block({block(init),
+                         staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile(),
+                                     loops_.func, PrefetchGuards::by_tile),
+                         block(finish)});
+    body = block({with_shared_arrays(stages_, block({block(prologue), loop})),
+                  with_shared_arrays(write_backs_, epilogue())});
+  }
 
   // Registers: the Q fragments for every k-step, one key tile's K, P and V fragments (wgmmas read Q, K and
   // V from shared memory), S's accumulators and the consumer's elements at S's points, the column

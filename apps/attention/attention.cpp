@@ -95,12 +95,14 @@ std::string AttentionTiling::name() const {
 }
 
 int AttentionTiling::consumer_registers() const {
-  // The registers the producer leaves of the SM's share of each block, divided among the consumers' threads
-  // in setmaxnreg's steps of 8, and no more than a thread can address.
+  // A block starts with its share of the SM's registers at min_blocks_per_sm (in steps of 8 a thread), and
+  // setmaxnreg only moves them between its warpgroups: the consumers take what the producer gives back.
   const Target target = Target::sm90a();
-  const int per_block = target.registers_per_sm / min_blocks_per_sm;
   const int consumers = block_rows / warp_rows * hopper::kWarpgroupThreads;
-  const int left = (per_block - producer_registers * hopper::kWarpgroupThreads) / consumers;
+  const int threads = consumers + hopper::kWarpgroupThreads;
+  const int at_launch =
+      std::min(target.max_registers_per_thread, target.registers_per_sm / (threads * min_blocks_per_sm)) / 8 * 8;
+  const int left = (at_launch * threads - producer_registers * hopper::kWarpgroupThreads) / consumers;
   return std::min(left, target.max_registers_per_thread) / 8 * 8;
 }
 
