@@ -138,6 +138,19 @@ TEST_CASE(
         48);
 }
 
+TEST_CASE("warp-specialized attention tilings give the consumers what the block's producer leaves") {
+  // A block starts with its share of the SM (168 registers a thread for 384 threads, 80 at two blocks per SM,
+  // 248 for 256 threads); setmaxnreg moves only the block's own registers to the consumers.
+  AttentionTiling t;
+  t.atom = MatrixAtom::wgmma, t.block_rows = 128, t.warp_rows = 64, t.warp_specialized = true;
+  CHECK(t.consumer_registers() == 240);
+  t.min_blocks_per_sm = 2;
+  CHECK(t.consumer_registers() == 104);
+  t.min_blocks_per_sm = 1, t.block_rows = 64;
+  CHECK(t.consumer_registers() == 248);
+  CHECK(t.name() == "flash_64x64_s2_w64_wgmma_ws");
+}
+
 TEST_CASE("the Hopper attention source holds wgmma from shared and from registers, TMA and mbarrier waits") {
   for (const Type &type : {f16, bf16})
     for (int d : {64, 128, 256}) {
