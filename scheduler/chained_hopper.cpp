@@ -115,13 +115,14 @@ void ChainedKernelBuilder::check_warp_specialization() const {
   // A block starts with the registers its launch bounds give each thread; setmaxnreg.dec must go below that
   // and setmaxnreg.inc above it, and only moves the block's own registers between its warpgroups: what the
   // producer gives back is all the consumers can take (asking for more waits forever).
-  const int at_launch =
-      std::min(req_.target.max_registers_per_thread, req_.target.registers_per_sm / (mapping_.threads * blocks)) /
-      8 * 8;
+  const int at_launch = std::min(req_.target.max_registers_per_thread,
+                                 req_.target.registers_per_sm / (mapping_.threads * blocks)) /
+                        8 * 8;
   if (w.producer_registers > at_launch || w.consumer_registers < at_launch)
     fail(
         "schedule of '{}': a block of {} threads at {} block(s) per SM starts with {} registers a thread, so "
-        "warp_specialize() must give the producer at most that and the consumers at least that, not {} and {}",
+        "warp_specialize() must give the producer at most that and the consumers at least that, not {} and "
+        "{}",
         fname, mapping_.threads, blocks, at_launch, w.producer_registers, w.consumer_registers);
   const int demand = w.producer_registers * producer_threads + w.consumer_registers * consumer_threads_;
   if (demand > at_launch * mapping_.threads)
@@ -262,7 +263,8 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
                             return block({intrinsic::mbarrier_init(full(slot), 1),
                                           intrinsic::mbarrier_init(empty(slot), releases)});
                           })}));
-  const Stmt load_q = block({intrinsic::mbarrier_arrive(q_full, q_bytes), q->tma_copies(Halide::Expr(), 0, q_full)});
+  const Stmt load_q =
+      block({intrinsic::mbarrier_arrive(q_full, q_bytes), q->tma_copies(Halide::Expr(), 0, q_full)});
   std::vector<Stmt> compute = {states, intrinsic::mbarrier_wait(q_full, 0)};
   if (!before_loop.empty()) compute.push_back(guarded(simplify(count > 0), block(before_loop)));
   compute.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
@@ -288,9 +290,9 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
          guarded(issuer,
                  block({load_q, For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None,
                                           LetStmt::make("ring.r", var(key_loop_) - first,
-                                                        block({guarded(r >= depth,
-                                                                       intrinsic::mbarrier_wait(
-                                                                           empty(slot_of(r)), (r / depth + 1) % 2)),
+                                                        block({guarded(r >= depth, intrinsic::mbarrier_wait(
+                                                                                       empty(slot_of(r)),
+                                                                                       (r / depth + 1) % 2)),
                                                                issue(var(key_loop_), slot_of(r))})))}))});
     compute.insert(compute.begin(), intrinsic::setmaxnreg(specialization->consumer_registers, true));
     s.push_back(IfThenElse::make(thread >= consumer_threads_, producer, block(compute)));

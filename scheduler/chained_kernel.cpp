@@ -919,13 +919,14 @@ Kernel ChainedKernelBuilder::build() {
     }
     const Stmt stores = with_shared_arrays(write_backs_, epilogue());
     body = with_shared_arrays(
-        stages_, block({block(prologue), tma_key_loop(first, count, tile, block(init), block({block(finish), stores}))}));
+        stages_, block({block(prologue),
+                        tma_key_loop(first, count, tile, block(init), block({block(finish), stores}))}));
   } else {
     const Stmt loop =
         hopper_ ? tma_key_loop(first, count, tile, block(init), block(finish))
                 : block({block(init),
-                         staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads, tile(),
-                                     loops_.func, PrefetchGuards::by_tile),
+                         staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads,
+                                     tile(), loops_.func, PrefetchGuards::by_tile),
                          block(finish)});
     body = block({with_shared_arrays(stages_, block({block(prologue), loop})),
                   with_shared_arrays(write_backs_, epilogue())});

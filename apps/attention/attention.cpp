@@ -101,7 +101,8 @@ int AttentionTiling::consumer_registers() const {
   const int consumers = block_rows / warp_rows * hopper::kWarpgroupThreads;
   const int threads = consumers + hopper::kWarpgroupThreads;
   const int at_launch =
-      std::min(target.max_registers_per_thread, target.registers_per_sm / (threads * min_blocks_per_sm)) / 8 * 8;
+      std::min(target.max_registers_per_thread, target.registers_per_sm / (threads * min_blocks_per_sm)) / 8 *
+      8;
   const int left = (at_launch * threads - producer_registers * hopper::kWarpgroupThreads) / consumers;
   return std::min(left, target.max_registers_per_thread) / 8 * 8;
 }

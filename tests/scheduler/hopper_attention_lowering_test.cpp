@@ -277,7 +277,8 @@ AttentionTiling small_specialized_tiling() {
 
 }  // namespace
 
-TEST_CASE("warp-specialized Hopper attention: a producer warpgroup feeds the consumers, matching the oracle") {
+TEST_CASE(
+    "warp-specialized Hopper attention: a producer warpgroup feeds the consumers, matching the oracle") {
   // The producer's thread loads Q and every K and V tile into slots the consumer warpgroups release; the
   // interpreter runs the roles as groups that switch at their mbarrier waits, so a wrong count or parity
   // hangs (a reported deadlock) and an early refill is a reported hazard, not only a wrong number.
@@ -319,7 +320,8 @@ TEST_CASE("warp-specialized Hopper attention: a producer warpgroup feeds the con
     CHECK(hopper_error(causal, overlap, attention_sizes(causal, 2, 1, s, l), 10) < 2e-3);
 }
 
-TEST_CASE("warp-specialized Hopper attention source: a producer branch, setmaxnreg, one release per warpgroup") {
+TEST_CASE(
+    "warp-specialized Hopper attention source: a producer branch, setmaxnreg, one release per warpgroup") {
   for (int d : {64, 128, 256}) {
     Attention a = make_attention({.dtype = f16, .head_dim = d, .causal = true});
     AttentionTiling t = hopper_attention_tiling(
@@ -362,8 +364,9 @@ TEST_CASE("warp-specialized Hopper attention budgets are refused with the demand
   s[a.O].warp_specialize({24, 112}).min_blocks_per_sm(2);
   e = error_of([&] { lower(a.out, s, Target::sm90a()); });
   INFO(e);
-  CHECK(contains(e, "asks for 31744 registers a block (128 producer threads at 24 and 256 consumer threads at "
-                    "112), but the block starts with 30720 (384 threads at 80)"));
+  CHECK(contains(e,
+                 "asks for 31744 registers a block (128 producer threads at 24 and 256 consumer threads at "
+                 "112), but the block starts with 30720 (384 threads at 80)"));
   CHECK(contains(e, "lower the consumers' registers to at most 104"));
   // One block at launch gives each of 384 threads 168: consumers below that cannot grow to their budget.
   s[a.O].warp_specialize({24, 160}).min_blocks_per_sm(1);
