@@ -6,8 +6,9 @@
 #
 # OUT_DIR gets, for the shapes ../shared/device/baseline.py measured FlashAttention-2 and cuDNN at:
 #   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: the Hopper datapath's tiling by rule (TMA, wgmma;
-#   apps::hopper_attention_tiling), and the best mma.sync tiling as it was before it; for five of them also the
-#   rule's tiling with --overlap true (the next tile's S during this tile's softmax)
+#   apps::hopper_attention_tiling); at five of them also the tiling the rule chose before warp specialization
+#   and the warp-specialized variants it weighs (a producer warpgroup, setmaxnreg; wider key tiles; the next
+#   tile's S during this tile's softmax)
 #   decode (one query per head), f16, the tiling by rule (apps::decode_tiling), plain and grouped-query, the four
 #   problems baseline.py measured and four outside them
 #
@@ -27,27 +28,9 @@ export_attention() {
 }
 
 # --- prefill: B H S D causal (S = L) ------------------------------------------------------------------------
-# The first tiling is the Hopper datapath's, by rule (apps::hopper_attention_tiling in apps/attention/attention.h:
-# 128 query rows in two warpgroups, 128-key tiles, 64 at D = 256, 2 slots). The second is the mma.sync datapath's
-# best from a sweep on the H200 (2026-12-02, bench/RESULTS.md):
-#   D = 64, 128: 32 rows per warp (two atoms of rows, so that each K and V fragment feeds both; Q is then read
-#                from shared memory at every k-step), 4 warps, key tiles of 64 (252-255 registers; at D = 128,
-#                56 bytes spilled, and still the fastest)
-#   D = 256: 64 rows, key tiles of 32, at least 2 blocks per SM (255 registers, 96 KB); 32 rows per warp spills
-#            2 KB at D = 256
-second_tiling() {
-  case $1 in
-    64 | 128) echo "--block-rows 128 --key-tile 64 --stages 2 --warp-rows 32" ;;
-    256) echo "--block-rows 64 --key-tile 32 --stages 2 --min-blocks 2" ;;
-    *) echo "$0: no tiling for D = $1" >&2; exit 2 ;;
-  esac
-}
+# The Hopper datapath's tiling by rule (apps::hopper_attention_tiling in apps/attention/attention.h).
 prefill() {  # dtype B H S D causal
-  local dtype=$1 b=$2 h=$3 s=$4 d=$5 causal=$6
-  for tiling in "--atom wgmma --rule true" "$(second_tiling "$d")"; do
-    # shellcheck disable=SC2086  # the tiling is a list of flags
-    export_attention --shape "${b}x${h}x${s}x${s}x${d}" --dtype "$dtype" --causal "$causal" $tiling
-  done
+  export_attention --shape "${2}x${3}x${4}x${4}x${5}" --dtype "$1" --causal "$6" --atom wgmma --rule true
 }
 prefill f16 1 8 4096 64 false
 prefill f16 4 16 4096 128 false
@@ -59,16 +42,32 @@ prefill f16 4 16 4096 256 false
 prefill bf16 4 16 4096 128 false
 prefill bf16 4 16 4096 128 true
 
-# The rule's tiling with the next key tile's S wgmmas in flight during this tile's softmax (--overlap true,
-# FuncSchedule::overlap_producer; FlashAttention-3's intra-warpgroup overlap), beside the rule's own above.
-overlap_variant() {  # dtype B H S D causal
-  export_attention --shape "${2}x${3}x${4}x${4}x${5}" --dtype "$1" --causal "$6" --atom wgmma --rule true --overlap true
+# Beside the rule's tiling at five problems, by their flags: the tiling the rule chose before warp
+# specialization (two warpgroups of 64 rows; D 64: 64-key tiles, two blocks per SM; D 128: 128-key tiles; D 256:
+# 64-key tiles; 2 slots), and the warp-specialized variants (a producer warpgroup at 24 registers, the consumers
+# at what it leaves): the same tiles; at D 128 also 176-key tiles, a third slot, and the next tile's S during
+# this tile's softmax (FuncSchedule::overlap_producer); at D 64 128-key tiles on one block per SM; at D 256
+# 80-key tiles. One of them is the rule's own (the same manifest, written again).
+variants() {  # B H S D causal
+  local shape="${1}x${2}x${3}x${3}x${4}" causal=$5 w="--atom wgmma --block-rows 128"
+  local ws="$w --warp-specialize true"
+  case $4 in
+    64) tilings=("$w --key-tile 64 --min-blocks 2" "$ws --key-tile 64 --min-blocks 2" "$ws --key-tile 128") ;;
+    128) tilings=("$w --key-tile 128" "$ws --key-tile 128" "$ws --key-tile 176" "$ws --key-tile 128 --stages 3"
+                  "$ws --key-tile 128 --overlap true") ;;
+    256) tilings=("$w --key-tile 64" "$ws --key-tile 64" "$ws --key-tile 80") ;;
+    *) echo "$0: no variants for D = $4" >&2; exit 2 ;;
+  esac
+  for tiling in "${tilings[@]}"; do
+    # shellcheck disable=SC2086  # the tiling is a list of flags
+    export_attention --shape "$shape" --dtype f16 --causal "$causal" $tiling
+  done
 }
-overlap_variant f16 4 16 4096 128 false
-overlap_variant f16 4 16 4096 128 true
-overlap_variant f16 2 16 8192 128 false
-overlap_variant f16 1 8 4096 64 false
-overlap_variant f16 4 16 4096 256 false
+variants 4 16 4096 128 false
+variants 4 16 4096 128 true
+variants 2 16 8192 128 false
+variants 1 8 4096 64 false
+variants 4 16 4096 256 false
 
 # --- decode: B H L D group -------------------------------------------------------------------------------
 # The tiling by rule (apps::decode_tiling in apps/attention/attention.h): a warp of 16 rows per block (the

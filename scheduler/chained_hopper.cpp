@@ -4,6 +4,8 @@
 // register-A layout is the mma.m16n8k16 A fragment's, 16 rows per warp) and V from its MN-major tile. A
 // wgmma's accumulators are those of N / 8 mma atoms of 16 x 8 per warp, so the tile's update (elements,
 // masks, selectors, rescale) is the one chained_kernel.cpp builds for both datapaths.
+#include <algorithm>
+
 #include "lang/error.h"
 #include "scheduler/chained_kernel_builder.h"
 #include "scheduler/hopper_layouts.h"
@@ -73,27 +75,70 @@ Stmt ChainedKernelBuilder::scores_by_wgmma(const std::string &accumulator, const
                 intrinsic::wgmma_commit()});
 }
 
-void ChainedKernelBuilder::check_overlap_registers() const {
-  // What stays live across the tile's update when the next tile's S is in flight: both sets of S
-  // accumulators, the column accumulators, P in the column operand's type and the rows' states. A floor:
-  // the compiler needs more (addresses, the elements being computed), never less.
+int ChainedKernelBuilder::live_registers() const {
+  const int s_sets = req_.schedule->overlaps_producer() ? 2 : 1;
   const int s_points = row_slots() / 2 * jn_extent_ * 4;
   const int o_points = row_slots() / 2 * col_points_ * 4;
-  int bytes = 2 * s_points * s_type_.bytes() + o_points * form_->base[column_component_].type.bytes() +
+  int bytes = s_sets * s_points * s_type_.bytes() + o_points * form_->base[column_component_].type.bytes() +
               s_points * column_operand_.type.bytes();
   for (int k : row_components_) bytes += row_slots() * std::max(4, form_->base[k].type.bytes());
-  const int demand = (bytes + 3) / 4;
-  const int budget =
-      std::min(req_.target.max_registers_per_thread,
-               req_.target.registers_per_sm / (mapping_.threads * req_.schedule->min_blocks()));
+  return (bytes + 3) / 4;
+}
+
+int ChainedKernelBuilder::consumer_register_budget() const {
+  if (specialized()) return req_.schedule->warp_specialization()->consumer_registers;
+  return std::min(req_.target.max_registers_per_thread,
+                  req_.target.registers_per_sm / (mapping_.threads * req_.schedule->min_blocks()));
+}
+
+void ChainedKernelBuilder::check_overlap_registers() const {
+  const int s_points = row_slots() / 2 * jn_extent_ * 4;
+  const int o_points = row_slots() / 2 * col_points_ * 4;
+  const int demand = live_registers(), budget = consumer_register_budget();
   if (demand > budget)
     fail(
         "schedule of '{}': overlap_producer keeps two tiles of S ({} values each) with the column "
-        "accumulators ({}) and P live, at least {} registers per thread, but {} threads per block and "
-        "{} block(s) per SM on {} allow {}; use a smaller key tile or fewer column points per warpgroup, "
-        "min_blocks_per_sm(1), or drop FuncSchedule::overlap_producer",
-        req_.reduction.name(), s_points, o_points, demand, mapping_.threads, req_.schedule->min_blocks(),
-        req_.target.arch, budget);
+        "accumulators ({}) and P live, at least {} registers per thread, but {}; use a smaller key tile or "
+        "fewer column points per warpgroup, min_blocks_per_sm(1), more consumer registers, or drop "
+        "FuncSchedule::overlap_producer",
+        req_.reduction.name(), s_points, o_points, demand,
+        specialized() ? fmt::format("warp_specialize() gives the consumers {}", budget)
+                      : fmt::format("{} threads per block and {} block(s) per SM on {} allow {}",
+                                    mapping_.threads, req_.schedule->min_blocks(), req_.target.arch, budget));
+}
+
+void ChainedKernelBuilder::check_warp_specialization() const {
+  const WarpSpecialization &w = *req_.schedule->warp_specialization();
+  const std::string &fname = req_.reduction.name();
+  const int blocks = req_.schedule->min_blocks();
+  const int producer_threads = mapping_.threads - consumer_threads_;
+  // A block starts with the registers its launch bounds give each thread; setmaxnreg.dec must go below that
+  // and setmaxnreg.inc above it, and only moves the block's own registers between its warpgroups: what the
+  // producer gives back is all the consumers can take (asking for more waits forever).
+  const int at_launch = std::min(req_.target.max_registers_per_thread,
+                                 req_.target.registers_per_sm / (mapping_.threads * blocks)) /
+                        8 * 8;
+  if (w.producer_registers > at_launch || w.consumer_registers < at_launch)
+    fail(
+        "schedule of '{}': a block of {} threads at {} block(s) per SM starts with {} registers a thread, so "
+        "warp_specialize() must give the producer at most that and the consumers at least that, not {} and "
+        "{}",
+        fname, mapping_.threads, blocks, at_launch, w.producer_registers, w.consumer_registers);
+  const int demand = w.producer_registers * producer_threads + w.consumer_registers * consumer_threads_;
+  if (demand > at_launch * mapping_.threads)
+    fail(
+        "schedule of '{}': warp_specialize() asks for {} registers a block ({} producer threads at {} and {} "
+        "consumer threads at {}), but the block starts with {} ({} threads at {}) and setmaxnreg only moves "
+        "them between its warpgroups; lower the consumers' registers to at most {}",
+        fname, demand, producer_threads, w.producer_registers, consumer_threads_, w.consumer_registers,
+        at_launch * mapping_.threads, mapping_.threads, at_launch,
+        (at_launch * mapping_.threads - w.producer_registers * producer_threads) / consumer_threads_ / 8 * 8);
+  if (!req_.schedule->overlaps_producer() && live_registers() > w.consumer_registers)
+    fail(
+        "schedule of '{}': each consumer thread keeps at least {} registers live across a key tile (S, the "
+        "column accumulators, P and the rows' states), but warp_specialize() gives the consumers {}; use a "
+        "smaller key tile or fewer columns per warpgroup, or more consumer registers",
+        fname, live_registers(), w.consumer_registers);
 }
 
 Stmt ChainedKernelBuilder::column_products_by_wgmma() {
@@ -116,7 +161,8 @@ Stmt ChainedKernelBuilder::column_products_by_wgmma() {
 }
 
 Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide::Expr &count,
-                                        const std::function<Stmt()> &tile) {
+                                        const std::function<Stmt()> &tile, const Stmt &states,
+                                        const Stmt &finish) {
   const std::string &fname = req_.reduction.name();
   const StagePlan *q = &stage_of(rows_operand_.input);
   std::vector<const StagePlan *> ring;
@@ -149,7 +195,10 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   auto full = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.full", slot}; };
   auto empty = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.empty", slot}; };
   const intrinsic::MbarrierRef q_full{"tma.q", 0};
-  const Halide::Expr first_thread = intrinsic::thread_index() == 0;
+  const std::optional<WarpSpecialization> &specialization = req_.schedule->warp_specialization();
+  const Halide::Expr thread = intrinsic::thread_index();
+  // The thread that issues the copies: thread 0, or the producer warpgroup's first.
+  const Halide::Expr issuer = thread == (specialization ? consumer_threads_ : 0);
   // One thread expects key tile `key_tile`'s bytes on the slot's full barrier and issues its copies.
   auto issue = [&](const Halide::Expr &key_tile, const Halide::Expr &slot) {
     std::vector<Stmt> s = {intrinsic::mbarrier_arrive(full(slot), tile_bytes)};
@@ -160,17 +209,24 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     return unrolled("tma.slot", depth, body(var("tma.slot")));
   };
   // Tile r of the block's tiles (key tile first + r) computes on slot r % depth. The full barrier of a slot
-  // completes when its tile has landed; the empty one when every thread's wgmmas have finished reading it,
-  // after which one thread refills it with tile r - 1 + depth.
+  // completes when its tile has landed; the empty one when its readers' wgmmas have finished: every thread
+  // arrives, or with warp specialization one thread of each consumer warpgroup, after the wgmma wait that
+  // the whole warpgroup passes together.
+  const int consumer_warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
+  const int releases = specialization ? consumer_warpgroups : mapping_.threads;
   const Halide::Expr r = var("ring.r"), previous = r - 1, reuse = previous % depth;
   auto slot_of = [&](const Halide::Expr &tile_r) { return tile_r % depth; };
   auto wait_landed = [&](const Halide::Expr &tile_r) {
     return intrinsic::mbarrier_wait(full(slot_of(tile_r)), (tile_r / depth) % 2);
   };
   ring_slot_ = slot_of(r);
-  const Stmt refill = guarded(r >= 1 && first_thread && previous + depth < count,
-                              block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
-                                     issue(var(key_loop_) - 1 + depth, reuse)}));
+  // Without a producer, one thread refills the slot tile r - 1 released with tile r - 1 + depth once every
+  // thread has arrived; with one, the producer does (below).
+  const Stmt refill = specialization
+                          ? Stmt()
+                          : guarded(r >= 1 && issuer && previous + depth < count,
+                                    block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
+                                           issue(var(key_loop_) - 1 + depth, reuse)}));
   std::vector<Stmt> steps, before_loop;
   if (!req_.schedule->overlaps_producer()) {
     // S for this tile; the refill runs while its wgmmas are in flight.
@@ -196,28 +252,56 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
              guarded(has_next, over(points, store("acc.s", load(s_type_, "acc.s.next", point), point)))};
     summary_ += "  the next key tile's S wgmmas overlap this tile's update (acc.s.next)\n";
   }
-  steps.push_back(intrinsic::mbarrier_arrive(empty(ring_slot_)));
+  const Stmt release = intrinsic::mbarrier_arrive(empty(ring_slot_));
+  steps.push_back(specialization ? guarded(thread % hopper::kWarpgroupThreads == 0, release) : release);
+  steps.erase(std::remove_if(steps.begin(), steps.end(), [](const Stmt &x) { return !x.defined(); }),
+              steps.end());
   const Stmt body = LetStmt::make("ring.r", var(key_loop_) - first, block(steps));
 
-  std::vector<Stmt> s;
-  s.push_back(guarded(first_thread,
-                      block({intrinsic::mbarrier_init(q_full, 1), each_slot([&](const Halide::Expr &slot) {
-                               return block({intrinsic::mbarrier_init(full(slot), 1),
-                                             intrinsic::mbarrier_init(empty(slot), mapping_.threads)});
-                             })})));
-  s.push_back(intrinsic::barrier());
-  s.push_back(guarded(
-      first_thread, block({intrinsic::mbarrier_arrive(q_full, q_bytes),
-                           q->tma_copies(Halide::Expr(), 0, q_full), each_slot([&](const Halide::Expr &slot) {
-                             return guarded(simplify(slot < count), issue(first + slot, slot));
-                           })})));
-  s.push_back(intrinsic::mbarrier_wait(q_full, 0));
-  if (!before_loop.empty()) s.push_back(guarded(simplify(count > 0), block(before_loop)));
-  s.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
+  const Stmt init = guarded(
+      thread == 0, block({intrinsic::mbarrier_init(q_full, 1), each_slot([&](const Halide::Expr &slot) {
+                            return block({intrinsic::mbarrier_init(full(slot), 1),
+                                          intrinsic::mbarrier_init(empty(slot), releases)});
+                          })}));
+  const Stmt load_q =
+      block({intrinsic::mbarrier_arrive(q_full, q_bytes), q->tma_copies(Halide::Expr(), 0, q_full)});
+  std::vector<Stmt> compute = {states, intrinsic::mbarrier_wait(q_full, 0)};
+  if (!before_loop.empty()) compute.push_back(guarded(simplify(count > 0), block(before_loop)));
+  compute.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
+  compute.push_back(finish);
   summary_ += fmt::format(
       "  Q by TMA once ({} B); TMA ring of {} slots ({} B a key tile) with full and empty mbarriers, over "
       "'{}'\n",
       q_bytes, depth, tile_bytes, key_loop_);
+  std::vector<Stmt> s = {init, intrinsic::barrier()};
+  if (!specialization) {
+    // Thread 0 loads Q and fills the ring before the loop.
+    s.push_back(guarded(issuer, block({load_q, each_slot([&](const Halide::Expr &slot) {
+                                         return guarded(simplify(slot < count), issue(first + slot, slot));
+                                       })})));
+    s.insert(s.end(), compute.begin(), compute.end());
+  } else {
+    check_warp_specialization();
+    // The producer's elected thread loads Q, then issues every key tile into a slot its consumers have
+    // released: use u = r / depth >= 1 of slot r % depth waits for the release of use u - 1, the phase of
+    // parity (u - 1) % 2.
+    const Stmt producer = block(
+        {intrinsic::setmaxnreg(specialization->producer_registers, false),
+         guarded(issuer,
+                 block({load_q, For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None,
+                                          LetStmt::make("ring.r", var(key_loop_) - first,
+                                                        block({guarded(r >= depth, intrinsic::mbarrier_wait(
+                                                                                       empty(slot_of(r)),
+                                                                                       (r / depth + 1) % 2)),
+                                                               issue(var(key_loop_), slot_of(r))})))}))});
+    compute.insert(compute.begin(), intrinsic::setmaxnreg(specialization->consumer_registers, true));
+    s.push_back(IfThenElse::make(thread >= consumer_threads_, producer, block(compute)));
+    summary_ += fmt::format(
+        "  warp specialized, {} threads a block: warpgroup {} issues the TMA copies ({} registers a thread), "
+        "warpgroups 0 to {} compute ({} registers a thread)\n",
+        mapping_.threads, consumer_warpgroups, specialization->producer_registers, consumer_warpgroups - 1,
+        specialization->consumer_registers);
+  }
   Stmt loop = block(s);
   loop = Allocate::make("tma.q", Halide::UInt(64), Halide::MemoryType::GPUShared, {1}, const_true(), loop);
   for (const char *name : {"tma.empty", "tma.full"})

@@ -14,6 +14,7 @@
 #include "scheduler/epilogue.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/fragments.h"
+#include "scheduler/hopper_layouts.h"
 #include "scheduler/intrinsics.h"
 #include "scheduler/kernel_assembly.h"
 #include "scheduler/loops.h"
@@ -148,6 +149,16 @@ void ChainedKernelBuilder::plan_loops() {
         fname);
   atom_row_ = s.atom()->i, atom_col_ = s.atom()->j, atom_key_ = s.atom()->k;
   hopper_ = s.atom()->atom == MatrixAtom::wgmma;
+  consumer_threads_ = mapping_.threads;
+  if (s.warp_specialization()) {
+    if (!hopper_)
+      fail(
+          "schedule of '{}': warp_specialize() gives the TMA copies of a wgmma key loop to a producer "
+          "warpgroup; use MatrixAtom::wgmma (sm_90a) with Transport::tma stages, or drop warp_specialize()",
+          fname);
+    // The producer warpgroup comes after the warpgroups the loops are bound to.
+    mapping_.threads += hopper::kWarpgroupThreads;
+  }
   if (hopper_) {
     plan_hopper();
   } else {
@@ -832,7 +843,10 @@ Stmt ChainedKernelBuilder::epilogue() {
   for (const auto &c : col_loops_) points.push_back(c);
   points.push_back({"S.e", 4});
   stores = over(points, stores);
-  return write_backs_.empty() ? stores : write_back(write_backs_, coords, stores, mapping_.threads);
+  if (write_backs_.empty()) return stores;
+  // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.
+  return write_back(write_backs_, coords, stores, consumer_threads_,
+                    specialized() ? intrinsic::named_barrier(1, consumer_threads_) : intrinsic::barrier());
 }
 
 Kernel ChainedKernelBuilder::build() {
@@ -884,17 +898,39 @@ Kernel ChainedKernelBuilder::build() {
   };
   if (!is_const_one(full)) summary_ += fmt::format("  tiles where {} need no mask\n", full);
   const auto [first, count] = key_tiles();
-  const Stmt loop = hopper_ ? tma_key_loop(first, count, tile)
-                            : staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads,
-                                          tile(), loops_.func, PrefetchGuards::by_tile);
   std::vector<Stmt> finish;
   for (int k : row_components_)
     if (!form_->is_selector(k))
       finish.push_back(quad_reduce("row." + form_->base[k].name, slots, form_->ops[k], form_->base[k].type));
   if (req_.output == ReductionKernelRequest::Output::values)
     write_backs_ = plan_write_backs(req_, loops_, summary_);
-  Stmt body = block({with_shared_arrays(stages_, block({block(prologue), block(init), loop, block(finish)})),
-                     with_shared_arrays(write_backs_, epilogue())});
+  Stmt body;
+  if (specialized()) {
+    // The epilogue stays in the consumers' branch, where setmaxnreg raised their registers: past the
+    // branches' join the column accumulators would have to fit the producer's budget too. Its write-back
+    // tiles then share the block's shared memory with the ring, so they are dropped (the outputs stored
+    // directly) where the two do not fit together.
+    int bytes = 0;
+    for (const StagePlan &p : stages_) bytes += p.bytes();
+    for (const StagePlan &p : write_backs_) bytes += p.bytes();
+    if (bytes > req_.target.max_shared_bytes_per_block) {
+      write_backs_.clear();
+      summary_ += "  outputs stored directly: the write-back tiles do not fit beside the TMA ring\n";
+    }
+    const Stmt stores = with_shared_arrays(write_backs_, epilogue());
+    body = with_shared_arrays(
+        stages_, block({block(prologue),
+                        tma_key_loop(first, count, tile, block(init), block({block(finish), stores}))}));
+  } else {
+    const Stmt loop =
+        hopper_ ? tma_key_loop(first, count, tile, block(init), block(finish))
+                : block({block(init),
+                         staged_loop(key_loop_, first, count, ForType::Serial, at_key, mapping_.threads,
+                                     tile(), loops_.func, PrefetchGuards::by_tile),
+                         block(finish)});
+    body = block({with_shared_arrays(stages_, block({block(prologue), loop})),
+                  with_shared_arrays(write_backs_, epilogue())});
+  }
 
   // Registers: the Q fragments for every k-step, one key tile's K, P and V fragments (wgmmas read Q, K and
   // V from shared memory), S's accumulators and the consumer's elements at S's points, the column
@@ -920,7 +956,7 @@ Kernel ChainedKernelBuilder::build() {
   if (keeps_reference()) body = reg("row.ref", form_->ref_type, slots, body);
   std::vector<StagePlan> plans = stages_;
   plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
-  const std::vector<std::string> instructions =
+  std::vector<std::string> instructions =
       hopper_
           ? std::vector<std::string>{fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16", jn_extent_ * 8),
                                      fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16",
@@ -928,6 +964,7 @@ Kernel ChainedKernelBuilder::build() {
                                      "cp.async.bulk.tensor", "mbarrier.try_wait.parity", "__shfl_xor_sync"}
           : std::vector<std::string>{"ldmatrix.sync.aligned", "mma.sync.aligned.m16n8k16.row.col",
                                      "__shfl_xor_sync"};
+  if (specialized()) instructions.push_back("setmaxnreg");
   Kernel k = assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
   for (const auto &[element, c] : element_scales_)
     k.requirements.push_back(

@@ -112,8 +112,18 @@ class ChainedKernelBuilder {
   // S's products into acc.s: mma.m16n8k16 atoms on ldmatrix fragments, or wgmmas on the staged tiles.
   Stmt scores_by_mma();
   Stmt scores_by_wgmma(const std::string &accumulator, const Halide::Expr &slot);
+  // The registers a consumer thread keeps live across the tile's update: S's accumulators (twice with
+  // FuncSchedule::overlap_producer), the column accumulators, P and the rows' states. A floor: the compiler
+  // needs more (addresses, the elements being computed), never less.
+  int live_registers() const;
+  // The registers a thread of the block may have: the launch's share of the SM at min_blocks_per_sm, or the
+  // consumers' setmaxnreg budget when the kernel is warp-specialized.
+  int consumer_register_budget() const;
   // Refuses FuncSchedule::overlap_producer where the second set of S accumulators does not fit.
   void check_overlap_registers() const;
+  // Refuses warp_specialize() budgets that the SM's register file, the launch or the consumers' live
+  // registers rule out.
+  void check_warp_specialization() const;
   // The column component's products P x V into acc.o, P the frag.p registers.
   Stmt column_products_by_mma();
   Stmt column_products_by_wgmma();
@@ -134,8 +144,12 @@ class ChainedKernelBuilder {
   Halide::Expr atom_col_at(const Halide::Expr &e) const;
   // The key loop over [first, first + count) on the TMA ring: Q once, K and V tiles in `depth` slots with
   // full and empty mbarriers, `tile()` building the tile's update after S (once ring_slot_ is set); S is
-  // issued here, for this tile or, with FuncSchedule::overlap_producer, for the next.
-  Stmt tma_key_loop(const Halide::Expr &first, const Halide::Expr &count, const std::function<Stmt()> &tile);
+  // issued here, for this tile or, with FuncSchedule::overlap_producer, for the next. `states` (the rows'
+  // initial states) runs before the loop and `finish` after it, on the threads that compute: with
+  // warp_specialize(), a producer warpgroup issues every copy and the others compute.
+  Stmt tma_key_loop(const Halide::Expr &first, const Halide::Expr &count, const std::function<Stmt()> &tile,
+                    const Stmt &states, const Stmt &finish);
+  bool specialized() const { return consumer_threads_ < mapping_.threads; }
   // The descriptor of the atom tile of staged operand `input`, read at `coords` (in loop terms) where
   // `k_loop` is the atom's k and `atom_loops` (set to 0) are the atom's loops, in slot `slot`.
   intrinsic::WgmmaOperand staged_operand(const std::string &input, const std::vector<Halide::Expr> &coords,
@@ -155,6 +169,7 @@ class ChainedKernelBuilder {
   ExprLowering lowering_;
   LoopStructure loops_;
   ThreadMapping mapping_;
+  int consumer_threads_ = 0;  // the threads the loops are bound to (a producer warpgroup's come after)
   std::optional<RelativeForm> form_;
   std::vector<StagePlan> stages_;
   std::vector<StagePlan> write_backs_;  // the outputs' tiles, written back through shared memory

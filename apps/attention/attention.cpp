@@ -5,6 +5,8 @@
 
 #include "algebra/builtins.h"
 #include "algebra/twist.h"
+#include "scheduler/hopper_layouts.h"
+#include "scheduler/target.h"
 
 namespace twist::apps {
 
@@ -88,7 +90,21 @@ std::string AttentionTiling::name() const {
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   if (atom == MatrixAtom::wgmma) s += "_wgmma";
   if (overlap_scores) s += "_ovl";
+  if (warp_specialized) s += "_ws";
   return s;
+}
+
+int AttentionTiling::consumer_registers() const {
+  // A block starts with its share of the SM's registers at min_blocks_per_sm (in steps of 8 a thread), and
+  // setmaxnreg only moves them between its warpgroups: the consumers take what the producer gives back.
+  const Target target = Target::sm90a();
+  const int consumers = block_rows / warp_rows * hopper::kWarpgroupThreads;
+  const int threads = consumers + hopper::kWarpgroupThreads;
+  const int at_launch =
+      std::min(target.max_registers_per_thread, target.registers_per_sm / (threads * min_blocks_per_sm)) / 8 *
+      8;
+  const int left = (at_launch * threads - producer_registers * hopper::kWarpgroupThreads) / consumers;
+  return std::min(left, target.max_registers_per_thread) / 8 * 8;
 }
 
 namespace {
@@ -161,6 +177,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .min_blocks_per_sm(t.min_blocks_per_sm)
       .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
   if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv);
+  if (t.warp_specialized) s[a.O].warp_specialize({t.producer_registers, t.consumer_registers()});
   s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
   return s;
 }

@@ -57,6 +57,12 @@ struct AttentionTiling {
   // wgmma: the next key tile's S = Q K^T in flight during this tile's softmax
   // (FuncSchedule::overlap_producer)
   bool overlap_scores = false;
+  // wgmma: a producer warpgroup issues every TMA copy at `producer_registers` a thread
+  // (FuncSchedule::warp_specialize), and the consumer warpgroups take the registers it leaves
+  // (consumer_registers).
+  bool warp_specialized = false;
+  int producer_registers = 24;
+  int consumer_registers() const;
   std::string name() const;
 };
 
@@ -82,7 +88,12 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 //     32-key tiles;
 //   - never a key tile above the keys rounded up to 16; 2 slots (a third measured within 2% at D = 128);
 //   - causal masks change no tile size: the block skips the key tiles after its last row's diagonal and masks
-//     only the tiles that cross it.
+//     only the tiles that cross it;
+//   - not warp-specialized: warp_specialized (a producer warpgroup at 24 registers, consumers at 240) has not
+//     been measured since its kernels stopped spilling (the first measurement had the epilogue past the
+//     roles' join: 772 bytes of spills at D = 128). bench/export_attention_suite.sh exports it beside this
+//     tiling (128-, 176-key tiles and a third slot at D = 128, 128-key tiles on one block at D = 64, 80-key
+//     tiles at D = 256), so the rule takes it where a run shows it faster.
 struct AttentionProblemShape {
   int head_dim = 128;
   bool causal = false;

@@ -380,8 +380,10 @@ int export_attention(const Options &o) {
                                        .queries = shape[2],
                                        .keys = shape[3]});
   }
-  // --overlap true: the next key tile's S in flight during this tile's softmax (wgmma; with --rule too).
-  t.overlap_scores = o.flag("overlap");
+  // --overlap true|false: the next key tile's S in flight during this tile's softmax; --warp-specialize
+  // true|false: a producer warpgroup issues the TMA copies (wgmma; both override the rule's choice).
+  if (o.values.count("overlap")) t.overlap_scores = o.flag("overlap");
+  if (o.values.count("warp-specialize")) t.warp_specialized = o.flag("warp-specialize");
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   dump(o, a.out, s, p);
@@ -543,7 +545,8 @@ int usage() {
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
                "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n"
-               "                         [--atom wgmma [--warp-rows 64] [--overlap true] (Hopper: TMA, wgmma)]\n"
+               "                         [--atom wgmma [--warp-rows 64] [--overlap true|false]\n"
+               "                          [--warp-specialize true|false] (Hopper: TMA, wgmma)]\n"
                "                         [--rule true (the tiling by apps::hopper_attention_tiling, or with --decode\n"
                "                          true by apps::decode_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"

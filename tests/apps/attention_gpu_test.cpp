@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "apps/attention/attention.h"
 #include "backends/cuda/program/gpu_program.h"
@@ -136,6 +137,69 @@ TEST_CASE("GPU: Hopper attention with the next tile's S overlapping this tile's 
     INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
     CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
   }
+}
+
+// A producer warpgroup issuing every TMA copy (warp_specialize) on the rule's tilings and on wider key tiles,
+// alone and with the next key tile's S in flight during this tile's softmax; a case of its own each, so that
+// one that hangs is named by its own timeout.
+namespace {
+
+AttentionTiling specialized(int head_dim, bool causal, int key_tile = 0, bool overlap = false) {
+  AttentionTiling t =
+      hopper_attention_tiling({.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
+  t.warp_specialized = true;
+  if (key_tile > 0) t.key_tile = key_tile;
+  t.overlap_scores = overlap;
+  return t;
+}
+
+void check_cases(const std::vector<Case> &cases) {
+  for (const Case &c : cases) {
+    const double err = gpu_error(c);
+    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPU: warp-specialized Hopper attention at the rule's tilings matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  check_cases({
+      Case{"f16 D64, two blocks per SM", {.dtype = f16, .head_dim = 64, .prefix = "hw1"}, 2, 3, 200, 200, specialized(64, false)},
+      Case{"bf16 D128 causal, masked rows", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hw2"}, 1, 2, 190, 90, specialized(128, true)},
+      Case{"f16 D128 GQA 4 causal", {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "hw3"}, 1, 8, 150, 150, specialized(128, true)},
+      Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hw8"}, 1, 2, 130, 77, specialized(256, false)},
+      Case{"sliding window", {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hwa"}, 1, 2, 257, 257, specialized(64, true)},
+  });
+}
+
+TEST_CASE("GPU: warp-specialized Hopper attention with 176- and 192-key tiles matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  check_cases({
+      Case{"f16 D128, 176-key tiles", {.dtype = f16, .head_dim = 128, .prefix = "hw4"}, 1, 2, 300, 333, specialized(128, false, 176)},
+      Case{"f16 D128 causal, 192-key tiles", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hw5"}, 1, 2, 300, 300, specialized(128, true, 192)},
+  });
+}
+
+TEST_CASE("GPU: warp-specialized Hopper attention with the next tile's S overlapped matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  check_cases({
+      Case{"f16 D128", {.dtype = f16, .head_dim = 128, .prefix = "hw6"}, 1, 2, 300, 333, specialized(128, false, 0, true)},
+      Case{"bf16 D128 causal, masked rows", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hw7"}, 1, 2, 190, 90, specialized(128, true, 0, true)},
+      Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hw9"}, 1, 2, 140, 77, specialized(256, false, 0, true)},
+  });
+}
+
+// The same for the sanitizers, warp-specialized: the producer's refills against the consumers' releases.
+TEST_CASE("GPU: warp-specialized Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  AttentionTiling t = hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096});
+  t.warp_specialized = true;
+  const Case c{"causal GQA 2, masked rows", {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hws"}, 1, 4, 190, 300, t};
+  const double err = gpu_error(c);
+  INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+  CHECK(err < 2e-3);
 }
 
 // One small case for the sanitizers: causal with rows that see no key, two query heads of a group per block (its

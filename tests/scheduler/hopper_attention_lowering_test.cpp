@@ -138,6 +138,19 @@ TEST_CASE(
         48);
 }
 
+TEST_CASE("warp-specialized attention tilings give the consumers what the block's producer leaves") {
+  // A block starts with its share of the SM (168 registers a thread for 384 threads, 80 at two blocks per SM,
+  // 248 for 256 threads); setmaxnreg moves only the block's own registers to the consumers.
+  AttentionTiling t;
+  t.atom = MatrixAtom::wgmma, t.block_rows = 128, t.warp_rows = 64, t.warp_specialized = true;
+  CHECK(t.consumer_registers() == 240);
+  t.min_blocks_per_sm = 2;
+  CHECK(t.consumer_registers() == 104);
+  t.min_blocks_per_sm = 1, t.block_rows = 64;
+  CHECK(t.consumer_registers() == 248);
+  CHECK(t.name() == "flash_64x64_s2_w64_wgmma_ws");
+}
+
 TEST_CASE("the Hopper attention source holds wgmma from shared and from registers, TMA and mbarrier waits") {
   for (const Type &type : {f16, bf16})
     for (int d : {64, 128, 256}) {
@@ -252,4 +265,119 @@ TEST_CASE("overlap_producer is refused where the second S does not fit the regis
   mma.overlap_scores = true;
   e = error_of([&] { lower(a.out, schedule_attention(a, mma), Target::sm80()); });
   CHECK(contains(e, "use MatrixAtom::wgmma (sm_90a) or drop FuncSchedule::overlap_producer"));
+}
+
+namespace {
+
+AttentionTiling small_specialized_tiling() {
+  AttentionTiling t = small_hopper_tiling();
+  t.warp_specialized = true;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "warp-specialized Hopper attention: a producer warpgroup feeds the consumers, matching the oracle") {
+  // The producer's thread loads Q and every K and V tile into slots the consumer warpgroups release; the
+  // interpreter runs the roles as groups that switch at their mbarrier waits, so a wrong count or parity
+  // hangs (a reported deadlock) and an early refill is a reported hazard, not only a wrong number.
+  const AttentionTiling t = small_specialized_tiling();
+  for (const Type &type : {f16, bf16}) {
+    Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "hw" + type_name(type)});
+    const double err = hopper_error(a, t, attention_sizes(a, 1, 2, 70, 77), 3);
+    INFO(type_name(type), " error ", err);
+    CHECK(err < (type == f16 ? 2e-3 : 1e-2));
+  }
+  // Causal: the first 30 queries of (70, 40) see no key and give 0; skipped tiles; one tile only (20, 20).
+  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hwc"});
+  for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}, std::pair{20, 20}}) {
+    const double err = hopper_error(causal, t, attention_sizes(causal, 2, 1, s, l), 8);
+    INFO(s, " queries, ", l, " keys: error ", err);
+    CHECK(err < 2e-3);
+  }
+  // Grouped-query heads: the consumers are two query heads of a group sharing each K and V tile.
+  Attention gqa =
+      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hwg"});
+  CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
+  // D = 128 on one consumer warpgroup of two row atoms, one key step per tile, three slots.
+  AttentionTiling one = t;
+  one.warp_rows = 128, one.key_tile = 16, one.stages = 3;
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "hw128"});
+  CHECK(hopper_error(d128, one, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  // D = 256, causal, lengths the tiles do not divide.
+  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hw256"});
+  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
+  // Split-KV: each part's producer fills its own ring.
+  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hws"});
+  AttentionTiling parts = t;
+  parts.split_kv = 3;
+  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+  // With the next tile's S in flight during this tile's update, on the consumers' larger budget.
+  AttentionTiling overlap = t;
+  overlap.overlap_scores = true;
+  for (auto [s, l] : {std::pair{70, 77}, std::pair{20, 20}})
+    CHECK(hopper_error(causal, overlap, attention_sizes(causal, 2, 1, s, l), 10) < 2e-3);
+}
+
+TEST_CASE(
+    "warp-specialized Hopper attention source: a producer branch, setmaxnreg, one release per warpgroup") {
+  for (int d : {64, 128, 256}) {
+    Attention a = make_attention({.dtype = f16, .head_dim = d, .causal = true});
+    AttentionTiling t = hopper_attention_tiling(
+        {.head_dim = d, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+    t.warp_specialized = true;
+    const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
+    const std::string source = cuda::cuda_source(k);
+    INFO("D ", d, "\n", k.schedule_summary);
+    CHECK(k.threads == t.block_rows / t.warp_rows * 128 + 128);
+    CHECK(k.schedule_summary.find("warp specialized") != std::string::npos);
+    CHECK(source.find(fmt::format("setmaxnreg.dec.sync.aligned.u32 {};", t.producer_registers)) !=
+          std::string::npos);
+    CHECK(source.find(fmt::format("setmaxnreg.inc.sync.aligned.u32 {};", t.consumer_registers())) !=
+          std::string::npos);
+    for (const std::string &instruction : k.required_instructions)
+      CHECK_MESSAGE(source.find(instruction) != std::string::npos, instruction);
+    CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  }
+}
+
+TEST_CASE("warp-specialized Hopper attention budgets are refused with the demand and the budget") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Attention a = make_attention({.dtype = f16, .head_dim = 128, .prefix = "hwr"});
+  const AttentionTiling rule =
+      hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  // One consumer warpgroup of two row atoms keeps two 128-key tiles of S, the D = 128 column accumulators of
+  // both and their P: more than setmaxnreg's 256.
+  AttentionTiling one = rule;
+  one.warp_rows = 128;
+  Schedule s = schedule_attention(a, one);
+  s[a.O].warp_specialize({24, 256});
+  std::string e = error_of([&] { lower(a.out, s, Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e, "each consumer thread keeps at least 328 registers live across a key tile"));
+  CHECK(contains(e, "gives the consumers 256"));
+  s = schedule_attention(a, rule);
+  // At two blocks per SM a block starts with 80 registers a thread: its producer's 56 given back cover
+  // 28 more for each consumer thread, not 32 (setmaxnreg.inc would wait forever).
+  s[a.O].warp_specialize({24, 112}).min_blocks_per_sm(2);
+  e = error_of([&] { lower(a.out, s, Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e,
+                 "asks for 31744 registers a block (128 producer threads at 24 and 256 consumer threads at "
+                 "112), but the block starts with 30720 (384 threads at 80)"));
+  CHECK(contains(e, "lower the consumers' registers to at most 104"));
+  // One block at launch gives each of 384 threads 168: consumers below that cannot grow to their budget.
+  s[a.O].warp_specialize({24, 160}).min_blocks_per_sm(1);
+  e = error_of([&] { lower(a.out, s, Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e, "starts with 168 registers a thread"));
+  CHECK(contains(e, "not 24 and 160"));
+  // On mma.sync there is no TMA ring to hand to a producer.
+  AttentionTiling mma;
+  Schedule m = schedule_attention(a, mma);
+  m[a.O].warp_specialize();
+  e = error_of([&] { lower(a.out, m, Target::sm80()); });
+  CHECK(contains(e, "warp_specialize() gives the TMA copies of a wgmma key loop to a producer warpgroup"));
 }
