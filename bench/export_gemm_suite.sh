@@ -109,7 +109,7 @@ done
 
 # Where the rule is least sure (f16): the runner-up of its model within a few percent, or what an earlier
 # measurement preferred: 1024^3 with block K 64 (measured 11.8 us) beside the pick's 128; 896x4864x4096 with
-# 128x256 (133 tiles, measured 91.5 us) and 128x128 (266); the decode shapes on the 64x256 blocks split 8 and 2
+# 128x256 (133 tiles, measured 91.5 us) beside the pick's 128x128 (266); the decode shapes on the 64x256 blocks split 8 and 2
 # ways that the previous rule picked; 2645x1672x9216 (one of the drawn shapes: 147 tiles of 128x256, which the
 # model splits 2 ways, a tie with 128x128 unsplit) unsplit on both; 777x3333x1240 (mma.sync, whose narrow-copy
 # kernel spilled 392 bytes at the rule's 64x64 warp tiles, 255 registers) on warp tiles of half the accumulators.
@@ -119,7 +119,6 @@ explore() {  # SHAPE FLAGS...
 wgmma_ws=(--atom wgmma --persistent 132)
 explore 1024x1024x1024 "${wgmma_ws[@]}" --block 64x128x64 --warpgroups 1 --stages 4
 explore 896x4864x4096 "${wgmma_ws[@]}" --block 128x256x64 --warpgroups 2 --stages 3
-explore 896x4864x4096 "${wgmma_ws[@]}" --block 128x128x64 --warpgroups 2 --stages 4
 explore 1x4096x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 8
 explore 16x4096x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 4 --split-k 7
 explore 1x14336x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 2
