@@ -6,7 +6,7 @@
 #
 # OUT_DIR/gemm                 the benchmark shapes in f16 and bf16: the schedule rule's pick (apps/gemm/gemm_rule.h,
 #                              `--rule true`: the Hopper schedule) and one mma.sync tiling, the datapath before it
-# OUT_DIR/gemm_rule            what the rule is judged by (37 manifests): its pick for the suite's shapes (f16 and
+# OUT_DIR/gemm_rule            what the rule is judged by (38 manifests): its pick for the suite's shapes (f16 and
 #                              bf16), 8 shapes outside it drawn at random (f16; 4 of them in bf16 too), the mid-size
 #                              shapes where earlier rules went wrong (one with N and K that TMA cannot copy, so
 #                              that the mma.sync fallback is measured too) and skinny shapes (M = 1 and 16), which
@@ -84,9 +84,9 @@ done
 # The rule is judged on shapes it was not tuned on: 8 drawn at random (seed 13: M, N and K uniform over
 # [512, 12288], N and K rounded down to a multiple of 8 so that TMA can copy the rows; none of them is a shape
 # the cost model was fitted on), the mid-size shapes where the rule's earlier cost models went wrong (a tail of
-# one tile, a long K over few tiles, 777x3333x1240 whose N and K only the mma.sync fallback takes), and skinny
-# decode shapes (M = 1 and 16 tokens against 4096 x 14336 weights; 1x4096x4096 and 16x15360x3840 are the
-# suite's).
+# one tile, a long K over few tiles, 777x3333x1240 whose N only the mma.sync fallback takes), and skinny decode
+# shapes (M = 1 and 16 tokens against 4096 x 4096 and 4096 x 14336 weights; 1x4096x4096 and 16x15360x3840 are
+# the suite's).
 mapfile -t drawn < <(python3 -c '
 import random
 r = random.Random(13)
@@ -94,7 +94,7 @@ for _ in range(8):
     m, n, k = r.randint(512, 12288), r.randint(512, 12288) // 8 * 8, r.randint(512, 12288) // 8 * 8
     print(f"{m}x{n}x{k}")')
 midsize=(2048x5120x5120 3000x5000x2000 896x4864x4096 1000x1000x7000 777x3333x1240)
-skinny=(1x4096x14336 1x14336x4096 16x4096x14336 16x14336x4096)
+skinny=(1x4096x14336 1x14336x4096 16x4096x4096 16x4096x14336 16x14336x4096)
 for dtype in f16 bf16; do
   for shape in "${shapes[@]}"; do
     export_gemm --shape "$shape" --dtype "$dtype" --rule true --out "$out/gemm_rule"
