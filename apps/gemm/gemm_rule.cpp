@@ -53,6 +53,11 @@ MmaBlock mma_block(int block_m, int block_n, int block_k, int warp_m, int warp_n
 // Rules 1 and 2.
 MmaBlock mma_sync_block(const GemmShape &s, const GemmMachine &machine) {
   if (s.m <= 64) return mma_block(64, 64, 32, 32, 32, 116, machine.target);
+  // Rows of A or B that are not a multiple of 16 bytes take the kernel whose copies narrow to the rows'
+  // alignment; its per-element addresses cost registers, and at 64x64 warp tiles it spilled (255 registers,
+  // 392 bytes at 777x3333x1240: 0.65x cuBLAS). Warp tiles of 64x32 hold half the accumulators (238
+  // registers, no spill; 1.00x cuBLAS, bench/results/gemm_rule2.json).
+  if (s.n % 8 != 0 || s.k % 8 != 0) return mma_block(128, 128, 64, 64, 32, 238, machine.target);
   if (tiles_of(s, 128, 256) >= machine.sm_count) return mma_block(128, 256, 64, 64, 64, 250, machine.target);
   return mma_block(128, 128, 64, 64, 64, 250, machine.target);
 }
@@ -70,6 +75,12 @@ constexpr HopperBlock kHopperBlocks[] = {{128, 256, 2}, {256, 128, 2}, {128, 128
 // wgmmas, so deeper k-tiles would buy it only fewer slots).
 constexpr int kBlockK = 64, kDeepBlockK = 128;
 constexpr int kElementBytes = 2;
+// HBM serves rows of a tile narrower than this as if they were this wide: 64x32 blocks (64-byte rows of B)
+// streamed B at 1.4 TB/s against 2.3-2.9 for 64x128 and 64x256 (bench/results/gemm_rule2.json).
+constexpr int kMinRowBytes = 128;
+// A ring of two slots leaves no load in flight while the consumers finish the other: 64x256 blocks of block
+// K 128 (two slots fit) measured 50.6-51.8 us at 1x4096x14336 and 16x4096x14336 against 45.1 for block K 64.
+constexpr int kMinStages = 3;
 // Registers per thread besides the f32 accumulators (addresses, descriptors, loop state): ptxas gives the
 // 128x256 tiling with two warpgroups 154 registers, 128 of them accumulators.
 constexpr int kRegistersBesideAccumulators = 26;
@@ -105,14 +116,23 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int 
   // A consumer warpgroup's k-tile: its round of barriers, then its wgmmas (issue, flops, wait), which the
   // next round waits for; the block's other warpgroup computes meanwhile. With `busy` SMs at work, a k-tile
   // also takes no less than its share of what the chip sustains and of what L2 delivers.
-  const double wgmma_s = mc.wgmma_round_s + tile_flops / block.warpgroups / mc.tensor_flops_per_sm;
+  // Each 64-row atom of a warpgroup's rows is its own wgmmas: 256x128 (two atoms of N 128 per warpgroup)
+  // measured 15% slower than 128x256 (one of N 256) at 4096^3.
+  const int atoms = block.m / block.warpgroups / 64;
+  const double wgmma_s = mc.wgmma_round_s * atoms + tile_flops / block.warpgroups / mc.tensor_flops_per_sm;
   const double round_s = std::max(block.warpgroups * wgmma_s, mc.k_tile_sync_s + wgmma_s);
   auto k_tile_s = [&](int64_t busy) {
     const double n = static_cast<double>(busy);
     return std::max({round_s, tile_flops * n / mc.chip_flops_per_s, tile_bytes * n / mc.l2_bytes_per_s});
   };
-  p.compute_s = static_cast<double>(full_waves * slice) * k_tile_s(mc.sm_count) +
-                (last > 0 ? static_cast<double>(slice) * k_tile_s(last) : 0.0);
+  // After its k-tiles a unit's consumers write its output tile (f32 partials when split) from registers,
+  // which the next unit's k-tiles wait for; with `busy` SMs writing at once each gets its share of HBM.
+  const double out_tile_bytes = static_cast<double>(block.m) * block.n * (split > 1 ? 4 : kElementBytes);
+  auto unit_s = [&](int64_t busy) {
+    return static_cast<double>(slice) * k_tile_s(busy) +
+           out_tile_bytes * static_cast<double>(busy) / mc.hbm_bytes_per_s;
+  };
+  p.compute_s = static_cast<double>(full_waves) * unit_s(mc.sm_count) + (last > 0 ? unit_s(last) : 0.0);
 
   // Stages: what the budget holds. The output tile the epilogue writes back (at most 4 bytes an element)
   // reuses the ring's bytes, so it must fit the budget too.
@@ -120,26 +140,30 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int 
   const int block_budget = std::min(mc.target.max_shared_bytes_per_block, mc.shared_bytes_per_sm - 1024) -
                            256;  // the ring's mbarriers
   const bool write_back_fits = block.m * block.n * 4 <= block_budget;
-  t.stages = write_back_fits
-                 ? std::min<int>(block_budget / stage_bytes, static_cast<int>(std::max<int64_t>(2, slice)))
-                 : 0;
-  if (t.stages < 2) return p;  // not a plan: the caller drops it
+  t.stages = write_back_fits ? std::min<int>(block_budget / stage_bytes,
+                                             static_cast<int>(std::max<int64_t>(kMinStages, slice)))
+                             : 0;
+  if (t.stages < kMinStages) return p;  // not a plan: the caller drops it
 
-  // HBM: A and B once, and the output (unsplit; split-K's partials are the combine's). The bytes in flight
-  // must cover the latency (Little's law) for the bandwidth to be reached.
+  // HBM: A and B once (B's rows as wide as HBM serves them), and the output (unsplit; split-K's partials
+  // are the epilogue's and the combine's). The bytes in flight must cover the latency (Little's law) for
+  // the bandwidth to be reached.
   const double outputs = static_cast<double>(s.m * s.n * s.batch);
+  const double b_row_cost = std::max(1.0, static_cast<double>(kMinRowBytes) / (block.n * kElementBytes));
   const double hbm_bytes =
-      static_cast<double>(s.batch) * kElementBytes * static_cast<double>(s.m * s.k + s.k * s.n) +
+      static_cast<double>(s.batch) * kElementBytes *
+          (static_cast<double>(s.m * s.k) + static_cast<double>(s.k * s.n) * b_row_cost) +
       (split > 1 ? 0.0 : kElementBytes * outputs);
   auto memory_s = [&](int stages) {
     const double in_flight = static_cast<double>(active) * (stages - 1) * tile_bytes;
     return hbm_bytes / std::min(mc.hbm_bytes_per_s, in_flight / mc.memory_latency_s);
   };
   // Compute-bound: the depth whose tiles ahead cover the latency; memory-bound: every slot that fits.
-  if (memory_s(t.stages) < p.compute_s)
-    t.stages = std::min(t.stages, 1 + static_cast<int>(std::ceil(mc.memory_latency_s / k_tile_s(active))));
+  const int covering =
+      std::max(kMinStages, 1 + static_cast<int>(std::ceil(mc.memory_latency_s / k_tile_s(active))));
+  if (covering < t.stages && memory_s(covering) < p.compute_s) t.stages = covering;
   p.memory_s = memory_s(t.stages);
-  p.combine_s = split > 1 ? mc.second_kernel_s + 2 * 4.0 * split * outputs / mc.partial_bytes_per_s +
+  p.combine_s = split > 1 ? mc.second_kernel_s + 4.0 * split * outputs / mc.partial_bytes_per_s +
                                 kElementBytes * outputs / mc.hbm_bytes_per_s
                           : 0;
   p.launch_s = mc.launch_s;
@@ -197,7 +221,7 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
       for (int split = 1; split <= (s.batch > 1 ? 1 : kMaxSplitK); ++split) {
         if ((split - 1) * ceil_div(k_tiles, split) >= k_tiles) break;
         HopperPlan p = model(s, block, block_k, split, mc);
-        if (p.tiling.stages >= 2) plans.push_back(p);
+        if (p.tiling.stages >= kMinStages) plans.push_back(p);
       }
     }
   }
@@ -210,7 +234,7 @@ std::optional<HopperPlan> hopper_plan_of(const GemmShape &s, const HopperTiling 
   for (const HopperBlock &block : kHopperBlocks)
     if (block.m == t.block_m && block.n == t.block_n && block.warpgroups == t.warpgroups) {
       HopperPlan p = model(s, block, t.block_k, t.split_k, mc);
-      if (p.tiling.stages >= 2) return p;
+      if (p.tiling.stages >= kMinStages) return p;
     }
   return std::nullopt;
 }
@@ -228,11 +252,12 @@ HopperPlan hopper_plan_by_rule(const GemmShape &s, const GemmMachine &mc) {
          mc.target.arch, s.m, s.n, s.k);
   double fastest = plans[0].seconds();
   for (const HopperPlan &p : plans) fastest = std::min(fastest, p.seconds());
-  // Among the plans the model cannot tell apart: the least operand traffic through L2, then fewer slices,
-  // then the k-tile depth measured most (64), then the deeper ring.
+  // Among the plans the model cannot tell apart: fewer slices (no second kernel), then the least operand
+  // traffic through L2, then the k-tile depth measured most (64), then the deeper ring.
   auto preference = [&](const HopperPlan &p) {
-    return std::tuple(tiles_of(s, p.tiling.block_m, p.tiling.block_n) * (p.tiling.block_m + p.tiling.block_n),
-                      p.tiling.split_k, p.tiling.block_k, -p.tiling.stages);
+    return std::tuple(p.tiling.split_k,
+                      tiles_of(s, p.tiling.block_m, p.tiling.block_n) * (p.tiling.block_m + p.tiling.block_n),
+                      p.tiling.block_k, -p.tiling.stages);
   };
   const HopperPlan *best = nullptr;
   for (const HopperPlan &p : plans)

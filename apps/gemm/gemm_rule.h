@@ -92,9 +92,9 @@ struct GemmMachine {
   // What every launch costs in the benchmark's timing besides its work (the launch, the first loads after
   // do_bench's L2 flush, the last epilogue): 6 us, the intercept of the unsplit plans' fit.
   double launch_s = 6e-6;
-  // Split-K's combine: the second kernel's launch and ramp (4 us), and the f32 partial sums written by the
-  // first kernel and read back by the second at 2 TB/s (their epilogue's stores are not overlapped with
-  // compute): fitted to 896x4864x4096 split 2 and 4, 1000x1000x7000 and 1024^3 split 2.
+  // Split-K's combine: the second kernel's launch and ramp (4 us), and the f32 partial sums read back at 2
+  // TB/s (the first kernel's epilogue writes them, at its share of HBM like any output tile): fitted to
+  // 896x4864x4096 split 2 and 4, 1000x1000x7000 split 2 and 4, 1024^3 split 2, 2645x1672x9216 split 2.
   double second_kernel_s = 4e-6;
   double partial_bytes_per_s = 2e12;
 };

@@ -58,11 +58,11 @@ TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes"
         CHECK((t.block_k == 64 || (t.block_k == 128 && t.warpgroups == 1)));
         deep_k += t.block_k == 128;
         // The ring, and the output tile the epilogue writes back into the same bytes, fit one block per SM.
-        CHECK(t.stages >= 2);
+        CHECK(t.stages >= 3);
         const int block_bytes = std::max(t.stages * stage_bytes(t), t.block_m * t.block_n * 4) + 1024;
         CHECK(block_bytes <= h200.shared_bytes_per_sm);
         const int64_t slice = ceil_div(ceil_div(k, t.block_k), t.split_k);
-        CHECK(t.stages <= std::max<int64_t>(2, slice));
+        CHECK(t.stages <= std::max<int64_t>(3, slice));
         // The least modeled time, up to the 2% the rule calls a tie.
         for (const HopperPlan &other : hopper_plans(shape, h200))
           CHECK(p.seconds() <= other.seconds() * 1.02);
@@ -106,35 +106,42 @@ double modeled_us(const GemmShape &s, int block_m, int block_n, int block_k, int
 
 TEST_CASE("the Hopper rule's model reproduces the warp-specialized persistent kernels as measured") {
   // Every configuration below ran on the H200 warp-specialized and persistent over 132 SMs (f16, the median
-  // of triton's do_bench after an L2 flush): bench/results/gemm_merged.json, gemm_midsize_explore.json and
-  // hopper_ws.json. The model is a fit, not a simulator: within 15% of each, and it must order the tilings
-  // of one shape the way the GPU did where they differ by more than that.
+  // of triton's do_bench after an L2 flush): bench/results/gemm_merged.json, gemm_midsize_explore.json,
+  // hopper_ws.json and gemm_rule2.json. The model is a fit, not a simulator: within 15% of each, and it must
+  // order the tilings of one shape the way the GPU did where they differ by more than that.
   struct Measured {
     GemmShape shape;
     int block_m, block_n, split;
     double us;
+    int block_k = 64;
   };
   const Measured measured[] = {
-      {{4096, 4096, 4096}, 128, 256, 1, 205.4},  {{8192, 8192, 8192}, 128, 256, 1, 1678.4},
-      {{2048, 2048, 2048}, 128, 256, 1, 29.1},   {{4096, 3840, 15360}, 128, 256, 1, 757.2},
-      {{4096, 11008, 4096}, 128, 256, 1, 583.6}, {{2048, 5120, 5120}, 128, 256, 1, 177.3},
-      {{3000, 5000, 2000}, 128, 256, 1, 115.5},  {{1024, 1024, 1024}, 128, 256, 1, 17.7},
-      {{1024, 1024, 1024}, 128, 128, 1, 13.2},   {{1024, 1024, 1024}, 64, 128, 1, 11.8},
-      {{1024, 1024, 1024}, 64, 256, 1, 14.9},    {{1024, 1024, 1024}, 128, 128, 2, 21.8},
-      {{896, 4864, 4096}, 128, 256, 1, 91.5},    {{896, 4864, 4096}, 128, 256, 4, 143.9},
-      {{896, 4864, 4096}, 128, 128, 2, 109.5},   {{896, 4864, 4096}, 64, 256, 1, 108.3},
-      {{1000, 1000, 7000}, 128, 256, 1, 79.7},   {{1000, 1000, 7000}, 128, 256, 4, 50.6},
-      {{1000, 1000, 7000}, 128, 128, 2, 49.3},   {{1000, 1000, 7000}, 64, 256, 1, 66.7},
-      {{1, 4096, 4096}, 64, 256, 8, 20.4},       {{16, 4096, 4096}, 64, 256, 7, 21.4},
-      {{1, 14336, 4096}, 64, 256, 2, 43.7},      {{16, 4096, 14336}, 64, 256, 7, 45.5}};
+      {{4096, 4096, 4096}, 128, 256, 1, 205.4},    {{8192, 8192, 8192}, 128, 256, 1, 1678.4},
+      {{2048, 2048, 2048}, 128, 256, 1, 29.1},     {{4096, 3840, 15360}, 128, 256, 1, 757.2},
+      {{4096, 11008, 4096}, 128, 256, 1, 583.6},   {{2048, 5120, 5120}, 128, 256, 1, 177.3},
+      {{3000, 5000, 2000}, 128, 256, 1, 115.5},    {{1024, 1024, 1024}, 128, 256, 1, 17.7},
+      {{1024, 1024, 1024}, 128, 128, 1, 13.2},     {{1024, 1024, 1024}, 64, 128, 1, 11.8},
+      {{1024, 1024, 1024}, 64, 256, 1, 14.9},      {{1024, 1024, 1024}, 128, 128, 2, 21.8},
+      {{896, 4864, 4096}, 128, 256, 1, 91.5},      {{896, 4864, 4096}, 128, 256, 4, 143.9},
+      {{896, 4864, 4096}, 128, 128, 2, 109.5},     {{896, 4864, 4096}, 64, 256, 1, 108.3},
+      {{1000, 1000, 7000}, 128, 256, 1, 79.7},     {{1000, 1000, 7000}, 128, 256, 4, 50.6},
+      {{1000, 1000, 7000}, 128, 128, 2, 49.3},     {{1000, 1000, 7000}, 64, 256, 1, 66.7},
+      {{1, 4096, 4096}, 64, 256, 8, 20.4},         {{16, 4096, 4096}, 64, 256, 7, 21.4},
+      {{1, 14336, 4096}, 64, 256, 2, 43.7},        {{16, 4096, 14336}, 64, 256, 7, 45.5},
+      {{1, 4096, 4096}, 64, 32, 1, 24.6, 128},     {{16, 4096, 4096}, 64, 32, 1, 22.4, 128},
+      {{1, 14336, 4096}, 64, 128, 1, 44.6, 128},   {{16, 15360, 3840}, 64, 128, 1, 41.2, 128},
+      {{1024, 1024, 1024}, 64, 128, 1, 11.6, 128}, {{2645, 1672, 9216}, 128, 256, 1, 203.7},
+      {{2645, 1672, 9216}, 128, 128, 1, 207.0},    {{2645, 1672, 9216}, 128, 256, 2, 216.0},
+      {{4016, 5336, 1000}, 128, 256, 1, 98.0},     {{7583, 2576, 11720}, 256, 128, 1, 880.6},
+      {{4755, 5272, 11736}, 128, 256, 1, 1131.3},  {{10480, 744, 5024}, 128, 256, 1, 143.2}};
   for (const Measured &a : measured) {
-    const double us = modeled_us(a.shape, a.block_m, a.block_n, 64, a.split);
+    const double us = modeled_us(a.shape, a.block_m, a.block_n, a.block_k, a.split);
     INFO(a.shape.m, "x", a.shape.n, "x", a.shape.k, " ", a.block_m, "x", a.block_n, " split ", a.split,
          ": modeled ", us, " us, measured ", a.us);
     CHECK(us == doctest::Approx(a.us).epsilon(0.15));
     for (const Measured &b : measured)
       if (b.shape.m == a.shape.m && b.shape.n == a.shape.n && b.shape.k == a.shape.k && b.us > 1.15 * a.us)
-        CHECK(us < modeled_us(b.shape, b.block_m, b.block_n, 64, b.split));
+        CHECK(us < modeled_us(b.shape, b.block_m, b.block_n, b.block_k, b.split));
   }
 }
 
@@ -159,15 +166,15 @@ TEST_CASE("the Hopper rule: wide blocks for large shapes, one-unit tails unsplit
   CHECK(small.block_m == 64);
   CHECK(small.warpgroups == 1);
   CHECK(small.split_k == 1);
-  // Decode shapes: one atom of rows, memory-bound, and a ring as deep as shared memory holds.
+  // Decode shapes: one atom of rows; where memory-bound, a ring as deep as shared memory holds.
   for (const GemmShape &s : {GemmShape{1, 4096, 4096}, GemmShape{16, 4096, 14336}, GemmShape{1, 14336, 4096},
                              GemmShape{64, 5120, 13824, 1, bf16}}) {
     const HopperPlan p = hopper_plan_by_rule(s, h200);
     INFO(s.m, "x", s.n, "x", s.k, " ", p.tiling.name());
     CHECK(p.tiling.block_m == 64);
     CHECK(p.tiling.warpgroups == 1);
-    CHECK(p.memory_s > p.compute_s);
-    CHECK((p.tiling.stages + 1) * stage_bytes(p.tiling) > h200.shared_bytes_per_sm - 1280);
+    if (p.memory_s > p.compute_s)
+      CHECK((p.tiling.stages + 1) * stage_bytes(p.tiling) > h200.shared_bytes_per_sm - 1280);
   }
   // Batches never split (their parts would share block.z with the batch), even where the combine is free.
   GemmMachine free_combine = h200;
@@ -183,6 +190,10 @@ TEST_CASE("the rule falls back to mma.sync where TMA cannot copy the rows, and o
   CHECK(!gemm_plan_by_rule({16, 4100, 4096}, h200).hopper());
   CHECK(!gemm_plan_by_rule({16, 4096, 4095}, h200).hopper());
   CHECK(gemm_plan_by_rule({4095, 4096, 4096}, h200).hopper());  // M is never a row length
+  // The narrow-copy kernel of rows TMA cannot copy spilled at 64x64 warp tiles: it takes 64x32.
+  const GemmPlan odd = gemm_plan_by_rule({777, 3333, 1240}, h200);
+  CHECK(odd.name() == "mma_128x128x64_w64x32_s3_cpasync");
+  CHECK(mma_sync_tiling_by_rule({777, 3336, 1240}, h200).warp_n == 64);  // aligned rows: the usual kernel
   const GemmPlan unaligned = gemm_plan_by_rule({1, 4100, 4096}, h200);
   CHECK(unaligned.name() == mma_sync_tiling_by_rule({1, 4100, 4096}, h200).name());
   CHECK(!gemm_plan_by_rule({4096, 4096, 4096}, {Target::sm80(), 108}).hopper());
