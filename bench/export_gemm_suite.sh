@@ -107,12 +107,13 @@ for shape in "${drawn[@]:0:4}"; do
   export_gemm --shape "$shape" --dtype bf16 --rule true --out "$out/gemm_rule"
 done
 
-# Where the rule is least sure (f16): the runner-up of its model within a few percent, or what an earlier
-# measurement preferred: 1024^3 with block K 64 (measured 11.8 us) beside the pick's 128; 896x4864x4096 with
-# 128x256 (133 tiles, measured 91.5 us) beside the pick's 128x128 (266); the decode shapes on the 64x256 blocks split 8 and 2
-# ways that the previous rule picked; 2645x1672x9216 (one of the drawn shapes: 147 tiles of 128x256, which the
-# model splits 2 ways, a tie with 128x128 unsplit) unsplit on both; 777x3333x1240 (mma.sync, whose narrow-copy
-# kernel spilled 392 bytes at the rule's 64x64 warp tiles, 255 registers) on warp tiles of half the accumulators.
+# Where the rule is least sure (f16): the runner-up of its model within a few percent, or what a measurement
+# preferred (bench/results/gemm_rule2.json): 1024^3 with block K 64 beside the pick's 128; 896x4864x4096 on
+# 128x256 (133 tiles) beside the pick's 128x128 (266); the decode shapes on the 64x256 blocks split 7 or 8 and 2
+# ways that measured best there, beside the picks' 64x64 and 64x128 blocks of block K 128; 2645x1672x9216 (one
+# of the drawn shapes: 147 tiles of 128x256, which the model splits 2 ways; unsplit measured 6% faster) unsplit
+# on 128x256 and 128x128; 777x3333x1240 (mma.sync) on 64x128 blocks beside the pick's 128x128 with 64x32 warp
+# tiles.
 explore() {  # SHAPE FLAGS...
   export_gemm --shape "$1" --dtype f16 "${@:2}" --out "$out/gemm_alternatives"
 }
@@ -120,12 +121,12 @@ wgmma_ws=(--atom wgmma --persistent 132)
 explore 1024x1024x1024 "${wgmma_ws[@]}" --block 64x128x64 --warpgroups 1 --stages 4
 explore 896x4864x4096 "${wgmma_ws[@]}" --block 128x256x64 --warpgroups 2 --stages 3
 explore 1x4096x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 8
+explore 1x4096x14336 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 7
 explore 16x4096x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 4 --split-k 7
 explore 1x14336x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 2
 explore 16x4096x14336 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 7
 explore 2645x1672x9216 "${wgmma_ws[@]}" --block 128x256x64 --warpgroups 2 --stages 3
 explore 2645x1672x9216 "${wgmma_ws[@]}" --block 128x128x64 --warpgroups 2 --stages 4
-explore 777x3333x1240 --block 128x128x64 --warp 64x32 --stages 3
 explore 777x3333x1240 --block 64x128x64 --warp 32x64 --stages 3
 
 for sub in "${subs[@]}"; do

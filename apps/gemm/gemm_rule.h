@@ -21,22 +21,26 @@
 //    wave of one unit runs alone, fast: the tail costs a unit, not a wave). A k-tile takes the longest of a
 //    consumer warpgroup's chain (its round of barriers, then its wgmmas; a second warpgroup computes
 //    meanwhile), its share of the flops the whole chip sustains, and its share of what L2 delivers;
-//  - memory: A and B once and the output, at the least of HBM's streaming rate and what the bytes in flight
-//    sustain (Little's law); compute and memory overlap (their 4-norm);
+//    After its k-tiles each unit writes its output tile from registers at its share of HBM;
+//  - memory: A and B once (B's rows at least 128 bytes wide) and the output, at the least of HBM's streaming
+//    rate and what the bytes in flight sustain (Little's law); compute and memory overlap (their 4-norm);
 //  - split-K: a second kernel, and the f32 partials written and read back; it pays only where the unsplit
 //    grid leaves most SMs idle for a long K (1000x1000x7000), never for a tail of a few tiles
 //    (896x4864x4096);
 //  - stages: memory-bound plans take every slot the shared-memory budget holds (bytes in flight are what
 //    they run on); compute-bound ones the depth that covers the memory latency with the compute of the tiles
-//    ahead (deeper rings measured slower on the H200, bench/RESULTS.md); never more than the slice's k-tiles;
-//  - ties (within 2%) go to the plan that moves fewer operand bytes through L2, then to fewer K slices, then
-//    to block K 64, then to the deeper ring.
+//    ahead (deeper rings measured slower on the H200, bench/RESULTS.md); at least 3, and no more than the
+//    slice's k-tiles unless that is fewer;
+//  - ties (within 2%) go to fewer K slices (no second kernel), then to the plan that moves fewer operand
+//    bytes through L2, then to block K 64, then to the deeper ring.
 //
 // The mma.sync rule (mma_sync_tiling_by_rule), for sm_80 and the shapes TMA refuses:
 //  1. Skinny problems (M <= 64) are memory-bound: the time is reading B once. They take the small block
 //     64x64x32 (warps 32x32, 3 stages): padding M up to 64 rows wastes only idle tensor cores, and its 116
 //     registers per thread let 4 blocks share an SM, so more of B is in flight.
-//  2. Otherwise the problem is compute-bound. Block 128x256x64 (warps 64x64, 3 stages, one block per SM)
+//  2. Rows of A or B that are not multiples of 16 bytes (the kernel whose copies narrow to them) take block
+//     128x128x64 with warps of 64x32: at 64x64 that kernel spilled (777x3333x1240, 0.65x cuBLAS; 1.00x so).
+//     Otherwise the problem is compute-bound. Block 128x256x64 (warps 64x64, 3 stages, one block per SM)
 //     loads A half as often per flop as 128x128x64, so it is taken when its tiles fill every SM at least
 //     once; otherwise 128x128x64 (warps 64x64, 3 stages, two blocks per SM), which makes twice the tiles.
 //  3. Split-K (split_k_by_rule): when the tiles give fewer blocks than the SMs hold at once, K is split into
