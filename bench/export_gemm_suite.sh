@@ -6,13 +6,13 @@
 #
 # OUT_DIR/gemm                 the benchmark shapes in f16 and bf16: the schedule rule's pick (apps/gemm/gemm_rule.h,
 #                              `--rule true`: the Hopper schedule) and one mma.sync tiling, the datapath before it
-# OUT_DIR/gemm_rule            the rule's pick for the suite's shapes, shapes outside the suite (model layers', odd
-#                              ones, some whose N or K TMA cannot copy, so that the mma.sync fallback is measured
-#                              too) and skinny shapes (M = 1 and 16), which bench_gemm.py also reports in GB/s
-#                              against the HBM read bandwidth it measures
-# OUT_DIR/gemm_explore         skinny shapes under the Hopper tilings the rule weighs (64-row blocks 64, 128 and
-#                              256 wide, K split 1 to 8 ways, the deepest ring that fits): what the rule's cost
-#                              model is checked against
+# OUT_DIR/gemm_rule            what the rule is judged by (38 manifests): its pick for the suite's shapes (f16 and
+#                              bf16), 8 shapes outside it drawn at random (f16; 4 of them in bf16 too), the mid-size
+#                              shapes where earlier rules went wrong (one with N and K that TMA cannot copy, so
+#                              that the mma.sync fallback is measured too) and skinny shapes (M = 1 and 16), which
+#                              bench_gemm.py also reports in GB/s against the HBM read bandwidth it measures
+# OUT_DIR/gemm_alternatives    beside some of those picks, the tilings the rule's cost model ranks next or that an
+#                              earlier measurement preferred: where the rule is least sure
 # OUT_DIR/accumulation         the study on mma.sync: f16 inputs, f32 output, M = N = 256, K = 256 .. 16384, per
 #                              strategy
 # OUT_DIR/accumulation_timing  4096^3 with f16 inputs and output, per strategy (mma.sync)
@@ -24,7 +24,7 @@ set -euo pipefail
 
 source "$(dirname "$0")/export_common.sh"
 parse_export_args "$@"
-subs=(gemm gemm_rule gemm_explore accumulation accumulation_timing accumulation_wgmma accumulation_wgmma_timing)
+subs=(gemm gemm_rule gemm_alternatives accumulation accumulation_timing accumulation_wgmma accumulation_wgmma_timing)
 for sub in "${subs[@]}"; do require_no_manifests "$out/$sub"; done
 
 export_gemm() {
@@ -81,34 +81,53 @@ for s in "${wgmma_strategies[@]}"; do
     --label "acc_wgmma_time_f16_4096x4096x4096_${s/:/}" --out "$out/accumulation_wgmma_timing"
 done
 
-# The rule is judged on shapes it was not tuned on: model layers' shapes (a 4096-wide model's MLP and attention
-# projections, an 8B model's 14336-wide MLP, a 5120-wide model's), odd sizes (777x3333x1240, 16x5000x3001: N or K
-# not a multiple of 8, which TMA cannot copy, so the rule falls back to mma.sync), and skinny decode shapes
-# (M = 1 and 16 tokens).
-rule_shapes=("${shapes[@]}"
-             4096x11008x4096 4096x4096x11008 2048x5120x5120 8192x2048x1024 3000x5000x2000 1000x1000x7000
-             777x3333x1240 512x512x8192 896x4864x4096 64x14336x4096
-             1x11008x4096 1x4096x11008 1x8192x8192 1x14336x4096 1x4096x14336 1x5120x13824 1x3000x5000
-             16x11008x4096 16x4096x11008 16x8192x8192 16x14336x4096 16x4096x14336 16x5120x13824 16x4096x4096
-             16x5000x3001)
+# The rule is judged on shapes it was not tuned on: 8 drawn at random (seed 13: M, N and K uniform over
+# [512, 12288], N and K rounded down to a multiple of 8 so that TMA can copy the rows; none of them is a shape
+# the cost model was fitted on), the mid-size shapes where the rule's earlier cost models went wrong (a tail of
+# one tile, a long K over few tiles, 777x3333x1240 whose N only the mma.sync fallback takes), and skinny decode
+# shapes (M = 1 and 16 tokens against 4096 x 4096 and 4096 x 14336 weights; 1x4096x4096 and 16x15360x3840 are
+# the suite's).
+mapfile -t drawn < <(python3 -c '
+import random
+r = random.Random(13)
+for _ in range(8):
+    m, n, k = r.randint(512, 12288), r.randint(512, 12288) // 8 * 8, r.randint(512, 12288) // 8 * 8
+    print(f"{m}x{n}x{k}")')
+midsize=(2048x5120x5120 3000x5000x2000 896x4864x4096 1000x1000x7000 777x3333x1240)
+skinny=(1x4096x14336 1x14336x4096 16x4096x4096 16x4096x14336 16x14336x4096)
 for dtype in f16 bf16; do
-  for shape in "${rule_shapes[@]}"; do
+  for shape in "${shapes[@]}"; do
     export_gemm --shape "$shape" --dtype "$dtype" --rule true --out "$out/gemm_rule"
   done
 done
-
-# The skinny tilings the rule weighs, each with the deepest ring that fits one block per SM (227 KB: 14 stages of
-# 64x64x64 tiles of A and B, 9 of 64x128x64, 5 of 64x256x64), K split 1, 2, 4 and 8 ways; and 64x128x128 (4
-# stages), which the rule does not weigh: k-tiles twice as deep halve the ring's barriers per byte of B.
-explore_shapes=(1x4096x4096 16x4096x4096 1x14336x4096 16x4096x14336)
-for shape in "${explore_shapes[@]}"; do
-  for block in 64x64x64:14 64x128x64:9 64x256x64:5 64x128x128:4; do
-    for split in 1 2 4 8; do
-      export_gemm --shape "$shape" --dtype f16 --atom wgmma --block "${block%%:*}" --warpgroups 1 \
-        --stages "${block##*:}" --split-k "$split" --out "$out/gemm_explore"
-    done
-  done
+for shape in "${drawn[@]}" "${midsize[@]}" "${skinny[@]}"; do
+  export_gemm --shape "$shape" --dtype f16 --rule true --out "$out/gemm_rule"
 done
+for shape in "${drawn[@]:0:4}"; do
+  export_gemm --shape "$shape" --dtype bf16 --rule true --out "$out/gemm_rule"
+done
+
+# Where the rule is least sure (f16): the runner-up of its model within a few percent, or what a measurement
+# preferred (bench/results/gemm_rule2.json): 1024^3 with block K 64 beside the pick's 128; 896x4864x4096 on
+# 128x256 (133 tiles) beside the pick's 128x128 (266); the decode shapes on the 64x256 blocks split 7 or 8 and 2
+# ways that measured best there, beside the picks' 64x64 and 64x128 blocks of block K 128; 2645x1672x9216 (one
+# of the drawn shapes: 147 tiles of 128x256, which the model splits 2 ways; unsplit measured 6% faster) unsplit
+# on 128x256 and 128x128; 777x3333x1240 (mma.sync) on 64x128 blocks beside the pick's 128x128 with 64x32 warp
+# tiles.
+explore() {  # SHAPE FLAGS...
+  export_gemm --shape "$1" --dtype f16 "${@:2}" --out "$out/gemm_alternatives"
+}
+wgmma_ws=(--atom wgmma --persistent 132)
+explore 1024x1024x1024 "${wgmma_ws[@]}" --block 64x128x64 --warpgroups 1 --stages 4
+explore 896x4864x4096 "${wgmma_ws[@]}" --block 128x256x64 --warpgroups 2 --stages 3
+explore 1x4096x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 8
+explore 1x4096x14336 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 7
+explore 16x4096x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 4 --split-k 7
+explore 1x14336x4096 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 2
+explore 16x4096x14336 "${wgmma_ws[@]}" --block 64x256x64 --warpgroups 1 --stages 5 --split-k 7
+explore 2645x1672x9216 "${wgmma_ws[@]}" --block 128x256x64 --warpgroups 2 --stages 3
+explore 2645x1672x9216 "${wgmma_ws[@]}" --block 128x128x64 --warpgroups 2 --stages 4
+explore 777x3333x1240 --block 64x128x64 --warp 32x64 --stages 3
 
 for sub in "${subs[@]}"; do
   echo "$out/$sub: $(ls "$out/$sub"/*.json | wc -l) manifests, $(du -sh "$out/$sub" | cut -f1)"

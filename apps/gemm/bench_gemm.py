@@ -121,7 +121,15 @@ def new_record(problem: GemmProblem, manifest: Manifest, gpu: str, date: str) ->
         "cublas_tflops": None, "cublas_rel_l2_error": None, "ratio": None, "best": False, "gpu": gpu, "date": date,
         "chosen_by": manifest.notes.get("chosen_by", "flags"), "memory_bound": problem.memory_bound,
         "bytes_moved": problem.bytes_moved, "ours_gbps": None, "cublas_gbps": None, "ours_hbm_fraction": None,
+        "modeled_us": modeled_us(manifest),
     }
+
+
+def modeled_us(manifest: Manifest) -> float | None:
+    """What the schedule rule's cost model expects of the schedule (apps/gemm/gemm_rule.h, hopper_plan_of), where
+    twist export wrote it: the measurement beside it is what the model is refitted to."""
+    note = manifest.notes.get("modeled_us")
+    return None if note is None else float(note)
 
 
 def add_bandwidth(r: dict, problem: GemmProblem, hbm_read_gbps: float | None) -> None:
@@ -166,8 +174,8 @@ def _number(value: float | None, spec: str) -> str:
 
 
 def format_table(records: list[dict]) -> str:
-    header = ("shape", "dtype", "schedule", "regs", "spill", "rel. L2 err", "ours TFLOP/s", "cuBLAS TFLOP/s",
-              "ratio", "ours GB/s (of HBM)", "cuBLAS GB/s", "")
+    header = ("shape", "dtype", "schedule", "regs", "spill", "rel. L2 err", "ours us", "modeled us", "ours TFLOP/s",
+              "cuBLAS TFLOP/s", "ratio", "ours GB/s (of HBM)", "cuBLAS GB/s", "")
     rows = [header]
     for r in records:
         regs = "/".join(str(k["registers"]) for k in r["kernels"])
@@ -176,8 +184,9 @@ def format_table(records: list[dict]) -> str:
         bandwidth = _number(r.get("ours_gbps"), ".0f")
         if r.get("ours_hbm_fraction") is not None:
             bandwidth += f" ({r['ours_hbm_fraction']:.0%})"
+        ours_us = None if r.get("ours_ms") is None else r["ours_ms"] * 1e3
         rows.append((r["shape"], r["dtype"], r["schedule"], regs, spill, _number(r["rel_l2_error"], ".2e"),
-                     _number(r["ours_tflops"], ".1f"), _number(r["cublas_tflops"], ".1f"), _number(r["ratio"], ".3f"),
+                     _number(ours_us, ".1f"), _number(r.get("modeled_us"), ".1f"), _number(r["ours_tflops"], ".1f"), _number(r["cublas_tflops"], ".1f"), _number(r["ratio"], ".3f"),
                      bandwidth, _number(r.get("cublas_gbps"), ".0f"), mark))
     widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]

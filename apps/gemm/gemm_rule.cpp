@@ -53,6 +53,11 @@ MmaBlock mma_block(int block_m, int block_n, int block_k, int warp_m, int warp_n
 // Rules 1 and 2.
 MmaBlock mma_sync_block(const GemmShape &s, const GemmMachine &machine) {
   if (s.m <= 64) return mma_block(64, 64, 32, 32, 32, 116, machine.target);
+  // Rows of A or B that are not a multiple of 16 bytes take the kernel whose copies narrow to the rows'
+  // alignment; its per-element addresses cost registers, and at 64x64 warp tiles it spilled (255 registers,
+  // 392 bytes at 777x3333x1240: 0.65x cuBLAS). Warp tiles of 64x32 hold half the accumulators (238
+  // registers, no spill; 1.00x cuBLAS, bench/results/gemm_rule2.json).
+  if (s.n % 8 != 0 || s.k % 8 != 0) return mma_block(128, 128, 64, 64, 32, 238, machine.target);
   if (tiles_of(s, 128, 256) >= machine.sm_count) return mma_block(128, 256, 64, 64, 64, 250, machine.target);
   return mma_block(128, 128, 64, 64, 64, 250, machine.target);
 }
@@ -63,90 +68,114 @@ struct HopperBlock {
   int m, n, warpgroups;
 };
 // Largest first: of plans the model finds equal, the first listed moves the fewest operand bytes per flop.
-constexpr HopperBlock kHopperBlocks[] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2},
-                                         {64, 256, 1},  {64, 128, 1},  {64, 64, 1}};
-constexpr int kBlockK = 64;  // one 128-byte swizzled row of 16-bit elements
+constexpr HopperBlock kHopperBlocks[] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2}, {64, 256, 1},
+                                         {64, 128, 1},  {64, 64, 1},   {64, 32, 1}};
+// Block K: 64 (one 128-byte swizzled row of 16-bit elements); one-warpgroup blocks may also take 128, which
+// halves their rounds of barriers per byte (a block of two overlaps one warpgroup's round with the other's
+// wgmmas, so deeper k-tiles would buy it only fewer slots).
+constexpr int kBlockK = 64, kDeepBlockK = 128;
 constexpr int kElementBytes = 2;
+// HBM serves rows of a tile narrower than this as if they were this wide: 64x32 blocks (64-byte rows of B)
+// streamed B at 1.4 TB/s against 2.3-2.9 for 64x128 and 64x256 (bench/results/gemm_rule2.json).
+constexpr int kMinRowBytes = 128;
+// A ring of two slots leaves no load in flight while the consumers finish the other: 64x256 blocks of block
+// K 128 (two slots fit) measured 50.6-51.8 us at 1x4096x14336 and 16x4096x14336 against 45.1 for block K 64.
+constexpr int kMinStages = 3;
 // Registers per thread besides the f32 accumulators (addresses, descriptors, loop state): ptxas gives the
 // 128x256 tiling with two warpgroups 154 registers, 128 of them accumulators.
 constexpr int kRegistersBesideAccumulators = 26;
 constexpr int kMaxSplitK = 16;
 constexpr double kTie = 1.02;  // plans within 2% of the fastest are equal to the model
+// How compute and memory times combine: the 4-norm, a little more than the larger alone where they are
+// nearly equal (neither then has slack to absorb the other's stalls), the larger where one dominates.
+constexpr double kOverlapNorm = 4;
 
-// The least registers per thread the allocator hands out in steps of 8.
-int allocated_registers(int per_thread) {
-  return (per_thread + 7) / 8 * 8;
+int64_t k_tiles_of(const GemmShape &s, int block_k) {
+  return ceil_div(s.k, block_k);
 }
 
-// One plan of the model: `b` blocks of `block` per SM, K split into `split` slices.
-HopperPlan model(const GemmShape &s, const HopperBlock &block, int blocks_per_sm, int split,
+// One plan of the model: `block` tiles of depth `block_k`, K split into `split` slices, warp-specialized and
+// persistent with one block on each SM (its consumers take every register the producer leaves).
+HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int split,
                  const GemmMachine &mc) {
   HopperPlan p;
   HopperTiling &t = p.tiling;
-  t.block_m = block.m, t.block_n = block.n, t.block_k = kBlockK, t.warpgroups = block.warpgroups;
+  t.block_m = block.m, t.block_n = block.n, t.block_k = block_k, t.warpgroups = block.warpgroups;
   t.split_k = split;
   t.persistent_blocks = mc.sm_count;
-  p.blocks_per_sm = blocks_per_sm;
-  const int64_t k_tiles = ceil_div(s.k, kBlockK);
-  const int64_t slice = ceil_div(k_tiles, split);  // k-tiles per block
-  const int64_t blocks = tiles_of(s, block.m, block.n) * split;
-  const int64_t slots = int64_t{blocks_per_sm} * mc.sm_count;
-  const int64_t active = std::min(blocks, slots);
-  const int64_t active_sms = std::min<int64_t>(active, mc.sm_count);
-  p.blocks_sharing_sm = static_cast<int>(ceil_div(active, mc.sm_count));
-  // The SM given the most blocks computes ceil(blocks / SMs) tiles, however many run at once: a last wave of
-  // few blocks costs as much as a full one.
-  const double one_tile_s = 2.0 * block.m * block.n * kBlockK / mc.tensor_flops_per_sm;
-  const double tile_s = one_tile_s * p.blocks_sharing_sm;  // a tile's time while the SM's blocks share it
-  const double busiest_sm_s = static_cast<double>(ceil_div(blocks, mc.sm_count) * slice) * one_tile_s;
-  // A warpgroup's k-tile is a chain: a round of the ring's barriers, then its wgmmas, which the next round
-  // waits for. The block's other warpgroups keep the tensor cores busy meanwhile, so a k-tile of the block
-  // takes the longer of all its warpgroups' wgmmas and one warpgroup's chain.
-  const double wgmma_s = tile_s / block.warpgroups;
-  const double block_tile_s = std::max(block.warpgroups * wgmma_s, mc.k_tile_sync_s + wgmma_s);
-  const double chains_s = static_cast<double>(ceil_div(blocks, slots) * slice) * block_tile_s;
-  p.compute_s = std::max(busiest_sm_s, chains_s);
-
-  // Stages: what the budget holds for `blocks_per_sm` blocks. The output tile the epilogue writes back (at
-  // most 4 bytes an element) reuses the ring's bytes, so it must fit the budget too.
-  const int stage_bytes = (block.m + block.n) * kBlockK * kElementBytes;
-  const int block_budget = std::min(mc.target.max_shared_bytes_per_block,
-                                    mc.shared_bytes_per_sm / blocks_per_sm - 1024) -
-                           256;  // the ring's mbarriers
-  const bool write_back_fits = block.m * block.n * 4 <= block_budget;
-  t.stages = write_back_fits
-                 ? std::min<int>(block_budget / stage_bytes, static_cast<int>(std::max<int64_t>(2, slice)))
-                 : 0;
-  if (t.stages < 2) return p;  // not a plan: the caller drops it
+  const int64_t slice = ceil_div(k_tiles_of(s, block_k), split);  // k-tiles per work unit
+  // The persistent grid's work units, (tile, slice) pairs, dealt round-robin to the SMs: full waves of every
+  // SM, then a last one of `last` units.
+  const int64_t units = tiles_of(s, block.m, block.n) * split;
+  const int64_t full_waves = units / mc.sm_count, last = units % mc.sm_count;
+  const int64_t active = std::min<int64_t>(units, mc.sm_count);
 
   const int64_t rows_read = std::min<int64_t>(block.m, s.m);  // TMA fills rows past M with zeros, unread
-  const double tile_bytes = static_cast<double>((rows_read + block.n) * kBlockK * kElementBytes);
-  // The first kernel reads A and B and writes the output (at most 4 bytes an element) or the f32 partial
-  // sums of every slice; the combine kernel reads the partials back and writes the output.
+  const double tile_bytes = static_cast<double>((rows_read + block.n) * block_k * kElementBytes);
+  const double tile_flops = 2.0 * block.m * block.n * block_k;
+  // A consumer warpgroup's k-tile: its round of barriers, then its wgmmas (issue, flops, wait), which the
+  // next round waits for; the block's other warpgroup computes meanwhile. With `busy` SMs at work, a k-tile
+  // also takes no less than its share of what the chip sustains and of what L2 delivers.
+  // Each 64-row atom of a warpgroup's rows is its own wgmmas: 256x128 (two atoms of N 128 per warpgroup)
+  // measured 15% slower than 128x256 (one of N 256) at 4096^3.
+  const int atoms = block.m / block.warpgroups / 64;
+  const double wgmma_s = mc.wgmma_round_s * atoms + tile_flops / block.warpgroups / mc.tensor_flops_per_sm;
+  const double round_s = std::max(block.warpgroups * wgmma_s, mc.k_tile_sync_s + wgmma_s);
+  auto k_tile_s = [&](int64_t busy) {
+    const double n = static_cast<double>(busy);
+    return std::max({round_s, tile_flops * n / mc.chip_flops_per_s, tile_bytes * n / mc.l2_bytes_per_s});
+  };
+  // After its k-tiles a unit's consumers write its output tile (f32 partials when split) from registers,
+  // which the next unit's k-tiles wait for; with `busy` SMs writing at once each gets its share of HBM.
+  const double out_tile_bytes = static_cast<double>(block.m) * block.n * (split > 1 ? 4 : kElementBytes);
+  auto unit_s = [&](int64_t busy) {
+    return static_cast<double>(slice) * k_tile_s(busy) +
+           out_tile_bytes * static_cast<double>(busy) / mc.hbm_bytes_per_s;
+  };
+  p.compute_s = static_cast<double>(full_waves) * unit_s(mc.sm_count) + (last > 0 ? unit_s(last) : 0.0);
+
+  // Stages: what the budget holds. The output tile the epilogue writes back (at most 4 bytes an element)
+  // reuses the ring's bytes, so it must fit the budget too.
+  const int stage_bytes = (block.m + block.n) * block_k * kElementBytes;
+  const int block_budget = std::min(mc.target.max_shared_bytes_per_block, mc.shared_bytes_per_sm - 1024) -
+                           256;  // the ring's mbarriers
+  const bool write_back_fits = block.m * block.n * 4 <= block_budget;
+  t.stages = write_back_fits ? std::min<int>(block_budget / stage_bytes,
+                                             static_cast<int>(std::max<int64_t>(kMinStages, slice)))
+                             : 0;
+  if (t.stages < kMinStages) return p;  // not a plan: the caller drops it
+
+  // HBM: A and B once (B's rows as wide as HBM serves them), and the output (unsplit; split-K's partials
+  // are the epilogue's and the combine's). The bytes in flight must cover the latency (Little's law) for
+  // the bandwidth to be reached.
   const double outputs = static_cast<double>(s.m * s.n * s.batch);
-  const double partial_bytes = split > 1 ? 4.0 * split * outputs : 0;
+  const double b_row_cost = std::max(1.0, static_cast<double>(kMinRowBytes) / (block.n * kElementBytes));
   const double hbm_bytes =
-      static_cast<double>(s.batch) * kElementBytes * static_cast<double>(s.m * s.k + s.k * s.n) +
-      (split > 1 ? partial_bytes : 4.0 * outputs);
-  const double l2_bytes = static_cast<double>(blocks * slice) * tile_bytes;
+      static_cast<double>(s.batch) * kElementBytes *
+          (static_cast<double>(s.m * s.k) + static_cast<double>(s.k * s.n) * b_row_cost) +
+      (split > 1 ? 0.0 : kElementBytes * outputs);
   auto memory_s = [&](int stages) {
     const double in_flight = static_cast<double>(active) * (stages - 1) * tile_bytes;
-    const double l2_share = mc.l2_bytes_per_s * static_cast<double>(active_sms) / mc.sm_count;
-    const double bandwidth = std::min(mc.hbm_bytes_per_s, in_flight / mc.memory_latency_s);
-    return std::max(hbm_bytes / bandwidth, l2_bytes / l2_share);
+    return hbm_bytes / std::min(mc.hbm_bytes_per_s, in_flight / mc.memory_latency_s);
   };
   // Compute-bound: the depth whose tiles ahead cover the latency; memory-bound: every slot that fits.
-  if (memory_s(t.stages) < p.compute_s)
-    t.stages = std::min(t.stages, 1 + static_cast<int>(std::ceil(mc.memory_latency_s / tile_s)));
+  const int covering =
+      std::max(kMinStages, 1 + static_cast<int>(std::ceil(mc.memory_latency_s / k_tile_s(active))));
+  if (covering < t.stages && memory_s(covering) < p.compute_s) t.stages = covering;
   p.memory_s = memory_s(t.stages);
-  p.combine_s = split > 1 ? mc.second_kernel_s + (partial_bytes + 4.0 * outputs) / mc.hbm_bytes_per_s : 0;
+  p.combine_s = split > 1 ? mc.second_kernel_s + 4.0 * split * outputs / mc.partial_bytes_per_s +
+                                kElementBytes * outputs / mc.hbm_bytes_per_s
+                          : 0;
+  p.launch_s = mc.launch_s;
   return p;
 }
 
 }  // namespace
 
 double HopperPlan::seconds() const {
-  return std::max(compute_s, memory_s) + combine_s;
+  const double overlapped =
+      std::pow(std::pow(compute_s, kOverlapNorm) + std::pow(memory_s, kOverlapNorm), 1 / kOverlapNorm);
+  return launch_s + overlapped + combine_s;
 }
 
 int split_k_by_rule(const GemmShape &s, int64_t tiles, int block_k, int blocks_per_sm,
@@ -178,26 +207,36 @@ bool hopper_takes(const GemmShape &s, const GemmMachine &machine) {
 std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) {
   check_shape(s, "hopper_plans");
   std::vector<HopperPlan> plans;
-  const int64_t k_tiles = ceil_div(s.k, kBlockK);
   for (const HopperBlock &block : kHopperBlocks) {
     // A block reaching more than one atom of rows, or 64 columns, past the edge computes only padding there.
     if (block.m > ceil_div(s.m, 64) * 64 || block.n > ceil_div(s.n, 64) * 64) continue;
-    const int threads = 128 * block.warpgroups;
-    const int registers = allocated_registers(block.m * block.n / threads + kRegistersBesideAccumulators);
-    if (registers > mc.target.max_registers_per_thread) continue;
-    // A warp-specialized block (HopperTiling's default) gives its consumers every register the producer
-    // leaves on the SM (HopperTiling::consumer_registers), so one block runs on an SM at a time.
-    const int by_registers =
-        HopperTiling{}.warp_specialized ? 1 : mc.target.registers_per_sm / (threads * registers);
-    for (int b = 1; b <= by_registers; ++b)
+    HopperTiling consumers;
+    consumers.warpgroups = block.warpgroups;
+    const int accumulators = block.m * block.n / (128 * block.warpgroups);
+    if (accumulators + kRegistersBesideAccumulators > consumers.consumer_registers()) continue;
+    for (int block_k : {kBlockK, kDeepBlockK}) {
+      if (block_k != kBlockK && block.warpgroups > 1) continue;
+      const int64_t k_tiles = k_tiles_of(s, block_k);
       // Split parts share a block.z with batches, so a batched GEMM does not split; every part has k-tiles.
       for (int split = 1; split <= (s.batch > 1 ? 1 : kMaxSplitK); ++split) {
         if ((split - 1) * ceil_div(k_tiles, split) >= k_tiles) break;
-        HopperPlan p = model(s, block, b, split, mc);
-        if (p.tiling.stages >= 2) plans.push_back(p);
+        HopperPlan p = model(s, block, block_k, split, mc);
+        if (p.tiling.stages >= kMinStages) plans.push_back(p);
       }
+    }
   }
   return plans;
+}
+
+std::optional<HopperPlan> hopper_plan_of(const GemmShape &s, const HopperTiling &t, const GemmMachine &mc) {
+  check_shape(s, "hopper_plan_of");
+  if (!t.warp_specialized || t.persistent_blocks != mc.sm_count) return std::nullopt;
+  for (const HopperBlock &block : kHopperBlocks)
+    if (block.m == t.block_m && block.n == t.block_n && block.warpgroups == t.warpgroups) {
+      HopperPlan p = model(s, block, t.block_k, t.split_k, mc);
+      if (p.tiling.stages >= kMinStages) return p;
+    }
+  return std::nullopt;
 }
 
 HopperPlan hopper_plan_by_rule(const GemmShape &s, const GemmMachine &mc) {
@@ -213,11 +252,12 @@ HopperPlan hopper_plan_by_rule(const GemmShape &s, const GemmMachine &mc) {
          mc.target.arch, s.m, s.n, s.k);
   double fastest = plans[0].seconds();
   for (const HopperPlan &p : plans) fastest = std::min(fastest, p.seconds());
-  // Among the plans the model cannot tell apart: the least operand traffic through L2, then fewer slices,
-  // then more blocks running on each SM (they hide each other's latencies), then the deeper ring.
+  // Among the plans the model cannot tell apart: fewer slices (no second kernel), then the least operand
+  // traffic through L2, then the k-tile depth measured most (64), then the deeper ring.
   auto preference = [&](const HopperPlan &p) {
-    return std::tuple(tiles_of(s, p.tiling.block_m, p.tiling.block_n) * (p.tiling.block_m + p.tiling.block_n),
-                      p.tiling.split_k, -p.blocks_sharing_sm, -p.tiling.stages);
+    return std::tuple(p.tiling.split_k,
+                      tiles_of(s, p.tiling.block_m, p.tiling.block_n) * (p.tiling.block_m + p.tiling.block_n),
+                      p.tiling.block_k, -p.tiling.stages);
   };
   const HopperPlan *best = nullptr;
   for (const HopperPlan &p : plans)

@@ -9,30 +9,38 @@
 //  - otherwise the mma.sync schedule (schedule_tensor_core, cp.async, whose copies narrow to the row's
 //    alignment): on sm_80, and on sm_90a for the shapes TMA refuses (N or K not a multiple of 8 elements).
 //
-// The Hopper rule (hopper_tiling_by_rule) is a cost model evaluated over a few tilings, blocks per SM and
-// split-K factors; the tiling with the least modeled time wins (docs/hopper.md, "The schedule rule"):
-//  - tilings: block M x N of 128x256, 256x128, 128x128 (two consumer warpgroups) and 64x256, 64x128, 64x64
-//    (one), block K 64 (one 128-byte swizzled row of 16-bit elements); no block with more than one atom of
-//    rows or 64 columns past the problem's edge (skinny M takes the 64-row blocks);
-//  - blocks per SM from registers (accumulators plus what the rest of the kernel holds) and shared memory;
-//  - time = max(compute, memory) + the combine kernel when K is split, where compute counts the tiles of
-//    the busiest SM (ceil(blocks / SMs) x k-tiles: a last wave that is nearly empty costs a whole wave, which
-//    is how the rule prefers the tiling whose last wave is fullest), and no block runs a k-tile faster than
-//    one warpgroup's round of barriers followed by its wgmmas; memory is the bytes that must come
-//    from HBM (A and B once, the output, split-K's partial sums written and read back) at the least of HBM's
-//    bandwidth, the bandwidth the bytes in flight sustain (Little's law: active blocks x bytes in their ring
-//    / latency) and what L2 delivers to the active SMs (every block's tiles of A and B, re-reads included);
+// The Hopper rule (hopper_plan_by_rule) is a cost model of the kernels it emits (warp-specialized, a producer
+// warpgroup beside the consumers; persistent, one block per SM) evaluated over a few tilings and split-K
+// factors; the plan with the least modeled time wins (docs/hopper.md, "The schedule rule", with each term's
+// evidence):
+//  - tilings: block M x N of 128x256, 256x128, 128x128 (two consumer warpgroups) and 64x256, 64x128, 64x64,
+//    64x32 (one), block K 64, and 128 for one-warpgroup blocks; no block with more than one atom of rows or
+//    64 columns past the problem's edge (skinny M takes the 64-row blocks);
+//  - compute: the persistent grid deals its work units (tile, K slice) to the SMs round-robin, so the busiest
+//    SM runs its full waves at the rate of a busy chip and its last wave at the rate of the SMs in it (a last
+//    wave of one unit runs alone, fast: the tail costs a unit, not a wave). A k-tile takes the longest of a
+//    consumer warpgroup's chain (its round of barriers, then its wgmmas; a second warpgroup computes
+//    meanwhile), its share of the flops the whole chip sustains, and its share of what L2 delivers;
+//    After its k-tiles each unit writes its output tile from registers at its share of HBM;
+//  - memory: A and B once (B's rows at least 128 bytes wide) and the output, at the least of HBM's streaming
+//    rate and what the bytes in flight sustain (Little's law); compute and memory overlap (their 4-norm);
+//  - split-K: a second kernel, and the f32 partials written and read back; it pays only where the unsplit
+//    grid leaves most SMs idle for a long K (1000x1000x7000), never for a tail of a few tiles
+//    (896x4864x4096);
 //  - stages: memory-bound plans take every slot the shared-memory budget holds (bytes in flight are what
 //    they run on); compute-bound ones the depth that covers the memory latency with the compute of the tiles
-//    ahead (deeper rings measured slower on the H200, bench/RESULTS.md); never more than the slice's k-tiles;
-//  - ties (within 2%) go to the plan that moves fewer operand bytes through L2, then to fewer K slices, then
-//    to more blocks running on each SM, then to the deeper ring.
+//    ahead (deeper rings measured slower on the H200, bench/RESULTS.md); at least 3, and no more than the
+//    slice's k-tiles unless that is fewer;
+//  - ties (within 2%) go to fewer K slices (no second kernel), then to the plan that moves fewer operand
+//    bytes through L2, then to block K 64, then to the deeper ring.
 //
 // The mma.sync rule (mma_sync_tiling_by_rule), for sm_80 and the shapes TMA refuses:
 //  1. Skinny problems (M <= 64) are memory-bound: the time is reading B once. They take the small block
 //     64x64x32 (warps 32x32, 3 stages): padding M up to 64 rows wastes only idle tensor cores, and its 116
 //     registers per thread let 4 blocks share an SM, so more of B is in flight.
-//  2. Otherwise the problem is compute-bound. Block 128x256x64 (warps 64x64, 3 stages, one block per SM)
+//  2. Rows of A or B that are not multiples of 16 bytes (the kernel whose copies narrow to them) take block
+//     128x128x64 with warps of 64x32: at 64x64 that kernel spilled (777x3333x1240, 0.65x cuBLAS; 1.00x so).
+//     Otherwise the problem is compute-bound. Block 128x256x64 (warps 64x64, 3 stages, one block per SM)
 //     loads A half as often per flop as 128x128x64, so it is taken when its tiles fill every SM at least
 //     once; otherwise 128x128x64 (warps 64x64, 3 stages, two blocks per SM), which makes twice the tiles.
 //  3. Split-K (split_k_by_rule): when the tiles give fewer blocks than the SMs hold at once, K is split into
@@ -41,6 +49,7 @@
 //     write and the combine reads (2 x 4 bytes x M x N per slice) stay within an eighth of the bytes of B
 //     (2 x N x K for 16-bit inputs).
 #include <cstdint>
+#include <optional>
 #include <variant>
 
 #include "apps/gemm/gemm.h"
@@ -55,29 +64,43 @@ struct GemmShape {
 };
 
 // The GPU the rule plans for: its target (budgets, datapath), how many SMs it has, and the rates of the
-// Hopper rule's cost model. The defaults are an H200 SXM's (H100 SXM: the same but 3.35 TB/s of HBM).
+// Hopper rule's cost model, fitted to the warp-specialized persistent kernels the rule emits (every measured
+// configuration in bench/results/gemm_merged.json, gemm_midsize_explore.json, hopper_ws.json and
+// hopper_ws_configs.json; docs/hopper.md, "The schedule rule", gives each term's evidence). The defaults are
+// an H200 SXM's.
 struct GemmMachine {
   Target target = Target::sm90a();
   int sm_count = 132;
   int shared_bytes_per_sm = 228 * 1024;  // what the blocks on an SM share; each block also reserves 1 KB
-  // Dense 16-bit tensor-core flops per SM per second that the best kernels sustain: cuBLAS's 650-700 TFLOP/s
-  // at 4096^3 on the H200 (bench/RESULTS.md) over 132 SMs. The tensor cores' peak is 989 TFLOP/s.
-  double tensor_flops_per_sm = 5e12;
-  double hbm_bytes_per_s = 4.35e12;  // HBM read bandwidth, measured by bench_gemm.py (torch.sum over 4 GiB)
-  // What L2 delivers to the SMs, over all of them: about 60 GB/s per SM. Fitted to the ratio of the Hopper
-  // GEMM's 128x128 and 128x256 tilings at 4096^3 (477 against 582 TFLOP/s): the one tile-shape effect the
-  // model must explain is the operand bytes per flop that each tile pulls through L2.
-  double l2_bytes_per_s = 8e12;
+  // The tensor cores' dense 16-bit peak on one SM: 989 TFLOP/s over 132 SMs.
+  double tensor_flops_per_sm = 989e12 / 132;
+  // What the whole chip sustains with every SM's tensor cores busy (clocks drop under that load): a k-tile of
+  // 128x256 takes 0.78 us with 132 SMs busy against 0.72 us with 32 or 128 (1024^3, 2048^3); cuBLAS's best
+  // is 713 TFLOP/s at 4096^3.
+  double chip_flops_per_s = 710e12;
+  // A consumer warpgroup's k-tile besides the wgmmas' flops: issuing them and waiting for the group (fitted
+  // to 128x128 against 128x256, both two warpgroups, at 1024^3 and 4096^3).
+  double wgmma_round_s = 0.0775e-6;
+  // A consumer warpgroup's round of the ring's barriers per k-tile (wait for the copy, release the slot),
+  // which its next wgmmas wait for: one warpgroup's blocks are bound by it (64x128 at 1024^3, 64x256 at
+  // 896x4864x4096). In a block of two, each warpgroup's round overlaps the other's wgmmas.
+  double k_tile_sync_s = 0.16e-6;
+  // What L2 delivers to the SMs, over all of them: 128x128 tiles pull a third more operand bytes per flop
+  // than 128x256 and measured 0.48 us a k-tile against 0.78 for twice the flops at 4096^3.
+  double l2_bytes_per_s = 8.7e12;
+  // What a GEMM streams from HBM once launched: 3.1-3.5 TB/s for ours and cuBLAS's skinny GEMMs, past the
+  // fixed cost below (torch.sum over 4 GiB reaches 4.35 TB/s).
+  double hbm_bytes_per_s = 3.4e12;
   // A load's latency from HBM under load: what the bytes in flight must cover.
   double memory_latency_s = 1e-6;
-  // A warpgroup's round of synchronization per k-tile (wait for the tile's copy, issue the wgmmas, wait for
-  // the previous group, release its slot, issue the next copy), which its wgmmas follow: 0.4 us, fitted to
-  // the skinny exploration on the H200 (bench/RESULTS.md), where a block of one warpgroup streamed a k-tile
-  // in 0.5 us at 64 columns, 0.6 us at 128 and 0.84 us at 256. It keeps few blocks of small tiles from
-  // streaming B.
-  double k_tile_sync_s = 0.4e-6;
-  // What split-K's combine kernel adds besides its bytes: its launch behind the first kernel, its ramp.
-  double second_kernel_s = 2e-6;
+  // What every launch costs in the benchmark's timing besides its work (the launch, the first loads after
+  // do_bench's L2 flush, the last epilogue): 6 us, the intercept of the unsplit plans' fit.
+  double launch_s = 6e-6;
+  // Split-K's combine: the second kernel's launch and ramp (4 us), and the f32 partial sums read back at 2
+  // TB/s (the first kernel's epilogue writes them, at its share of HBM like any output tile): fitted to
+  // 896x4864x4096 split 2 and 4, 1000x1000x7000 split 2 and 4, 1024^3 split 2, 2645x1672x9216 split 2.
+  double second_kernel_s = 4e-6;
+  double partial_bytes_per_s = 2e12;
 };
 
 // Split-K slices for a grid of `tiles` blocks of `block_k`-deep k-steps, `blocks_per_sm` of which fit an SM
@@ -91,9 +114,9 @@ GemmTiling mma_sync_tiling_by_rule(const GemmShape &shape, const GemmMachine &ma
 // A Hopper tiling and what the cost model expects of it.
 struct HopperPlan {
   HopperTiling tiling;
-  int blocks_per_sm = 1;      // what registers and shared memory allow
-  int blocks_sharing_sm = 1;  // what the grid puts on the busiest SM at once: at most blocks_per_sm
-  double compute_s = 0, memory_s = 0, combine_s = 0;
+  // The busiest SM's k-tiles (the persistent grid's full waves, then its last one), the bytes from HBM, the
+  // combine kernel (split-K), and the launch's fixed cost.
+  double compute_s = 0, memory_s = 0, combine_s = 0, launch_s = 0;
   double seconds() const;
 };
 
@@ -104,6 +127,13 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &shape, const GemmMachine &
 // The Hopper plan of least modeled time (ties as above). Throws, naming the shape and what to do, where TMA
 // cannot copy the operands or the target has no wgmma.
 HopperPlan hopper_plan_by_rule(const GemmShape &shape, const GemmMachine &machine = {});
+
+// What the cost model expects of a given Hopper tiling at a shape (its block, block K and split; the stages
+// are the model's), or nothing where the model does not describe it: a block shape it does not weigh, or a
+// kernel that is not warp-specialized and persistent over the machine's SMs. `twist export gemm` writes it
+// into the manifest's notes (modeled_us) so that apps/gemm/bench_gemm.py reports it beside the measurement.
+std::optional<HopperPlan> hopper_plan_of(const GemmShape &shape, const HopperTiling &tiling,
+                                         const GemmMachine &machine = {});
 
 // Whether the Hopper schedule can take the shape on the machine: wgmma on the target, rows of A and B that
 // are multiples of 16 bytes.

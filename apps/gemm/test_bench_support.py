@@ -232,6 +232,17 @@ class BenchGemmTest(unittest.TestCase):
                                         {"name": "out", "registers": 20, "spill_bytes": 0}])
         self.assertEqual((r["status"], r["tolerance"], r["gpu"]), ("FAIL", 2e-3, "NVIDIA H200"))
         self.assertEqual(r["schedule"], "mma_64x64x32_w32x32_s3_cpasync_splitk8")
+        self.assertIsNone(r["modeled_us"])  # the rule's cost model describes Hopper tilings only
+
+    def test_new_record_carries_the_rules_modeled_time(self):
+        data = gemm_manifest(1024, 1024, 1024, schedule="wgmma_64x128x64_wg1_s4_tma_ws_p132")
+        data["modeled_us"] = "12.1"
+        m = self.load(data)
+        r = bench_gemm.new_record(bench_gemm.gemm_problem(m), m, "NVIDIA H200", "d")
+        self.assertEqual(r["modeled_us"], 12.1)
+        r.update(status="PASS", ours_ms=0.0118, ours_tflops=182.0, cublas_tflops=230.0, ratio=0.79)
+        row = bench_gemm.format_table([r]).splitlines()[2]
+        self.assertEqual(row.split()[6:9], ["11.8", "12.1", "182.0"])
 
     def test_best_and_geometric_means(self):
         records = [record("4096x4096x4096", "f16", "a", 400, 680), record("4096x4096x4096", "f16", "b", 500, 680),

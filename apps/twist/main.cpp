@@ -338,6 +338,10 @@ int export_gemm(const Options &o) {
              {"shape", fmt::format("{}x{}x{}", shape[0], shape[1], shape[2])},
              {"accumulation", accumulation_flag(accumulation)},
              {"chosen_by", by_rule ? "rule" : "flags"}};
+  // The rule's cost model beside the measurement (bench_gemm.py), wherever it describes the tiling.
+  if (const auto *hopper = std::get_if<apps::HopperTiling>(&plan.tiling))
+    if (const auto modeled = apps::hopper_plan_of({shape[0], shape[1], shape[2], 1, dtype}, *hopper))
+      r.notes["modeled_us"] = fmt::format("{:.1f}", modeled->seconds() * 1e6);
   std::cout << cuda::export_program(p, r, out_dir).string() << "\n";
   return 0;
 }
