@@ -89,6 +89,11 @@ struct HopperTiling {
   // > 0: a persistent grid of at most that many blocks (the GPU's SMs). Warp-specialized tilings only:
   // without a producer warpgroup the grid is one block per tile.
   int persistent_blocks = 132;
+  // The output tile leaves through shared memory by a TMA store (FuncSchedule::store_output(Transport::tma));
+  // false: 16-byte stores of whole rows by the consumers.
+  bool tma_store = true;
+  // With tma_store, the consumers write the tile with stmatrix (16-bit outputs); false: 2-byte stores.
+  bool stmatrix = true;
   int consumer_registers() const;
   std::string name() const;
 };
