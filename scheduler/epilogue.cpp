@@ -81,7 +81,8 @@ void check_tma_store(const ReductionKernelRequest &r, const StagePlan &p) {
   const Type t = p.type;
   if (!(t == f16 || t == bf16 || t == f32 || t == f64 || t == Halide::Int(32)))
     fail(
-        "schedule of '{}': store_output(Transport::tma) stores '{}' of type {}, which TMA does not copy (f16, "
+        "schedule of '{}': store_output(Transport::tma) stores '{}' of type {}, which TMA does not copy "
+        "(f16, "
         "bf16, f32, f64, i32); use store_output(Transport::plain)",
         fname, p.input, type_name(t));
   const int row_bytes = p.cols * p.elem_bytes;

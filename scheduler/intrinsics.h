@@ -72,7 +72,8 @@ std::optional<Ldmatrix> as_ldmatrix(const Stmt &s);
 // m, each 16-byte aligned), and src[src_index + 2m], src[src_index + 2m + 1] of each lane go to matrix m:
 // without transpose to row l/4, columns 2(l%4) and 2(l%4)+1; with transpose to rows 2(l%4) and 2(l%4)+1 of
 // column l/4. With the wgmma accumulator layout (hopper_layouts.h), a lane's elements 8c..8c+7 are the four
-// 8 x 8 matrices of its warp's 16 rows and columns 16c..16c+15: (rows, columns) (0, 0), (8, 0), (0, 8), (8, 8).
+// 8 x 8 matrices of its warp's 16 rows and columns 16c..16c+15: (rows, columns) (0, 0), (8, 0), (0, 8), (8,
+// 8).
 struct Stmatrix {
   std::string dst;
   Expr dst_index;

@@ -624,8 +624,8 @@ Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &co
     const Halide::Expr col = 16 * c + 8 * (lane / 16);
     std::vector<Halide::Expr> at;
     for (const Halide::Expr &x : coords) at.push_back(substitute(i, row, substitute(j, col, x)));
-    writes.push_back(intrinsic::stmatrix({tile.buffer, simplify(tile.thread_index_of(at, 0)), 4, false,
-                                          fragment, 0}));
+    writes.push_back(
+        intrinsic::stmatrix({tile.buffer, simplify(tile.thread_index_of(at, 0)), 4, false, fragment, 0}));
     groups.push_back(block(writes));
   }
   Stmt s = block(groups);
@@ -945,17 +945,17 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                    at_iteration(block({guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth),
                                                                                      (it / depth + 1) % 2)),
                                        issue(t, it % depth)})))))});
-  const Stmt consumers = block({intrinsic::setmaxnreg(specialized->consumer_registers, true),
-                                over_tiles(block({init_states(), mainloop, finish()})),
-                                drain_tma_stores(write_backs_)});
+  const Stmt consumers =
+      block({intrinsic::setmaxnreg(specialized->consumer_registers, true),
+             over_tiles(block({init_states(), mainloop, finish()})), drain_tma_stores(write_backs_)});
   summary_ += fmt::format(
       "  warp specialized, {} threads a block: warpgroup {} issues the TMA copies ({} registers a thread), "
       "warpgroups 0 to {} compute ({} registers a thread)\n",
       mapping_.threads, consumer_warpgroups, specialized->producer_registers, consumer_warpgroups - 1,
       specialized->consumer_registers);
   setup.push_back(IfThenElse::make(thread >= consumer_threads_, producer, consumers));
-  // The write-back tiles follow the ring's slots, whose sizes are whole swizzle patterns, so that they start at
-  // a pattern boundary as their TMA stores need (the barriers' few bytes come after them).
+  // The write-back tiles follow the ring's slots, whose sizes are whole swizzle patterns, so that they start
+  // at a pattern boundary as their TMA stores need (the barriers' few bytes come after them).
   return with_shared_arrays(stages_, with_shared_arrays(write_backs_, with_barriers(block(setup))));
 }
 

@@ -147,9 +147,9 @@ class FuncSchedule {
   // operands while the consumers finish the last one's epilogue, and no tile waits for a block to start.
   FuncSchedule &persistent(int blocks);
   // How a tensor-core kernel's output tiles leave the block's write-back tile in shared memory:
-  // Transport::plain, 16-byte stores of whole rows by the block's threads (the default), or Transport::tma, one
-  // thread storing the tile with cp.async.bulk.tensor (sm_90, wgmma kernels): the threads write the tile, then
-  // fence_proxy_async, a barrier, and the store, whose shared reads are waited for before the tile is
+  // Transport::plain, 16-byte stores of whole rows by the block's threads (the default), or Transport::tma,
+  // one thread storing the tile with cp.async.bulk.tensor (sm_90, wgmma kernels): the threads write the tile,
+  // then fence_proxy_async, a barrier, and the store, whose shared reads are waited for before the tile is
   // written again. Out-of-bounds rows and columns are clipped by the store. With `stmatrix`, a wgmma kernel's
   // warps write a 16-bit tile with stmatrix (four 8 x 8 matrices of their accumulators at once) rather than
   // one 2-byte store per element.

@@ -138,8 +138,8 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
 StagePlan plan_write_back(const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
                           const LoopStructure &loops, const std::vector<Halide::Expr> &coords,
                           bool element_copies, Transport transport) {
-  StagePlan p = plan_tile({name, "", transport, 1, SharedLayout::swizzled}, name, type, shape, loops, {coords},
-                          element_copies);
+  StagePlan p = plan_tile({name, "", transport, 1, SharedLayout::swizzled}, name, type, shape, loops,
+                          {coords}, element_copies);
   p.write_back = true;
   return p;
 }
@@ -319,9 +319,9 @@ std::string StagePlan::summary() const {
   std::string box;
   for (int e : box_extent) box += (box.empty() ? "" : " x ") + std::to_string(e);
   if (write_back && directive.transport == Transport::tma)
-    return fmt::format("  {} <- shared {} [{}] in {} TMA box(es) of {} columns, {} swizzle, {} B, stored by TMA\n",
-                       input, buffer, box, cols / box_cols, box_cols, swizzle_name(swizzle),
-                       slot_elems * elem_bytes);
+    return fmt::format(
+        "  {} <- shared {} [{}] in {} TMA box(es) of {} columns, {} swizzle, {} B, stored by TMA\n", input,
+        buffer, box, cols / box_cols, box_cols, swizzle_name(swizzle), slot_elems * elem_bytes);
   if (write_back)
     return fmt::format("  {} <- shared {} [{}] {}, {} B, written back with {}-byte stores of whole rows\n",
                        input, buffer, box, to_string(layout), slot_elems * elem_bytes, copy_bytes);

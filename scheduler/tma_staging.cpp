@@ -80,8 +80,9 @@ Stmt box_copies(const StagePlan &p, const Halide::Expr &iteration, const Halide:
     std::vector<Halide::Expr> coordinates;
     for (size_t c = 0; c < p.box_extent.size(); ++c) coordinates.push_back(p.box_min_at(iteration, c));
     coordinates.back() = Halide::Internal::simplify(coordinates.back() + b * p.box_cols);
-    copies.push_back(intrinsic::tma_copy({load, p.tensor_map().name, p.buffer,
-                                          slot * p.slot_elems + b * p.rows * p.box_cols, coordinates, barrier}));
+    copies.push_back(
+        intrinsic::tma_copy({load, p.tensor_map().name, p.buffer,
+                             slot * p.slot_elems + b * p.rows * p.box_cols, coordinates, barrier}));
   }
   return Halide::Internal::Block::make(copies);
 }
@@ -94,7 +95,8 @@ Stmt StagePlan::tma_copies(const Halide::Expr &iteration, const Halide::Expr &sl
 }
 
 Stmt StagePlan::tma_stores() const {
-  TWIST_CHECK(write_back && directive.transport == Transport::tma, "TMA stores of a plan that is not a TMA write-back");
+  TWIST_CHECK(write_back && directive.transport == Transport::tma,
+              "TMA stores of a plan that is not a TMA write-back");
   return box_copies(*this, Halide::Expr(), 0, false, {});
 }
 

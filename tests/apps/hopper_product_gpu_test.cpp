@@ -176,7 +176,8 @@ TEST_CASE("GPU: Hopper GEMM's TMA-store epilogue (stmatrix or element writes) is
                      Case{tall, 513, 392, 136}, Case{persistent, 513, 392, 520}}) {
         c.tiling.stmatrix = stmatrix;
         INFO(twist::type_name(type), " ", c.tiling.name(), " ", c.m, "x", c.n, "x", c.k);
-        const std::map<std::string, double> scalars = {{g.M.name(), c.m}, {g.N.name(), c.n}, {g.K.name(), c.k}};
+        const std::map<std::string, double> scalars = {
+            {g.M.name(), c.m}, {g.N.name(), c.n}, {g.K.name(), c.k}};
         const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {c.m, c.k}, 1)},
                                                           {g.B.name(), random_normal(type, {c.k, c.n}, 2)}};
         CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, c.tiling), scalars, inputs) < tolerance);
@@ -185,7 +186,8 @@ TEST_CASE("GPU: Hopper GEMM's TMA-store epilogue (stmatrix or element writes) is
   // A fused epilogue reading a bias (its points outside the output are not computed), batching, and split-K
   // (whose partials are stored directly; the combine kernel writes the output), all with f16 outputs.
   {
-    Gemm g = make_gemm({.input = twist::f16, .output = twist::f16, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
+    Gemm g = make_gemm(
+        {.input = twist::f16, .output = twist::f16, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
     const std::map<std::string, double> scalars = {
         {g.M.name(), 300}, {g.N.name(), 200}, {g.K.name(), 256}, {g.alpha->name(), 0.5}};
     const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::f16, {300, 256}, 3)},
@@ -197,8 +199,9 @@ TEST_CASE("GPU: Hopper GEMM's TMA-store epilogue (stmatrix or element writes) is
     Gemm g = make_gemm({.input = twist::bf16, .output = twist::bf16, .batched = true, .prefix = "b"});
     const std::map<std::string, double> scalars = {
         {g.M.name(), 70}, {g.N.name(), 96}, {g.K.name(), 96}, {g.batch.name(), 3}};
-    const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::bf16, {3, 70, 96}, 6)},
-                                                      {g.B.name(), random_normal(twist::bf16, {3, 96, 96}, 7)}};
+    const std::map<std::string, HostTensor> inputs = {
+        {g.A.name(), random_normal(twist::bf16, {3, 70, 96}, 6)},
+        {g.B.name(), random_normal(twist::bf16, {3, 96, 96}, 7)}};
     CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, small), scalars, inputs) < 1.0 / 128);
   }
   {
@@ -206,8 +209,9 @@ TEST_CASE("GPU: Hopper GEMM's TMA-store epilogue (stmatrix or element writes) is
     HopperTiling split = small;
     split.split_k = 3;
     const std::map<std::string, double> scalars = {{g.M.name(), 257}, {g.N.name(), 136}, {g.K.name(), 1000}};
-    const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::f16, {257, 1000}, 8)},
-                                                      {g.B.name(), random_normal(twist::f16, {1000, 136}, 9)}};
+    const std::map<std::string, HostTensor> inputs = {
+        {g.A.name(), random_normal(twist::f16, {257, 1000}, 8)},
+        {g.B.name(), random_normal(twist::f16, {1000, 136}, 9)}};
     CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, split), scalars, inputs) < 1.0 / 1024);
   }
 }
@@ -222,7 +226,8 @@ TEST_CASE("GPU: Hopper GEMM with the TMA-store epilogue on small problems (for t
   HopperTiling elements;
   elements.stmatrix = false;
   Gemm g = make_gemm({.input = twist::f16, .output = twist::f16});
-  for (const auto &[tiling, m, n, k] : {std::tuple{small, 300, 200, 136}, std::tuple{elements, 257, 136, 200}}) {
+  for (const auto &[tiling, m, n, k] :
+       {std::tuple{small, 300, 200, 136}, std::tuple{elements, 257, 136, 200}}) {
     INFO(tiling.name(), " ", m, "x", n, "x", k);
     const std::map<std::string, double> scalars = {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
     const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::f16, {m, k}, 1)},

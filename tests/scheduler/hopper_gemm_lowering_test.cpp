@@ -266,7 +266,9 @@ TEST_CASE("Hopper GEMM with fused epilogues and batching matches the oracle") {
   }
 }
 
-TEST_CASE("Hopper GEMM's epilogue through a TMA store matches the oracle: stmatrix or element writes, reused tiles") {
+TEST_CASE(
+    "Hopper GEMM's epilogue through a TMA store matches the oracle: stmatrix or element writes, reused "
+    "tiles") {
   for (const bool stmatrix : {true, false})
     for (const Type &type : {f16, bf16}) {
       Gemm g = make_gemm({.input = type, .output = type});
@@ -320,7 +322,8 @@ TEST_CASE("the TMA-store epilogue's source: stmatrix, the async-proxy fence, bul
   // visible to the async proxy, the consumers meet, one thread stores and commits; the last wait at the end.
   // (The instructions' helpers come first: stmatrix.sync.aligned.m8n8.x4 in twist_stmatrix<4, false>,
   // cp.async.bulk.tensor.2d.global.shared::cta in twist_tma_store_2d.)
-  for (const char *helper : {"stmatrix.sync.aligned.m8n8.x4.shared.b16", "cp.async.bulk.tensor.2d.global.shared::cta"})
+  for (const char *helper :
+       {"stmatrix.sync.aligned.m8n8.x4.shared.b16", "cp.async.bulk.tensor.2d.global.shared::cta"})
     CHECK_MESSAGE(source.find(helper) != std::string::npos, helper);
   size_t at = source.find("__global__");
   for (const char *step :
@@ -335,7 +338,8 @@ TEST_CASE("the TMA-store epilogue's source: stmatrix, the async-proxy fence, bul
   // Without stmatrix the consumers write elements; with f32 outputs stmatrix does not apply.
   HopperTiling elements;
   elements.stmatrix = false;
-  std::string plain = cuda::cuda_source(lower(g.out, schedule_hopper(g, elements), Target::sm90a()).kernels[0]);
+  std::string plain =
+      cuda::cuda_source(lower(g.out, schedule_hopper(g, elements), Target::sm90a()).kernels[0]);
   CHECK(plain.find("stmatrix") == std::string::npos);
   CHECK(plain.find("twist_tma_store_2d(out_smem_address") != std::string::npos);
   Gemm wide = make_gemm({.input = f16, .output = f32, .prefix = "w"});
@@ -350,8 +354,9 @@ TEST_CASE("the TMA-store epilogue's source: stmatrix, the async-proxy fence, bul
   HopperTiling deep;
   deep.stages = 4;
   const Kernel direct = lower(g.out, schedule_hopper(g, deep), Target::sm90a()).kernels[0];
-  CHECK(twist::testing::contains(direct.schedule_summary, "outputs stored directly: the write-back tiles (65536 B) do not "
-                                                 "fit beside the TMA ring (196608 B)"));
+  CHECK(twist::testing::contains(direct.schedule_summary,
+                                 "outputs stored directly: the write-back tiles (65536 B) do not "
+                                 "fit beside the TMA ring (196608 B)"));
   CHECK(direct.tensor_maps.size() == 2);
 }
 

@@ -175,11 +175,11 @@ const std::map<std::string, std::string> &helper_definitions() {
        "    asm volatile(\"stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\\n\"\n"
        "                 ::\"r\"(d), \"r\"(s[0]), \"r\"(s[1]) : \"memory\");\n"
        "  else if constexpr (!Transpose)\n"
-       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x1.shared.b16 [%0], {%1};\\n\" ::\"r\"(d), \"r\"(s[0]) : "
-       "\"memory\");\n"
+       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x1.shared.b16 [%0], {%1};\\n\"\n"
+       "                 ::\"r\"(d), \"r\"(s[0]) : \"memory\");\n"
        "  else\n"
-       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [%0], {%1};\\n\" ::\"r\"(d), \"r\"(s[0]) "
-       ": \"memory\");\n"
+       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [%0], {%1};\\n\"\n"
+       "                 ::\"r\"(d), \"r\"(s[0]) : \"memory\");\n"
        "}\n"},
       {"mma_f32_f16", mma_f32_helper("f16")},
       {"mma_f32_bf16", mma_f32_helper("bf16")},

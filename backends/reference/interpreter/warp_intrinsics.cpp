@@ -114,10 +114,10 @@ Exec compile_ldmatrix(StatementCompiler& sc, const intrinsic::Ldmatrix& op, Wher
   };
 }
 
-Exec compile_stmatrix(StatementCompiler& sc, const intrinsic::Stmatrix& op, Where where) {
-  Machine* m = &sc.machine();
-  Array* dst = &sc.writable_buffer(op.dst, "stmatrix into");
-  Array* src = &sc.buffer(op.src, "stmatrix from");
+Exec compile_stmatrix(StatementCompiler &sc, const intrinsic::Stmatrix &op, Where where) {
+  Machine *m = &sc.machine();
+  Array *dst = &sc.writable_buffer(op.dst, "stmatrix into");
+  Array *src = &sc.buffer(op.src, "stmatrix from");
   require_space(*dst, Space::shared, "stmatrix", "destination");
   require_space(*src, Space::registers, "stmatrix", "source");
   if (src->type.bits() != 16 || dst->type != src->type)
@@ -128,7 +128,7 @@ Exec compile_stmatrix(StatementCompiler& sc, const intrinsic::Stmatrix& op, Wher
   const int matrices = op.matrices;
   const bool transpose = op.transpose;
   CompiledExpr dst_index = sc.expr(op.dst_index), src_index = sc.expr(op.src_index);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     for_each_warp(*m, active, "stmatrix", [&](int first) {
       // Lanes 8j..8j+7 give the rows of matrix j: 8 elements, 16 bytes, aligned to 16 bytes.

@@ -25,9 +25,10 @@ constexpr int kLanes = 32;
 // not looked at).
 HostTensor stored_matrices(int matrices, bool transpose) {
   const Expr lane = tid(), i = i32_var("i");
-  Stmt s = block({unrolled("i", 8, store("r", Halide::cast(f16, lane * 8 + i), i)),
-                  intrinsic::stmatrix({"s", (lane / 8) % matrices * 64 + lane % 8 * 8, matrices, transpose, "r", 0}),
-                  intrinsic::barrier(), unrolled("i", 8, store("out", load(f16, "s", lane * 8 + i), lane * 8 + i))});
+  Stmt s = block(
+      {unrolled("i", 8, store("r", Halide::cast(f16, lane * 8 + i), i)),
+       intrinsic::stmatrix({"s", (lane / 8) % matrices * 64 + lane % 8 * 8, matrices, transpose, "r", 0}),
+       intrinsic::barrier(), unrolled("i", 8, store("out", load(f16, "s", lane * 8 + i), lane * 8 + i))});
   s = shared_array("s", f16, 4 * 64, register_array("r", f16, 8, s));
   Kernel k;
   k.name = "stmatrix";
@@ -44,7 +45,8 @@ HostTensor stored_matrices(int matrices, bool transpose) {
 
 }  // namespace
 
-TEST_CASE("stmatrix puts each lane's pairs where the PTX ISA's m8n8 fragment layout says, x1, x2, x4, .trans") {
+TEST_CASE(
+    "stmatrix puts each lane's pairs where the PTX ISA's m8n8 fragment layout says, x1, x2, x4, .trans") {
   for (const int matrices : {1, 2, 4})
     for (const bool transpose : {false, true}) {
       const HostTensor out = stored_matrices(matrices, transpose);
@@ -72,12 +74,14 @@ TEST_CASE("stmatrix.x4 of wgmma accumulator elements 8c..8c+7 writes the warp's 
   std::vector<Stmt> tags;
   for (int k = 0; k < 8; ++k) {
     // accumulator_position(t, 8c + k) for warp 0, from the layout's formula (hopper_layouts.h).
-    const Expr row = (lane % 32) / 4 + 8 * ((k % 4) / 2), col = 8 * ((8 * c + k) / 4) + (lane % 4) * 2 + k % 2;
+    const Expr row = (lane % 32) / 4 + 8 * ((k % 4) / 2),
+               col = 8 * ((8 * c + k) / 4) + (lane % 4) * 2 + k % 2;
     tags.push_back(store("r", Halide::cast(f16, row * 32 + col), k));
   }
   const Expr row = lane % 8 + 8 * ((lane / 8) % 2), col = 16 * c + 8 * (lane / 16);
-  Stmt s = block({block(tags), intrinsic::stmatrix({"s", row * 32 + col, 4, false, "r", 0}), intrinsic::barrier(),
-                  unrolled("i", 16, store("out", load(f16, "s", lane * 16 + i32_var("i")), lane * 16 + i32_var("i")))});
+  Stmt s = block(
+      {block(tags), intrinsic::stmatrix({"s", row * 32 + col, 4, false, "r", 0}), intrinsic::barrier(),
+       unrolled("i", 16, store("out", load(f16, "s", lane * 16 + i32_var("i")), lane * 16 + i32_var("i")))});
   s = shared_array("s", f16, 16 * 32, register_array("r", f16, 8, s));
   Kernel k;
   k.name = "stmatrix_accumulators";
@@ -98,7 +102,8 @@ TEST_CASE("stmatrix.x4 of wgmma accumulator elements 8c..8c+7 writes the warp's 
     }
   int wrong = 0;
   for (int r = 0; r < 16; ++r)
-    for (int col = 16 * c; col < 16 * c + 16; ++col) wrong += buffers.at("out").get_linear(r * 32 + col) != r * 32 + col;
+    for (int col = 16 * c; col < 16 * c + 16; ++col)
+      wrong += buffers.at("out").get_linear(r * 32 + col) != r * 32 + col;
   CHECK(wrong == 0);
 }
 
@@ -131,9 +136,9 @@ struct WriteBack {
   bool skip_store_wait = false;
 };
 
-// Each thread writes 4 elements of tile u (value 512 u + 64 row + col, exact in f16) at their swizzled addresses, then
-// fence, barrier, and thread 0 stores the tile to Y at rows 8u..; before the next tile is written, thread 0
-// waits for the store's reads and the block synchronizes.
+// Each thread writes 4 elements of tile u (value 512 u + 64 row + col, exact in f16) at their swizzled
+// addresses, then fence, barrier, and thread 0 stores the tile to Y at rows 8u..; before the next tile is
+// written, thread 0 waits for the store's reads and the block synchronizes.
 Kernel write_back_kernel(const WriteBack &w) {
   const Expr t = tid(), u = i32_var("tile"), e = t * 4 + i32_var("i");
   const Expr row = e / kColumns, col = e % kColumns;
@@ -174,8 +179,7 @@ TEST_CASE("a TMA store writes a swizzled shared tile out, clipped at the tensor'
     const HostTensor y = run_write_back(w);
     int wrong = 0;
     for (int r = 0; r < w.rows; ++r)
-      for (int c = 0; c < w.columns; ++c)
-        wrong += y.get({r, c}) != (r / kRows) * 512 + (r % kRows) * 64 + c;
+      for (int c = 0; c < w.columns; ++c) wrong += y.get({r, c}) != (r / kRows) * 512 + (r % kRows) * 64 + c;
     INFO(w.rows, " x ", w.columns, " in ", w.tiles, " tile(s)");
     CHECK(wrong == 0);
   }
@@ -193,7 +197,8 @@ TEST_CASE("the interpreter refuses a TMA store's hazards: no fence, no barrier, 
     CHECK(contains(e, "another thread wrote"));
   }
   SUBCASE("the next tile written before the store has read the last") {
-    const std::string e = error_of([] { run_write_back({.rows = 16, .columns = 64, .tiles = 2, .skip_store_wait = true}); });
+    const std::string e =
+        error_of([] { run_write_back({.rows = 16, .columns = 64, .tiles = 2, .skip_store_wait = true}); });
     INFO(e);
     CHECK(contains(e, "while an asynchronous read of it (a wgmma or TMA store"));
   }
