@@ -108,7 +108,7 @@ std::string HopperTiling::name() const {
     s += fmt::format("_hybrid{}", accumulation.promote_every);
   if (split_k > 1) s += fmt::format("_splitk{}", split_k);
   if (!tma_store) s += "_rowstores";
-  if (tma_store && !stmatrix) s += "_nostmatrix";
+  if (tma_store && stmatrix) s += "_stmatrix";
   return s;
 }
 

@@ -223,6 +223,7 @@ TEST_CASE("GPU: Hopper GEMM with the TMA-store epilogue on small problems (for t
   // stmatrix, and the default 128 x 256 tiling with element writes, both clipped at odd edges.
   HopperTiling small;
   small.block_m = 128, small.block_n = 64, small.stages = 2, small.persistent_blocks = 3;
+  small.stmatrix = true;
   HopperTiling elements;
   elements.stmatrix = false;
   Gemm g = make_gemm({.input = twist::f16, .output = twist::f16});

@@ -309,7 +309,9 @@ TEST_CASE(
 
 TEST_CASE("the TMA-store epilogue's source: stmatrix, the async-proxy fence, bulk stores and their waits") {
   Gemm g = make_gemm({.input = f16, .output = f16});
-  const LoweredProgram p = lower(g.out, schedule_hopper(g, HopperTiling{}), Target::sm90a());
+  HopperTiling with_stmatrix;
+  with_stmatrix.stmatrix = true;
+  const LoweredProgram p = lower(g.out, schedule_hopper(g, with_stmatrix), Target::sm90a());
   const Kernel &k = p.kernels[0];
   INFO(k.schedule_summary);
   REQUIRE(k.tensor_maps.size() == 3);
