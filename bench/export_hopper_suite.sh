@@ -10,14 +10,20 @@
 #                         with a persistent grid of 132 blocks (the H200's SMs)
 # OUT_DIR/hopper_configs  4096^3 and 8192^3 f16, warp-specialized: the other configurations (consumer
 #                         warpgroups, tile shape, ring depth, raster group, a persistent grid of 132 blocks)
+# OUT_DIR/hopper_epilogue the epilogue's variants on the default tiling (128x256x64, 3 stages, warp-specialized,
+#                         persistent): stores of whole rows from the shared tile, a TMA store of the tile
+#                         written element by element, and written by stmatrix (HopperTiling::tma_store,
+#                         stmatrix); 4096^3, 8192^3 f16 and bf16, 2048^3 and two shapes outside the suite
 #
+# HOPPER_SUITES (default "hopper hopper_configs hopper_epilogue") picks the folders to export.
 # apps/gemm/bench_gemm.py measures each folder against cuBLAS.
 set -euo pipefail
 
 source "$(dirname "$0")/export_common.sh"
 parse_export_args "$@"
-subs=(hopper hopper_configs)
+read -r -a subs <<<"${HOPPER_SUITES:-hopper hopper_configs hopper_epilogue}"
 for sub in "${subs[@]}"; do require_no_manifests "$out/$sub"; done
+wants() { [[ " ${subs[*]} " == *" $1 "* ]]; }
 
 export_hopper() {
   "$twist" export gemm --atom wgmma "$@" >/dev/null
@@ -27,7 +33,7 @@ export_hopper() {
 # it: a 4096-wide model's MLP projections and odd sizes.
 shapes=(1024x1024x1024 2048x2048x2048 4096x4096x4096 8192x8192x8192 4096x15360x3840 4096x3840x15360
         4096x11008x4096 3000x5000x2000 2048x5120x5120)
-for dtype in f16 bf16; do
+wants hopper && for dtype in f16 bf16; do
   for shape in "${shapes[@]}"; do
     for variant in "--warp-specialize false" "--warp-specialize true" "--warp-specialize true --persistent 132"; do
       # shellcheck disable=SC2086
@@ -48,11 +54,25 @@ configs=("--block 128x256x64 --warpgroups 2 --stages 4"
          "--block 128x256x64 --warpgroups 2 --stages 3 --persistent 132"
          "--block 128x256x64 --warpgroups 2 --stages 4 --persistent 132"
          "--block 256x128x64 --warpgroups 2 --stages 3 --persistent 132")
-for shape in 4096x4096x4096 8192x8192x8192; do
+wants hopper_configs && for shape in 4096x4096x4096 8192x8192x8192; do
   for config in "${configs[@]}"; do
     # shellcheck disable=SC2086
     export_hopper --shape "$shape" --dtype f16 $config --warp-specialize true --out "$out/hopper_configs" \
       --label "gemm_f16_${shape}_$(echo "$config" | tr -d ' -' | sed 's/block//;s/warpgroups/_wg/;s/stages/_s/;s/raster/_r/;s/persistent/_p/')_ws"
+  done
+done
+
+# name: flags
+epilogues=("rowstores: --tma-store false" "tmastore: --tma-store true --stmatrix false"
+           "stmatrix: --tma-store true --stmatrix true")
+epilogue_cases=(f16:4096x4096x4096 bf16:4096x4096x4096 f16:8192x8192x8192 bf16:8192x8192x8192
+                f16:2048x2048x2048 f16:4096x11008x4096 f16:3000x5000x2000)
+wants hopper_epilogue && for case in "${epilogue_cases[@]}"; do
+  for epilogue in "${epilogues[@]}"; do
+    # shellcheck disable=SC2086
+    export_hopper --shape "${case#*:}" --dtype "${case%%:*}" --block 128x256x64 --warpgroups 2 --stages 3 \
+      --warp-specialize true --persistent 132 ${epilogue#*: } --out "$out/hopper_epilogue" \
+      --label "gemm_${case%%:*}_${case#*:}_${epilogue%%:*}"
   done
 done
 

@@ -40,9 +40,10 @@ bool thread_only(const Halide::Expr &e) {
   return check.ok;
 }
 
-// Whether `s` is an ldmatrix (whose source is shared), or a copy into or out of one of the `shared` arrays.
+// Whether `s` is an ldmatrix or stmatrix (whose source or destination is shared), or a copy into or out of
+// one of the `shared` arrays.
 bool shared_intrinsic(const Stmt &s, const std::set<std::string> &shared) {
-  if (intrinsic::as_ldmatrix(s)) return true;
+  if (intrinsic::as_ldmatrix(s) || intrinsic::as_stmatrix(s)) return true;
   const auto c = intrinsic::as_copy(s);
   return c && (shared.count(c->dst) || shared.count(c->src));
 }
@@ -97,6 +98,10 @@ class Rebase : public IRMutator {
     if (auto l = intrinsic::as_ldmatrix(s)) {
       l->src_index = rebase(l->src, l->src_index);
       return intrinsic::ldmatrix(*l);
+    }
+    if (auto m = intrinsic::as_stmatrix(s)) {
+      m->dst_index = rebase(m->dst, m->dst_index);
+      return intrinsic::stmatrix(*m);
     }
     auto c = intrinsic::as_copy(s);
     if (shared_.count(c->dst)) c->dst_index = rebase(c->dst, c->dst_index);

@@ -67,19 +67,66 @@ Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::
   return body;
 }
 
+namespace {
+
+// Refuses a TMA store (FuncSchedule::store_output(Transport::tma)) of the write-back `p` that TMA cannot
+// make, saying why.
+void check_tma_store(const ReductionKernelRequest &r, const StagePlan &p) {
+  const std::string &fname = r.reduction.name();
+  if (!r.target.has_tma)
+    fail(
+        "schedule of '{}': store_output(Transport::tma) stores '{}' with TMA, which {} does not have; lower "
+        "for Target::sm90a() or use store_output(Transport::plain)",
+        fname, p.input, r.target.arch);
+  const Type t = p.type;
+  if (!(t == f16 || t == bf16 || t == f32 || t == f64 || t == Halide::Int(32)))
+    fail(
+        "schedule of '{}': store_output(Transport::tma) stores '{}' of type {}, which TMA does not copy "
+        "(f16, "
+        "bf16, f32, f64, i32); use store_output(Transport::plain)",
+        fname, p.input, type_name(t));
+  const int row_bytes = p.cols * p.elem_bytes;
+  if (row_bytes % 32 != 0)
+    fail(
+        "schedule of '{}': store_output(Transport::tma) stores rows of {} elements of '{}' ({} bytes), but "
+        "TMA's swizzled boxes need rows of a multiple of 32 bytes ({} elements); tile the output's last "
+        "dimension to that, or use store_output(Transport::plain)",
+        fname, p.cols, p.input, row_bytes, 32 / p.elem_bytes);
+  for (size_t c = 0; c + 1 < p.box_extent.size(); ++c)
+    if (p.box_extent[c] > 256)
+      fail(
+          "schedule of '{}': store_output(Transport::tma) stores tiles of '{}' with {} elements in dimension "
+          "{}, but a TMA box has at most 256; use a smaller tile or store_output(Transport::plain)",
+          fname, p.input, p.box_extent[c], c);
+  if (p.rows % 8 != 0)
+    fail(
+        "schedule of '{}': store_output(Transport::tma) stores tiles of {} rows of '{}', but swizzled TMA "
+        "boxes have a multiple of 8 rows; use store_output(Transport::plain)",
+        fname, p.rows, p.input);
+}
+
+}  // namespace
+
 std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const LoopStructure &loops,
                                         std::string &summary) {
   TWIST_CHECK(r.output == ReductionKernelRequest::Output::values, "write-back tiles of partial states");
   std::vector<Halide::Expr> coords;
   for (const Var &v : r.reduction.definition().args) coords.push_back(loops.value_of.at(v.name()));
+  const Transport transport = r.schedule ? r.schedule->output_transport() : Transport::plain;
   std::vector<StagePlan> plans;
   int bytes = 0;
   for (const BufferArg &out : r.output_buffers) {
     plans.push_back(plan_write_back(out.name, out.type, out.shape, loops, coords, r.fallback));
+    if (transport == Transport::tma) {
+      check_tma_store(r, plans.back());
+      plans.back() =
+          plan_write_back(out.name, out.type, out.shape, loops, coords, r.fallback, Transport::tma);
+    }
     bytes += plans.back().bytes();
   }
   // Tiles too large for the target's shared memory (where the staged inputs alone are not) are stored
-  // directly instead: the write-back is an optimization, never the reason a schedule is refused.
+  // directly instead, TMA stores included: the write-back is an optimization, never the reason a schedule is
+  // refused.
   if (bytes > r.target.max_shared_bytes_per_block) plans.clear();
   for (const StagePlan &p : plans) summary += p.summary();
   return plans;
@@ -109,13 +156,35 @@ Stmt write_back(const std::vector<StagePlan> &write_backs, const std::vector<Hal
     using IRMutator::visit;
     Stmt visit(const Store *op) override {
       for (const StagePlan &p : tiles)
-        if (op->name == p.input) return store(p.buffer, op->value, p.index_of(coords, 0));
+        if (op->name == p.input) return store(p.buffer, op->value, p.thread_index_of(coords, 0));
       return IRMutator::visit(op);
     }
   } into_tiles(write_backs, coords);
-  std::vector<Stmt> steps = {sync, into_tiles.mutate(stores), sync};
-  for (const StagePlan &p : write_backs) steps.push_back(p.copy(Halide::Expr(), 0, threads));
+  std::vector<Stmt> tma_stores;
+  for (const StagePlan &p : write_backs)
+    if (p.directive.transport == Transport::tma) tma_stores.push_back(p.tma_stores());
+  if (tma_stores.empty()) {
+    std::vector<Stmt> steps = {sync, into_tiles.mutate(stores), sync};
+    for (const StagePlan &p : write_backs) steps.push_back(p.copy(Halide::Expr(), 0, threads));
+    return block(steps);
+  }
+  // The TMA stores read the tiles through the async proxy after the threads' writes (made visible to it by
+  // each writer's fence and ordered by the barrier); before the tiles are written again, the issuing thread
+  // waits until the previous tile's stores have read them (which the barrier then passes on to the others).
+  std::vector<Stmt> steps = {drain_tma_stores(write_backs), sync, into_tiles.mutate(stores),
+                             intrinsic::fence_proxy_async(), sync};
+  for (const StagePlan &p : write_backs)
+    if (p.directive.transport != Transport::tma) steps.push_back(p.copy(Halide::Expr(), 0, threads));
+  tma_stores.push_back(intrinsic::tma_store_commit());
+  steps.push_back(guarded(intrinsic::thread_index() == 0, block(tma_stores)));
   return block(steps);
+}
+
+Stmt drain_tma_stores(const std::vector<StagePlan> &write_backs) {
+  for (const StagePlan &p : write_backs)
+    if (p.directive.transport == Transport::tma)
+      return guarded(intrinsic::thread_index() == 0, intrinsic::tma_store_wait(0));
+  return Stmt();
 }
 
 }  // namespace twist

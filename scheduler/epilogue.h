@@ -30,9 +30,15 @@ bool reads_inputs(const Halide::Internal::Stmt &s, const FuncGraph &graph);
 // tiles reuse), `stores` (the stores of the output point at `coords`, for every point of the block) go into
 // the tiles of `write_backs`, and then `threads` threads (the first of the block) copy the tiles out to the
 // outputs. `sync` is the barrier among those threads: intrinsic::barrier() where they are the whole block.
+// Tiles with Transport::tma are stored by thread 0 with TMA stores, which it waits for (the shared reads
+// only) before the tiles are written again; drain_tma_stores must follow the block's last write_back.
 Halide::Internal::Stmt write_back(const std::vector<StagePlan> &write_backs,
                                   const std::vector<Halide::Expr> &coords,
                                   const Halide::Internal::Stmt &stores, int threads,
                                   const Halide::Internal::Stmt &sync = intrinsic::barrier());
+
+// Thread 0's wait until the TMA stores of `write_backs` have read their tiles: at the end of a kernel, whose
+// shared memory must outlive them. Undefined where no tile is stored by TMA.
+Halide::Internal::Stmt drain_tma_stores(const std::vector<StagePlan> &write_backs);
 
 }  // namespace twist

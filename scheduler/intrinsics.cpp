@@ -73,8 +73,21 @@ Stmt ldmatrix(const Ldmatrix &l) {
 std::optional<Ldmatrix> as_ldmatrix(const Stmt &s) {
   const Call *c = match(s, "ldmatrix");
   if (!c) return std::nullopt;
-  return Ldmatrix{name_of(c->args[0]), c->args[1], int_of(c->args[2]), int_of(c->args[3]) != 0,
-                  name_of(c->args[4]), c->args[5]};
+  return Ldmatrix{name_of(c->args[0]),     c->args[1],          int_of(c->args[2]),
+                  int_of(c->args[3]) != 0, name_of(c->args[4]), c->args[5]};
+}
+
+Stmt stmatrix(const Stmatrix &m) {
+  TWIST_CHECK(m.matrices == 1 || m.matrices == 2 || m.matrices == 4, "stmatrix of {} matrices", m.matrices);
+  return make("stmatrix", {name(m.dst), m.dst_index, m.matrices, Halide::Expr(m.transpose ? 1 : 0),
+                           name(m.src), m.src_index});
+}
+
+std::optional<Stmatrix> as_stmatrix(const Stmt &s) {
+  const Call *c = match(s, "stmatrix");
+  if (!c) return std::nullopt;
+  return Stmatrix{name_of(c->args[0]),     c->args[1],          int_of(c->args[2]),
+                  int_of(c->args[3]) != 0, name_of(c->args[4]), c->args[5]};
 }
 
 Stmt mma(const Mma &m) {

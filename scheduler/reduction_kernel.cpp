@@ -71,6 +71,9 @@ class ReductionKernelBuilder {
   Halide::Expr register_index(const std::vector<int> &dims) const;
   Stmt init_states() const;
   Stmt epilogue();
+  // The epilogue's writes of a wgmma kernel's 16-bit output into its TMA write-back tile by stmatrix, or an
+  // undefined Stmt where that does not apply (see the definition).
+  Stmt stmatrix_writes(const std::vector<Halide::Expr> &coords) const;
   std::vector<Halide::Expr> state_values() const;  // the states at the current point, as the monoid's types
 
   const ReductionKernelRequest &req_;
@@ -562,6 +565,11 @@ Stmt ReductionKernelBuilder::epilogue() {
   const Halide::Expr part = req_.output == Output::partial_states
                                 ? var(req_.schedule->reduction_split()->var + ".part")
                                 : Halide::Expr();
+  // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.
+  const bool specialized = consumer_threads_ < mapping_.threads;
+  const Stmt sync = specialized ? intrinsic::named_barrier(1, consumer_threads_) : intrinsic::barrier();
+  if (const Stmt writes = stmatrix_writes(coords); writes.defined())
+    return write_back(write_backs_, coords, writes, consumer_threads_, sync);
   // A point outside the output is not stored; into a shared tile it may be, as the tile's copy-out skips it,
   // unless computing its value reads an input or it repeats a point (sharing that point's cell).
   const Stmt stores = for_each_point([&] {
@@ -570,10 +578,62 @@ Stmt ReductionKernelBuilder::epilogue() {
     return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
   });
   if (write_backs_.empty()) return stores;
-  // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.
-  const bool specialized = consumer_threads_ < mapping_.threads;
-  return write_back(write_backs_, coords, stores, consumer_threads_,
-                    specialized ? intrinsic::named_barrier(1, consumer_threads_) : intrinsic::barrier());
+  return write_back(write_backs_, coords, stores, consumer_threads_, sync);
+}
+
+Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &coords) const {
+  // A lane's accumulator elements 8c..8c+7 are its part of the four 8 x 8 matrices of its warp's 16 rows and
+  // the atom's columns 16c..16c+15 (intrinsics.h, Stmatrix), so with 16-bit outputs the warp stores them with
+  // one stmatrix.x4 instead of eight 2-byte stores per lane. It writes every cell of the matrices, so a point
+  // outside the output gets a zero (the TMA store clips it), and a repeated point (a clamped split's) would
+  // overwrite its twin: those kernels keep the stores by element.
+  if (!wgmma_n_ || wgmma_n_ % 16 != 0 || write_backs_.size() != 1 || !req_.schedule->stmatrix_writes())
+    return Stmt();
+  const StagePlan &tile = write_backs_[0];
+  if (tile.directive.transport != Transport::tma || tile.type.bits() != 16 || !loops_.repeat_guards.empty())
+    return Stmt();
+  const std::string fragment = "epilogue.fragment";
+  const std::string &i = loops_.dims[atom_i_].name, &j = loops_.dims[atom_j_].name;
+  struct IntoFragment : IRMutator {
+    const std::string &output, &fragment;
+    Halide::Expr element;
+    IntoFragment(const std::string &o, const std::string &f) : output(o), fragment(f) {}
+    using IRMutator::visit;
+    Stmt visit(const Store *op) override {
+      return op->name == output ? store(fragment, op->value, element) : IRMutator::visit(op);
+    }
+  } into_fragment(tile.input, fragment);
+  const Halide::Expr thread = intrinsic::thread_index(), lane = thread % 32;
+  std::vector<Stmt> groups;
+  for (int c = 0; c < wgmma_n_ / 16; ++c) {
+    std::vector<Stmt> writes;
+    for (int e = 0; e < 8; ++e) {
+      const int k = 8 * c + e;
+      into_fragment.element = e;
+      Stmt one = epilogue_stores(req_, coords, state_values(), Halide::Expr());
+      const bool guard = reads_inputs(one, *req_.graph);
+      one = into_fragment.mutate(one);
+      if (guard)
+        one = IfThenElse::make(all_of(loops_.pure_guards), one, store(fragment, make_zero(tile.type), e));
+      one = substitute("acc.e", Halide::Expr(k), one);
+      writes.push_back(
+          LetStmt::make(i, wgmma_accumulator_row(k), LetStmt::make(j, wgmma_accumulator_col(k), one)));
+    }
+    // Lanes 8m..8m+7 give the rows of matrix m: rows 8 (m % 2) and columns 8 (m / 2) on.
+    const Halide::Expr row = (thread % 128) / 32 * 16 + lane % 8 + 8 * ((lane / 8) % 2);
+    const Halide::Expr col = 16 * c + 8 * (lane / 16);
+    std::vector<Halide::Expr> at;
+    for (const Halide::Expr &x : coords) at.push_back(substitute(i, row, substitute(j, col, x)));
+    writes.push_back(
+        intrinsic::stmatrix({tile.buffer, simplify(tile.thread_index_of(at, 0)), 4, false, fragment, 0}));
+    groups.push_back(block(writes));
+  }
+  Stmt s = block(groups);
+  for (auto it = register_dims_.rbegin(); it != register_dims_.rend(); ++it) {
+    const LoopDim &d = loops_.dims[*it];
+    s = For::make(d.name, 0, d.extent, ForType::Unrolled, Halide::DeviceAPI::None, s);
+  }
+  return Allocate::make(fragment, tile.type, Halide::MemoryType::Register, {8}, const_true(), s);
 }
 
 Kernel ReductionKernelBuilder::build() {
@@ -638,15 +698,19 @@ Kernel ReductionKernelBuilder::build() {
         "atom), or drop persistent()",
         req_.reduction.name());
   // Outputs go out through shared tiles; those of a warp-specialized kernel get bytes of their own, as the
-  // producer may still hold ring slots, and are dropped (stored directly) where the two do not fit together.
+  // producer may still hold ring slots, and are dropped (stored directly) where the two do not fit together,
+  // TMA stores included: the schedule's stages decide that (HopperTiling's 128 x 256 tiles fit 3 with it).
   plan_write_backs();
   if (specialized) {
-    int bytes = 0;
-    for (const StagePlan &p : stages_) bytes += p.bytes();
-    for (const StagePlan &p : write_backs_) bytes += p.bytes();
-    if (bytes > req_.target.max_shared_bytes_per_block) {
+    int ring = 0, tiles = 0;
+    for (const StagePlan &p : stages_) ring += p.bytes();
+    for (const StagePlan &p : write_backs_) tiles += p.bytes();
+    if (ring + tiles > req_.target.max_shared_bytes_per_block) {
       write_backs_.clear();
-      summary_ += "  outputs stored directly: the write-back tiles do not fit beside the TMA ring\n";
+      summary_ += fmt::format(
+          "  outputs stored directly: the write-back tiles ({} B) do not fit beside the TMA ring ({} B) in "
+          "the {} B of a block\n",
+          tiles, ring, req_.target.max_shared_bytes_per_block);
     }
   }
   Stmt reduction;
@@ -655,7 +719,8 @@ Kernel ReductionKernelBuilder::build() {
     body = tma_wgmma_kernel([&] {
       std::vector<Stmt> finish;
       if (hybrid) finish.push_back(promote_partials());
-      finish.push_back(with_shared_arrays(write_backs_, epilogue()));
+      // (A warp-specialized kernel's write-back tiles are allocated beside the ring: tma_wgmma_kernel.)
+      finish.push_back(specialized ? epilogue() : with_shared_arrays(write_backs_, epilogue()));
       return block(finish);
     });
   } else {
@@ -677,7 +742,8 @@ Kernel ReductionKernelBuilder::build() {
   if (!wgmma_n_) {
     std::vector<Stmt> parts = {init_states(), reduction};
     if (hybrid) parts.push_back(promote_partials());
-    body = block({with_shared_arrays(stages_, block(parts)), with_shared_arrays(write_backs_, epilogue())});
+    body = block({with_shared_arrays(stages_, block(parts)), with_shared_arrays(write_backs_, epilogue()),
+                  drain_tma_stores(write_backs_)});
   }
 
   // Register arrays for the states (or accumulators and fragments), around the reduction.
@@ -857,8 +923,8 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                               return guarded(simplify(slot < tiles), issue(slot, slot));
                             })));
     setup.push_back(mainloop);
-    return block(
-        {with_shared_arrays(stages_, block({init_states(), with_barriers(block(setup))})), finish()});
+    return block({with_shared_arrays(stages_, block({init_states(), with_barriers(block(setup))})), finish(),
+                  drain_tma_stores(write_backs_)});
   }
   // A persistent block runs `per_tile` for its output tiles: blockIdx.x, then every grid-th one after it.
   auto over_tiles = [&](const Stmt &per_tile) {
@@ -879,15 +945,18 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                    at_iteration(block({guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth),
                                                                                      (it / depth + 1) % 2)),
                                        issue(t, it % depth)})))))});
-  const Stmt consumers = block({intrinsic::setmaxnreg(specialized->consumer_registers, true),
-                                over_tiles(block({init_states(), mainloop, finish()}))});
+  const Stmt consumers =
+      block({intrinsic::setmaxnreg(specialized->consumer_registers, true),
+             over_tiles(block({init_states(), mainloop, finish()})), drain_tma_stores(write_backs_)});
   summary_ += fmt::format(
       "  warp specialized, {} threads a block: warpgroup {} issues the TMA copies ({} registers a thread), "
       "warpgroups 0 to {} compute ({} registers a thread)\n",
       mapping_.threads, consumer_warpgroups, specialized->producer_registers, consumer_warpgroups - 1,
       specialized->consumer_registers);
   setup.push_back(IfThenElse::make(thread >= consumer_threads_, producer, consumers));
-  return with_shared_arrays(stages_, with_barriers(block(setup)));
+  // The write-back tiles follow the ring's slots, whose sizes are whole swizzle patterns, so that they start
+  // at a pattern boundary as their TMA stores need (the barriers' few bytes come after them).
+  return with_shared_arrays(stages_, with_shared_arrays(write_backs_, with_barriers(block(setup))));
 }
 
 void ReductionKernelBuilder::check_warp_specialization() const {

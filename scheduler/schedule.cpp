@@ -141,6 +141,17 @@ FuncSchedule &FuncSchedule::persistent(int blocks) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::store_output(Transport transport, bool stmatrix) {
+  if (transport == Transport::cp_async)
+    fail(
+        "schedule of '{}': store_output(Transport::cp_async): cp.async copies into shared memory, not out of "
+        "it; use Transport::plain (threads store whole rows) or Transport::tma (a TMA store)",
+        func_);
+  output_transport_ = transport;
+  stmatrix_writes_ = stmatrix;
+  return *this;
+}
+
 FuncSchedule &FuncSchedule::compute_at(const Func &consumer, const LoopVar &at) {
   if (compute_root_)
     fail("schedule of '{}': compute_at() after compute_root(); choose one place for it", func_);
@@ -203,6 +214,9 @@ std::string FuncSchedule::to_string() const {
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
   if (persistent_blocks_ > 0)
     s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
+  if (output_transport_ != Transport::plain)
+    s += fmt::format("  output tiles stored by {}{}\n", twist::to_string(output_transport_),
+                     stmatrix_writes_ ? ", written by stmatrix" : "");
   if (warp_specialization_)
     s += fmt::format("  warp specialized: a producer warpgroup at {} registers, consumers at {}\n",
                      warp_specialization_->producer_registers, warp_specialization_->consumer_registers);

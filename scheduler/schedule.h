@@ -146,6 +146,14 @@ class FuncSchedule {
   // tiles b, b + blocks, ... in the raster order, so that a warp-specialized producer loads the next tile's
   // operands while the consumers finish the last one's epilogue, and no tile waits for a block to start.
   FuncSchedule &persistent(int blocks);
+  // How a tensor-core kernel's output tiles leave the block's write-back tile in shared memory:
+  // Transport::plain, 16-byte stores of whole rows by the block's threads (the default), or Transport::tma,
+  // one thread storing the tile with cp.async.bulk.tensor (sm_90, wgmma kernels): the threads write the tile,
+  // then fence_proxy_async, a barrier, and the store, whose shared reads are waited for before the tile is
+  // written again. Out-of-bounds rows and columns are clipped by the store. With `stmatrix`, a wgmma kernel's
+  // warps write a 16-bit tile with stmatrix (four 8 x 8 matrices of their accumulators at once) rather than
+  // one 2-byte store per element.
+  FuncSchedule &store_output(Transport transport, bool stmatrix = true);
   // Computes the func once per iteration of `at`, a loop of `consumer`, inside the consumer's kernel (a
   // reduction read by a row of its consumer is folded there by the block's threads as a tree).
   FuncSchedule &compute_at(const Func &consumer, const LoopVar &at);
@@ -188,6 +196,8 @@ class FuncSchedule {
   int raster_group() const { return raster_group_; }
   const std::optional<WarpSpecialization> &warp_specialization() const { return warp_specialization_; }
   int persistent_blocks() const { return persistent_blocks_; }  // 0: one block per tile
+  Transport output_transport() const { return output_transport_; }
+  bool stmatrix_writes() const { return stmatrix_writes_; }
   int min_blocks() const { return min_blocks_; }
   bool approximate() const { return approximate_; }
   bool overlaps_producer() const { return overlap_producer_; }
@@ -211,6 +221,8 @@ class FuncSchedule {
   int raster_group_ = 1;
   std::optional<WarpSpecialization> warp_specialization_;
   int persistent_blocks_ = 0;
+  Transport output_transport_ = Transport::plain;
+  bool stmatrix_writes_ = false;
   int min_blocks_ = 1;
   bool approximate_ = false;
   bool overlap_producer_ = false;

@@ -137,8 +137,8 @@ StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStru
 
 StagePlan plan_write_back(const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
                           const LoopStructure &loops, const std::vector<Halide::Expr> &coords,
-                          bool element_copies) {
-  StagePlan p = plan_tile({name, "", Transport::plain, 1, SharedLayout::swizzled}, name, type, shape, loops,
+                          bool element_copies, Transport transport) {
+  StagePlan p = plan_tile({name, "", transport, 1, SharedLayout::swizzled}, name, type, shape, loops,
                           {coords}, element_copies);
   p.write_back = true;
   return p;
@@ -181,6 +181,23 @@ Halide::Expr StagePlan::index_of(const std::vector<Halide::Expr> &coords, const 
   auto local = [&](size_t c) { return simplify(canonical_sum(coords[c] - box_min[c])); };
   for (size_t c = 0; c + 1 < coords.size(); ++c) row = row * box_extent[c] + local(c);
   return index_of_cell(row, local(coords.size() - 1), slot);
+}
+
+Halide::Expr StagePlan::thread_index_of(const std::vector<Halide::Expr> &coords,
+                                        const Halide::Expr &slot) const {
+  if (directive.transport != Transport::tma) return index_of(coords, slot);
+  Halide::Expr row = 0;
+  auto local = [&](size_t c) { return simplify(canonical_sum(coords[c] - box_min[c])); };
+  for (size_t c = 0; c + 1 < coords.size(); ++c) row = row * box_extent[c] + local(c);
+  const Halide::Expr col = local(coords.size() - 1);
+  // Each box starts at a multiple of its swizzle pattern, so the pattern's row is the box row's 128-byte
+  // line (hopper::swizzled_address): the 16-byte chunk of the row is XORed with that line's low bits.
+  const int width = box_cols * elem_bytes, chunk = 16 / elem_bytes, mask = width / 16 - 1;
+  const Halide::Expr in_box = col % box_cols;
+  const Halide::Expr line = row * width / 128;
+  const Halide::Expr swizzled_chunk = (in_box / chunk) ^ (line & mask);
+  return simplify(slot * slot_elems + (col / box_cols) * (rows * box_cols) + row * box_cols +
+                  swizzled_chunk * chunk + in_box % chunk);
 }
 
 Stmt StagePlan::copy(const Halide::Expr &iteration, const Halide::Expr &slot, int threads,
@@ -301,6 +318,10 @@ Stmt partitioned_loop(const std::string &name, const Halide::Expr &min, const Ha
 std::string StagePlan::summary() const {
   std::string box;
   for (int e : box_extent) box += (box.empty() ? "" : " x ") + std::to_string(e);
+  if (write_back && directive.transport == Transport::tma)
+    return fmt::format(
+        "  {} <- shared {} [{}] in {} TMA box(es) of {} columns, {} swizzle, {} B, stored by TMA\n", input,
+        buffer, box, cols / box_cols, box_cols, swizzle_name(swizzle), slot_elems * elem_bytes);
   if (write_back)
     return fmt::format("  {} <- shared {} [{}] {}, {} B, written back with {}-byte stores of whole rows\n",
                        input, buffer, box, to_string(layout), slot_elems * elem_bytes, copy_bytes);

@@ -42,6 +42,9 @@ struct StagePlan {
   TensorMap tensor_map() const;
   Stmt tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
                   const intrinsic::MbarrierRef &barrier) const;
+  // A TMA write-back's stores of the whole tile (issued by one thread, in its bulk groups; elements outside
+  // the output are not written).
+  Stmt tma_stores() const;
   // The wgmma operand (matrix descriptor) of the atom tile of a TMA stage whose first element is at input
   // coordinates `coords` in `slot`: K-major when the atom's k runs along the tile's rows (the input's
   // contiguous dimension), MN-major when it runs across them (hopper_layouts.h gives the layouts).
@@ -53,6 +56,9 @@ struct StagePlan {
   Halide::Expr index_of(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot) const;
   Halide::Expr index_of_cell(const Halide::Expr &row, const Halide::Expr &col,
                              const Halide::Expr &slot) const;
+  // The index a thread's own load or store of that element addresses: index_of, with the hardware's swizzle
+  // applied in a TMA tile (whose copies and wgmma descriptors take the unswizzled index and swizzle it).
+  Halide::Expr thread_index_of(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot) const;
   // Which copies guard each chunk against the input's extents (zero-filling outside): all, none (the caller
   // knows the box is inside), or those of a tile whose box is not wholly inside (decided per tile).
   enum class Guards { by_tile, all, none };
@@ -78,10 +84,11 @@ void plan_tma_boxes(StagePlan &p, const std::string &func);
 StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
                      const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies);
 // Plans the write-back of output buffer `name` (of `type` and `shape`) whose points one block stores at
-// `coords` (lowered coordinates, over the block's loops), with the copy width and requirements of a stage.
+// `coords` (lowered coordinates, over the block's loops), with the copy width and requirements of a stage;
+// with Transport::tma the tile is laid out in TMA boxes (plan_tma_boxes) and stored by tma_stores.
 StagePlan plan_write_back(const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
                           const LoopStructure &loops, const std::vector<Halide::Expr> &coords,
-                          bool element_copies);
+                          bool element_copies, Transport transport = Transport::plain);
 
 // `body` inside the shared arrays of `plans`.
 Halide::Internal::Stmt with_shared_arrays(const std::vector<StagePlan> &plans, Halide::Internal::Stmt body);

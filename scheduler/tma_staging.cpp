@@ -69,17 +69,35 @@ TensorMap StagePlan::tensor_map() const {
   return TensorMap{input + "_map", input, shape, box, swizzle};
 }
 
-Stmt StagePlan::tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
-                           const intrinsic::MbarrierRef &barrier) const {
+namespace {
+
+// The copies of a TMA plan's boxes (cols / box_cols of them, side by side) at the stage loop's iteration
+// `iteration`, between `slot` and the tensor.
+Stmt box_copies(const StagePlan &p, const Halide::Expr &iteration, const Halide::Expr &slot, bool load,
+                const intrinsic::MbarrierRef &barrier) {
   std::vector<Stmt> copies;
-  for (int b = 0; b < cols / box_cols; ++b) {
+  for (int b = 0; b < p.cols / p.box_cols; ++b) {
     std::vector<Halide::Expr> coordinates;
-    for (size_t c = 0; c < box_extent.size(); ++c) coordinates.push_back(box_min_at(iteration, c));
-    coordinates.back() = Halide::Internal::simplify(coordinates.back() + b * box_cols);
-    copies.push_back(intrinsic::tma_copy(
-        {true, tensor_map().name, buffer, slot * slot_elems + b * rows * box_cols, coordinates, barrier}));
+    for (size_t c = 0; c < p.box_extent.size(); ++c) coordinates.push_back(p.box_min_at(iteration, c));
+    coordinates.back() = Halide::Internal::simplify(coordinates.back() + b * p.box_cols);
+    copies.push_back(
+        intrinsic::tma_copy({load, p.tensor_map().name, p.buffer,
+                             slot * p.slot_elems + b * p.rows * p.box_cols, coordinates, barrier}));
   }
   return Halide::Internal::Block::make(copies);
+}
+
+}  // namespace
+
+Stmt StagePlan::tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
+                           const intrinsic::MbarrierRef &barrier) const {
+  return box_copies(*this, iteration, slot, true, barrier);
+}
+
+Stmt StagePlan::tma_stores() const {
+  TWIST_CHECK(write_back && directive.transport == Transport::tma,
+              "TMA stores of a plan that is not a TMA write-back");
+  return box_copies(*this, Halide::Expr(), 0, false, {});
 }
 
 intrinsic::WgmmaOperand StagePlan::wgmma_operand(const std::vector<Halide::Expr> &coords,

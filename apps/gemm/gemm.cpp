@@ -107,6 +107,8 @@ std::string HopperTiling::name() const {
   if (accumulation.kind == Accumulation::Kind::hybrid)
     s += fmt::format("_hybrid{}", accumulation.promote_every);
   if (split_k > 1) s += fmt::format("_splitk{}", split_k);
+  if (!tma_store) s += "_rowstores";
+  if (tma_store && stmatrix) s += "_stmatrix";
   return s;
 }
 
@@ -132,6 +134,7 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
       .raster(t.raster_group);
   if (t.warp_specialized) c.warp_specialize({t.producer_registers, t.consumer_registers()});
   if (t.warp_specialized && t.persistent_blocks > 0) c.persistent(t.persistent_blocks);
+  if (t.tma_store) c.store_output(Transport::tma, t.stmatrix);
   if (g.options.batched) c.bind("b", Binding::block_z);
   if (t.split_k > 1) c.split_reduction("ko", t.split_k);
   return s;

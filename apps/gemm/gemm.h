@@ -89,6 +89,14 @@ struct HopperTiling {
   // > 0: a persistent grid of at most that many blocks (the GPU's SMs). Warp-specialized tilings only:
   // without a producer warpgroup the grid is one block per tile.
   int persistent_blocks = 132;
+  // The output tile leaves through shared memory by a TMA store (FuncSchedule::store_output(Transport::tma));
+  // false: 16-byte stores of whole rows by the consumers. Measured on the H200 (2026-12-03 16:46 UTC, one
+  // run, bench/export_hopper_suite.sh's hopper_epilogue): a tie within the run's noise over 7 shapes, 0.963x
+  // cuBLAS (geometric mean) with either, and 0.959x with stmatrix writes, which therefore stay off by
+  // default.
+  bool tma_store = true;
+  // With tma_store, the consumers write 16-bit tiles with stmatrix; false: element stores.
+  bool stmatrix = false;
   int consumer_registers() const;
   std::string name() const;
 };

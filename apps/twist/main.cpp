@@ -149,6 +149,8 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     h.split_k = std::stoi(o.get("split-k", "1"));
     if (o.values.count("warp-specialize")) h.warp_specialized = o.flag("warp-specialize");
     h.persistent_blocks = std::stoi(o.get("persistent", std::to_string(h.persistent_blocks)));
+    if (o.values.count("tma-store")) h.tma_store = o.flag("tma-store");
+    if (o.values.count("stmatrix")) h.stmatrix = o.flag("stmatrix");
     return h;
   }
   if (o.values.count("warpgroups"))
@@ -544,7 +546,8 @@ int usage() {
                "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
                "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)]\n"
                "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3] [--split-k N]\n"
-               "                          [--warp-specialize true|false] [--persistent 132] (Hopper)]\n"
+               "                          [--warp-specialize true|false] [--persistent 132]\n"
+               "                          [--tma-store true|false] [--stmatrix true|false] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"

@@ -167,7 +167,7 @@ TEST_CASE("the Hopper GEMM source holds wgmma, TMA and mbarrier waits, and compi
   Gemm g = make_gemm({.input = f16, .output = f16});
   const LoweredProgram p = lower(g.out, schedule_hopper(g, HopperTiling{}), Target::sm90a());
   const Kernel &k = p.kernels[0];
-  REQUIRE(k.tensor_maps.size() == 2);
+  REQUIRE(k.tensor_maps.size() == 3);  // A's, B's and the output's (its TMA store)
   CHECK(k.tensor_maps[0].swizzle == TensorMap::Swizzle::b128);
   CHECK(k.tensor_maps[0].box == std::vector<int>{128, 64});
   CHECK(k.tensor_maps[1].box == std::vector<int>{64, 64});
@@ -264,4 +264,113 @@ TEST_CASE("Hopper GEMM with fused epilogues and batching matches the oracle") {
     scalars[g.batch.name()] = 2;
     CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 6), scalars) < 1e-5);
   }
+}
+
+TEST_CASE(
+    "Hopper GEMM's epilogue through a TMA store matches the oracle: stmatrix or element writes, reused "
+    "tiles") {
+  for (const bool stmatrix : {true, false})
+    for (const Type &type : {f16, bf16}) {
+      Gemm g = make_gemm({.input = type, .output = type});
+      HopperTiling t;
+      t.block_m = 128, t.block_n = 64, t.stages = 2, t.persistent_blocks = 3, t.raster_group = 2;
+      t.stmatrix = stmatrix;
+      // 12 tiles over 3 blocks (each block's staging tile written again after its TMA store read it); a
+      // tile mostly past the edge (the store clips it); one tile of 8 x 8.
+      for (const Shape shape : {Shape{300, 200, 136}, Shape{100, 72, 200}, Shape{8, 8, 8}}) {
+        const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+        INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k, stmatrix ? " stmatrix" : "");
+        CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 21), scalars) <
+              (type == f16 ? 1e-3 : 8e-3));
+      }
+    }
+  {
+    // A bias read in the epilogue (computed only inside the output) and a batch dimension (3-D boxes).
+    Gemm g = make_gemm({.input = f16, .output = f16, .epilogue = Epilogue::bias_relu, .prefix = "e"});
+    HopperTiling t;
+    t.block_m = 128, t.block_n = 64, t.stages = 2;
+    auto scalars = sizes(g, 70, 88, 72);
+    scalars[g.alpha->name()] = 0.5;
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 22), scalars) < 1e-3);
+    Gemm b = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "b"});
+    scalars = sizes(b, 70, 64, 96);
+    scalars[b.batch.name()] = 2;
+    CHECK(lowered_error(b.out, schedule_hopper(b, t), random_inputs(b.out, scalars, 23), scalars) < 8e-3);
+  }
+  {
+    // The mma.sync kernel takes the same store: one mechanism for every write-back tile.
+    Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "m"});
+    Schedule s = schedule_tensor_core(g, GemmTiling{});
+    s[g.C].store_output(Transport::tma);
+    const auto scalars = sizes(g, 130, 72, 96);
+    CHECK(lowered_error(g.out, s, random_inputs(g.out, scalars, 24), scalars) < 1e-3);
+  }
+}
+
+TEST_CASE("the TMA-store epilogue's source: stmatrix, the async-proxy fence, bulk stores and their waits") {
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  HopperTiling with_stmatrix;
+  with_stmatrix.stmatrix = true;
+  const LoweredProgram p = lower(g.out, schedule_hopper(g, with_stmatrix), Target::sm90a());
+  const Kernel &k = p.kernels[0];
+  INFO(k.schedule_summary);
+  REQUIRE(k.tensor_maps.size() == 3);
+  CHECK(k.tensor_maps[2].buffer == g.out.name());
+  CHECK(k.tensor_maps[2].box == std::vector<int>{128, 64});
+  CHECK(k.tensor_maps[2].swizzle == TensorMap::Swizzle::b128);
+  const std::string source = cuda::cuda_source(k);
+  INFO(source);
+  // In order: the previous tile's store has read the staging tile, the tile is written by stmatrix, made
+  // visible to the async proxy, the consumers meet, one thread stores and commits; the last wait at the end.
+  // (The instructions' helpers come first: stmatrix.sync.aligned.m8n8.x4 in twist_stmatrix<4, false>,
+  // cp.async.bulk.tensor.2d.global.shared::cta in twist_tma_store_2d.)
+  for (const char *helper :
+       {"stmatrix.sync.aligned.m8n8.x4.shared.b16", "cp.async.bulk.tensor.2d.global.shared::cta"})
+    CHECK_MESSAGE(source.find(helper) != std::string::npos, helper);
+  size_t at = source.find("__global__");
+  for (const char *step :
+       {"cp.async.bulk.wait_group.read 0", "bar.sync 1, 256", "twist_stmatrix<4, false>(out_smem_address",
+        "fence.proxy.async.shared::cta", "bar.sync 1, 256", "twist_tma_store_2d(out_smem_address",
+        "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0"}) {
+    const size_t found = source.find(step, at);
+    CHECK_MESSAGE(found != std::string::npos, step);
+    if (found != std::string::npos) at = found + 1;
+  }
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  // Without stmatrix the consumers write elements; with f32 outputs stmatrix does not apply.
+  HopperTiling elements;
+  elements.stmatrix = false;
+  std::string plain =
+      cuda::cuda_source(lower(g.out, schedule_hopper(g, elements), Target::sm90a()).kernels[0]);
+  CHECK(plain.find("stmatrix") == std::string::npos);
+  CHECK(plain.find("twist_tma_store_2d(out_smem_address") != std::string::npos);
+  Gemm wide = make_gemm({.input = f16, .output = f32, .prefix = "w"});
+  HopperTiling small;
+  small.block_n = 64;
+  const Kernel f32_kernel = lower(wide.out, schedule_hopper(wide, small), Target::sm90a()).kernels[0];
+  const std::string f32_source = cuda::cuda_source(f32_kernel);
+  CHECK(f32_source.find("stmatrix") == std::string::npos);
+  CHECK(f32_source.find("twist_tma_store_2d(wout_smem_address") != std::string::npos);
+  CHECK(!cuda::default_kernel_cache().compile(f32_source, f32_kernel.name + ".cu", {"sm_90a"}).cubin.empty());
+  // A ring that leaves no room for the staging tile: stored directly, the demand and budget in the summary.
+  HopperTiling deep;
+  deep.stages = 4;
+  const Kernel direct = lower(g.out, schedule_hopper(g, deep), Target::sm90a()).kernels[0];
+  CHECK(twist::testing::contains(direct.schedule_summary,
+                                 "outputs stored directly: the write-back tiles (65536 B) do not "
+                                 "fit beside the TMA ring (196608 B)"));
+  CHECK(direct.tensor_maps.size() == 2);
+}
+
+TEST_CASE("TMA stores that cannot lower are refused with the reason") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  Schedule s = schedule_tensor_core(g, GemmTiling{});
+  s[g.C].store_output(Transport::tma);
+  std::string e = error_of([&] { lower(g.out, s, Target::sm80()); });
+  INFO(e);
+  CHECK(contains(e, "store_output(Transport::tma) stores 'out' with TMA, which sm_80 does not have"));
+  e = error_of([&] { s[g.C].store_output(Transport::cp_async); });
+  CHECK(contains(e, "cp.async copies into shared memory, not out of it"));
 }

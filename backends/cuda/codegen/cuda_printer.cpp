@@ -158,6 +158,29 @@ const std::map<std::string, std::string> &helper_definitions() {
        "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\\n\" : \"=r\"(d[0]) : "
        "\"r\"(s));\n"
        "}\n"},
+      {"stmatrix",
+       "template <int Matrices, bool Transpose>\n"
+       "__device__ __forceinline__ void twist_stmatrix(unsigned d, const void *src) {\n"
+       "  const unsigned *s = reinterpret_cast<const unsigned *>(src);\n"
+       "  if constexpr (Matrices == 4 && !Transpose)\n"
+       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\\n\"\n"
+       "                 ::\"r\"(d), \"r\"(s[0]), \"r\"(s[1]), \"r\"(s[2]), \"r\"(s[3]) : \"memory\");\n"
+       "  else if constexpr (Matrices == 4)\n"
+       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\\n\"\n"
+       "                 ::\"r\"(d), \"r\"(s[0]), \"r\"(s[1]), \"r\"(s[2]), \"r\"(s[3]) : \"memory\");\n"
+       "  else if constexpr (Matrices == 2 && !Transpose)\n"
+       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\\n\"\n"
+       "                 ::\"r\"(d), \"r\"(s[0]), \"r\"(s[1]) : \"memory\");\n"
+       "  else if constexpr (Matrices == 2)\n"
+       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\\n\"\n"
+       "                 ::\"r\"(d), \"r\"(s[0]), \"r\"(s[1]) : \"memory\");\n"
+       "  else if constexpr (!Transpose)\n"
+       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x1.shared.b16 [%0], {%1};\\n\"\n"
+       "                 ::\"r\"(d), \"r\"(s[0]) : \"memory\");\n"
+       "  else\n"
+       "    asm volatile(\"stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [%0], {%1};\\n\"\n"
+       "                 ::\"r\"(d), \"r\"(s[0]) : \"memory\");\n"
+       "}\n"},
       {"mma_f32_f16", mma_f32_helper("f16")},
       {"mma_f32_bf16", mma_f32_helper("bf16")},
       {"mma_f16_f16",
@@ -459,6 +482,10 @@ void Printer::intrinsic(const Stmt &s, int n) {
     helpers_.insert("ldmatrix");
     out_ << ind(n) << "twist_ldmatrix<" << l->matrices << ", " << (l->transpose ? "true" : "false") << ">("
          << address(l->dst, l->dst_index) << ", " << shared_address(l->src, l->src_index) << ");\n";
+  } else if (auto st = intrinsic::as_stmatrix(s)) {
+    helpers_.insert("stmatrix");
+    out_ << ind(n) << "twist_stmatrix<" << st->matrices << ", " << (st->transpose ? "true" : "false") << ">("
+         << shared_address(st->dst, st->dst_index) << ", " << address(st->src, st->src_index) << ");\n";
   } else if (auto m = intrinsic::as_mma(s)) {
     const Type in = array_type(m->a), acc = array_type(m->c);
     std::string helper;

@@ -222,6 +222,12 @@ Exec compile_tma_copy(StatementCompiler &sc, const intrinsic::TmaCopy &op, Where
                   shared->name, e,
                   s.copies_in_flight > 0 ? "a copy in flight writes" : "another thread wrote",
                   quoted(s.copies_in_flight > 0 ? s.copied_at : s.written_at));
+            if (s.writer_fences >= 0 && m->proxy_fences[s.writer] == s.writer_fences)
+              fail(
+                  "the TMA store reads {}[{}], which thread {} wrote at {} and has not passed a "
+                  "fence_proxy_async since: the store reads through the async proxy, which may not see the "
+                  "write; write the tile, fence_proxy_async, barrier, then store",
+                  shared->name, e, s.writer, quoted(s.written_at));
           }
           // Only in-bounds elements are written: that is how a store clips a tile at the tensor's edge.
           if (inside) m->write(*global, linear, shared->values[e]);

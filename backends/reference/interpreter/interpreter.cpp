@@ -146,6 +146,7 @@ void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
         m.async.assign(m.threads, AsyncCopies{});
         m.wgmma_groups.assign(m.threads, HeldGroups{});
         m.bulk_store_groups.assign(m.threads, HeldGroups{});
+        m.proxy_fences.assign(m.threads, 0);
         m.barriers.clear();
         m.where = nullptr;
         body(all);

@@ -78,6 +78,7 @@ void Machine::write(Array& a, int64_t e, Real value) {
         access.write_epoch = epoch;
         access.writer = thread;
         access.written_at = where;
+        access.writer_fences = proxy_fences.at(thread);
       }
       if (!a.origins.empty()) a.origins[e] = TmaOrigin{};
       a.values[e] = value;
@@ -109,6 +110,7 @@ void Machine::land_copy(const PendingCopy& copy, int issuer) {
     access.write_epoch = epoch;
     access.writer = issuer;
     access.written_at = copy.issued_at;
+    access.writer_fences = proxy_fences.at(issuer);
   }
 }
 
@@ -173,6 +175,7 @@ void Machine::land_tma(Array &a, int64_t e, Real value, const TmaOrigin &origin,
   access.write_epoch = -1;
   access.writer = issuer;
   access.written_at = issued_at;
+  access.writer_fences = -1;
 }
 
 void Machine::check_read(Array& a, int64_t e) {

@@ -67,6 +67,8 @@ class Machine {
   std::vector<Slots> slots;                                 // each thread's variables, by ExprCompiler slot
   std::vector<AsyncCopies> async;                           // each thread's copies in flight
   std::vector<HeldGroups> wgmma_groups, bulk_store_groups;  // each thread's wgmmas and TMA stores
+  // Each thread's fence_proxy_async count: a TMA store may read a thread's write only after a later fence.
+  std::vector<int64_t> proxy_fences;
   std::array<int64_t, 3> block{};                           // the block now running
   int thread = -1;        // the thread now executing; -1 for a step of the whole block or warp
   Where where = nullptr;  // the statement now executing (or being compiled)

@@ -34,6 +34,9 @@ struct SharedAccess {
   int copier = -1;           // the thread that issued the latest of them
   Where copied_at = nullptr;
   bool copied_by_tma = false;  // whether the latest of them is a TMA load (waited for on its mbarrier)
+  // The writer's count of fence_proxy_async when it wrote (Machine::proxy_fences); -1 for a write by the
+  // async proxy (a TMA load), which the async proxy sees without a fence.
+  int64_t writer_fences = -1;
   int async_readers = 0;       // wgmma and TMA stores that read it and are not yet retired by their wait
   Where async_read_at = nullptr;
 };

@@ -359,6 +359,7 @@ Exec StatementCompiler::evaluate(const Stmt &s) {
   if (intrinsic::is_async_commit(s)) return compile_async_commit(*this, where);
   if (auto pending = intrinsic::as_async_wait(s)) return compile_async_wait(*this, *pending, where);
   if (auto op = intrinsic::as_ldmatrix(s)) return compile_ldmatrix(*this, *op, where);
+  if (auto op = intrinsic::as_stmatrix(s)) return compile_stmatrix(*this, *op, where);
   if (auto op = intrinsic::as_mma(s)) return compile_mma(*this, *op, where);
   if (auto op = intrinsic::as_shuffle_xor(s)) return compile_shuffle_xor(*this, *op, where);
   if (auto op = intrinsic::as_atomic_add(s)) return compile_atomic_add(*this, *op, where);
@@ -367,7 +368,12 @@ Exec StatementCompiler::evaluate(const Stmt &s) {
   if (intrinsic::is_tma_store_commit(s)) return compile_held_commit(*this, HeldKind::bulk_store, where);
   if (auto pending = intrinsic::as_tma_store_wait(s))
     return compile_held_wait(*this, HeldKind::bulk_store, *pending, where);
-  if (intrinsic::is_fence_proxy_async(s)) return [](const ActiveThreads &) {};
+  if (intrinsic::is_fence_proxy_async(s)) {
+    Machine *m = &machine_;
+    return [m](const ActiveThreads &active) {
+      for (int t : active) ++m->proxy_fences[t];
+    };
+  }
   if (auto op = intrinsic::as_wgmma(s)) return compile_wgmma(*this, *op, where);
   if (intrinsic::is_wgmma_fence(s)) return compile_warpgroup_sync(*this, "wgmma.fence", where);
   if (intrinsic::as_setmaxnreg(s)) return compile_warpgroup_sync(*this, "setmaxnreg", where);

@@ -114,6 +114,54 @@ Exec compile_ldmatrix(StatementCompiler& sc, const intrinsic::Ldmatrix& op, Wher
   };
 }
 
+Exec compile_stmatrix(StatementCompiler &sc, const intrinsic::Stmatrix &op, Where where) {
+  Machine *m = &sc.machine();
+  Array *dst = &sc.writable_buffer(op.dst, "stmatrix into");
+  Array *src = &sc.buffer(op.src, "stmatrix from");
+  require_space(*dst, Space::shared, "stmatrix", "destination");
+  require_space(*src, Space::registers, "stmatrix", "source");
+  if (src->type.bits() != 16 || dst->type != src->type)
+    fail("stmatrix moves 16-bit elements between buffers of one type; it stores from {} into {}",
+         src->describe(), dst->describe());
+  if (op.matrices != 1 && op.matrices != 2 && op.matrices != 4)
+    fail("stmatrix stores 1, 2 or 4 matrices, not {}", op.matrices);
+  const int matrices = op.matrices;
+  const bool transpose = op.transpose;
+  CompiledExpr dst_index = sc.expr(op.dst_index), src_index = sc.expr(op.src_index);
+  return [=](const ActiveThreads &active) {
+    m->where = where;
+    for_each_warp(*m, active, "stmatrix", [&](int first) {
+      // Lanes 8j..8j+7 give the rows of matrix j: 8 elements, 16 bytes, aligned to 16 bytes.
+      std::array<std::array<int64_t, 8>, 4> rows;
+      for (int j = 0; j < matrices; ++j) {
+        for (int r = 0; r < 8; ++r) {
+          const int64_t row = fragment(*m, *dst, dst_index, first + 8 * j + r, 8, "stmatrix into");
+          if (row % 8 != 0)
+            fail(
+                "stmatrix row {}[{}] (matrix {}, row {}) is not 16-byte aligned: rows must start at a "
+                "multiple of 8 elements",
+                dst->name, row, j, r);
+          rows[j][r] = row;
+        }
+      }
+      for (int lane = 0; lane < kWarpSize; ++lane) {
+        const int64_t s = fragment(*m, *src, src_index, first + lane, 2 * matrices, "stmatrix from");
+        for (int j = 0; j < matrices; ++j) {
+          for (int half = 0; half < 2; ++half) {
+            // The lane's element goes where ldmatrix would have loaded it from: row lane/4, column
+            // 2(lane%4)+half, or transposed, row 2(lane%4)+half of column lane/4. The write is the giving
+            // lane's, for the race checks.
+            const int across = 2 * (lane % 4) + half, down = lane / 4;
+            const int r = transpose ? across : down, c = transpose ? down : across;
+            m->thread = first + lane;
+            m->write(*dst, rows[j][r] + c, m->read(*src, s + 2 * j + half));
+          }
+        }
+      }
+    });
+  };
+}
+
 Exec compile_mma(StatementCompiler& sc, const intrinsic::Mma& op, Where where) {
   Machine* m = &sc.machine();
   Array* d = &sc.writable_buffer(op.d, "mma into");
