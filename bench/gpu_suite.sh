@@ -27,8 +27,8 @@ if wants tests; then
   mapfile -t cases < <(cpp .gpu/bin/twist_apps_gpu_tests --list-test-cases --no-intro 2>/dev/null | grep '^GPU:')
   pids=()
   for i in "${!cases[@]}"; do
-    # (doctest splits filters at commas, so GPU test names have none)
-    cpp .gpu/bin/twist_apps_gpu_tests --test-case="${cases[$i]}" >"/tmp/case$i.log" 2>&1 &
+    # doctest splits filters at commas: '?' matches the comma of a name that has one.
+    cpp .gpu/bin/twist_apps_gpu_tests --test-case="${cases[$i]//,/?}" >"/tmp/case$i.log" 2>&1 &
     pids+=($!)
   done
   for i in "${!cases[@]}"; do
