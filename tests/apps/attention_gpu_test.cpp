@@ -36,8 +36,8 @@ double gpu_error(const Case &c) {
       {a.K.name(), reference::random_normal(c.options.dtype, {c.batch, kv_heads, c.keys, d}, 2)},
       {a.V.name(), reference::random_normal(c.options.dtype, {c.batch, kv_heads, c.keys, d}, 3)}};
   if (a.slopes) inputs.emplace(a.slopes->name(), reference::random_uniform(f32, {c.heads}, 4, 0.01, 0.5));
-  const std::map<std::string, double> scalars = {{a.qk_scale.name(), std::log2(std::exp(1.0)) / std::sqrt(double(d))},
-                                                 {a.queries.name(), c.queries}};
+  const std::map<std::string, double> scalars = {
+      {a.qk_scale.name(), std::log2(std::exp(1.0)) / std::sqrt(double(d))}, {a.queries.name(), c.queries}};
   const HostTensor got = gpu.run(inputs, scalars).at(a.out.name());
   const HostTensor want = reference::evaluate(a.out, {inputs, scalars}, Arithmetic::exact)[0];
   HostTensor wide(f64, got.shape());
@@ -50,7 +50,8 @@ double gpu_error(const Case &c) {
       const double g = wide.get_linear(e), w = want.get_linear(e);
       if (!(std::abs(g - w) <= 0.05 * (std::abs(w) + 0.05))) {
         const int64_t d = e % c.options.head_dim, i = e / c.options.head_dim % c.queries;
-        const int64_t h = e / c.options.head_dim / c.queries % c.heads, b = e / c.options.head_dim / c.queries / c.heads;
+        const int64_t h = e / c.options.head_dim / c.queries % c.heads,
+                      b = e / c.options.head_dim / c.queries / c.heads;
         MESSAGE(c.name, ": out[", b, ", ", h, ", ", i, ", ", d, "] = ", g, ", expected ", w);
         ++shown;
       }
@@ -68,13 +69,49 @@ TEST_CASE("GPU: attention prefill and its generality variants match the oracle")
   d256.key_tile = 32;
   for (const Case &c : {
            Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "a"}, 2, 3, 200, 200, big},
-           Case{"bf16 D128 causal", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "b"}, 1, 2, 300, 300, big},
-           Case{"f16 D128 causal, more queries than keys", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "c"}, 1, 2, 190, 90, big},
+           Case{"bf16 D128 causal",
+                {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "b"},
+                1,
+                2,
+                300,
+                300,
+                big},
+           Case{"f16 D128 causal, more queries than keys",
+                {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "c"},
+                1,
+                2,
+                190,
+                90,
+                big},
            Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "d"}, 1, 2, 130, 77, d256},
-           Case{"f16 D128 GQA 4", {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "e"}, 1, 8, 150, 150, big},
-           Case{"soft-capping", {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "f"}, 1, 2, 100, 160, big},
-           Case{"ALiBi", {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "g"}, 1, 4, 129, 129, big},
-           Case{"sliding window", {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "h"}, 1, 2, 257, 257, big},
+           Case{"f16 D128 GQA 4",
+                {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "e"},
+                1,
+                8,
+                150,
+                150,
+                big},
+           Case{"soft-capping",
+                {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "f"},
+                1,
+                2,
+                100,
+                160,
+                big},
+           Case{"ALiBi",
+                {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "g"},
+                1,
+                4,
+                129,
+                129,
+                big},
+           Case{"sliding window",
+                {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "h"},
+                1,
+                2,
+                257,
+                257,
+                big},
        }) {
     const double err = gpu_error(c);
     INFO(c.name, ": relative L2 error ", err);
@@ -98,19 +135,76 @@ Case hopper(Case c) {
 
 TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its variants match the oracle") {
   TWIST_REQUIRE_GPU();
-  AttentionTiling two_warpgroups = hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096});
+  AttentionTiling two_warpgroups =
+      hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096});
   for (Case c : {
            hopper(Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "ha"}, 2, 3, 200, 200, {}}),
-           hopper(Case{"bf16 D128 causal", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hb"}, 1, 2, 300, 300, {}}),
-           hopper(Case{"f16 D128 causal, more queries than keys", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hc"}, 1, 2, 190, 90, {}}),
-           hopper(Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hd"}, 1, 2, 130, 77, {}}),
-           hopper(Case{"f16 D128 GQA 4", {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "he"}, 1, 8, 150, 150, {}}),
-           hopper(Case{"soft-capping", {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "hf"}, 1, 2, 100, 160, {}}),
-           hopper(Case{"ALiBi", {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "hg"}, 1, 4, 129, 129, {}}),
-           hopper(Case{"sliding window", {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hh"}, 1, 2, 257, 257, {}}),
-           Case{"f16 D128 causal, two warpgroups", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hi"}, 1, 2, 300, 300, two_warpgroups},
-           Case{"bf16 D64 GQA 4, two heads per block", {.dtype = bf16, .head_dim = 64, .group = 4, .causal = true, .prefix = "hk"}, 2, 8, 130, 170, two_warpgroups},
-           Case{"bf16 D256 two warpgroups", {.dtype = bf16, .head_dim = 256, .prefix = "hj"}, 1, 2, 140, 133, hopper_attention_tiling({.head_dim = 256, .batch_heads = 1000, .queries = 4096, .keys = 4096})},
+           hopper(Case{"bf16 D128 causal",
+                       {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hb"},
+                       1,
+                       2,
+                       300,
+                       300,
+                       {}}),
+           hopper(Case{"f16 D128 causal, more queries than keys",
+                       {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hc"},
+                       1,
+                       2,
+                       190,
+                       90,
+                       {}}),
+           hopper(Case{
+               "f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hd"}, 1, 2, 130, 77, {}}),
+           hopper(Case{"f16 D128 GQA 4",
+                       {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "he"},
+                       1,
+                       8,
+                       150,
+                       150,
+                       {}}),
+           hopper(Case{"soft-capping",
+                       {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "hf"},
+                       1,
+                       2,
+                       100,
+                       160,
+                       {}}),
+           hopper(Case{"ALiBi",
+                       {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "hg"},
+                       1,
+                       4,
+                       129,
+                       129,
+                       {}}),
+           hopper(Case{"sliding window",
+                       {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hh"},
+                       1,
+                       2,
+                       257,
+                       257,
+                       {}}),
+           Case{"f16 D128 causal, two warpgroups",
+                {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hi"},
+                1,
+                2,
+                300,
+                300,
+                two_warpgroups},
+           Case{"bf16 D64 GQA 4, two heads per block",
+                {.dtype = bf16, .head_dim = 64, .group = 4, .causal = true, .prefix = "hk"},
+                2,
+                8,
+                130,
+                170,
+                two_warpgroups},
+           Case{"bf16 D256 two warpgroups",
+                {.dtype = bf16, .head_dim = 256, .prefix = "hj"},
+                1,
+                2,
+                140,
+                133,
+                hopper_attention_tiling(
+                    {.head_dim = 256, .batch_heads = 1000, .queries = 4096, .keys = 4096})},
        }) {
     const double err = gpu_error(c);
     INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
@@ -122,16 +216,40 @@ TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its
 TEST_CASE("GPU: Hopper attention with the next tile's S overlapping this tile's softmax matches the oracle") {
   TWIST_REQUIRE_GPU();
   auto overlapped = [](int head_dim, bool causal) {
-    AttentionTiling t =
-        hopper_attention_tiling({.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
+    AttentionTiling t = hopper_attention_tiling(
+        {.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
     t.overlap_scores = true;
     return t;
   };
   for (const Case &c : {
-           Case{"f16 D128", {.dtype = f16, .head_dim = 128, .prefix = "ho1"}, 1, 2, 300, 333, overlapped(128, false)},
-           Case{"bf16 D128 causal, masked rows", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "ho2"}, 1, 2, 190, 90, overlapped(128, true)},
-           Case{"f16 D64 GQA 2 causal", {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "ho3"}, 2, 4, 130, 170, overlapped(64, true)},
-           Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "ho4"}, 1, 2, 140, 77, overlapped(256, false)},
+           Case{"f16 D128",
+                {.dtype = f16, .head_dim = 128, .prefix = "ho1"},
+                1,
+                2,
+                300,
+                333,
+                overlapped(128, false)},
+           Case{"bf16 D128 causal, masked rows",
+                {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "ho2"},
+                1,
+                2,
+                190,
+                90,
+                overlapped(128, true)},
+           Case{"f16 D64 GQA 2 causal",
+                {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "ho3"},
+                2,
+                4,
+                130,
+                170,
+                overlapped(64, true)},
+           Case{"f16 D256 ragged keys",
+                {.dtype = f16, .head_dim = 256, .prefix = "ho4"},
+                1,
+                2,
+                140,
+                77,
+                overlapped(256, false)},
        }) {
     const double err = gpu_error(c);
     INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
@@ -145,8 +263,8 @@ TEST_CASE("GPU: Hopper attention with the next tile's S overlapping this tile's 
 namespace {
 
 AttentionTiling specialized(int head_dim, bool causal, int key_tile = 0, bool overlap = false) {
-  AttentionTiling t =
-      hopper_attention_tiling({.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
+  AttentionTiling t = hopper_attention_tiling(
+      {.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
   t.warp_specialized = true;
   if (key_tile > 0) t.key_tile = key_tile;
   t.overlap_scores = overlap;
@@ -166,47 +284,119 @@ void check_cases(const std::vector<Case> &cases) {
 TEST_CASE("GPU: warp-specialized Hopper attention at the rule's tilings matches the oracle") {
   TWIST_REQUIRE_GPU();
   check_cases({
-      Case{"f16 D64, two blocks per SM", {.dtype = f16, .head_dim = 64, .prefix = "hw1"}, 2, 3, 200, 200, specialized(64, false)},
-      Case{"bf16 D128 causal, masked rows", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hw2"}, 1, 2, 190, 90, specialized(128, true)},
-      Case{"f16 D128 GQA 4 causal", {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "hw3"}, 1, 8, 150, 150, specialized(128, true)},
-      Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hw8"}, 1, 2, 130, 77, specialized(256, false)},
-      Case{"sliding window", {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hwa"}, 1, 2, 257, 257, specialized(64, true)},
+      Case{"f16 D64, two blocks per SM",
+           {.dtype = f16, .head_dim = 64, .prefix = "hw1"},
+           2,
+           3,
+           200,
+           200,
+           specialized(64, false)},
+      Case{"bf16 D128 causal, masked rows",
+           {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hw2"},
+           1,
+           2,
+           190,
+           90,
+           specialized(128, true)},
+      Case{"f16 D128 GQA 4 causal",
+           {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "hw3"},
+           1,
+           8,
+           150,
+           150,
+           specialized(128, true)},
+      Case{"f16 D256 ragged keys",
+           {.dtype = f16, .head_dim = 256, .prefix = "hw8"},
+           1,
+           2,
+           130,
+           77,
+           specialized(256, false)},
+      Case{"sliding window",
+           {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hwa"},
+           1,
+           2,
+           257,
+           257,
+           specialized(64, true)},
   });
 }
 
 TEST_CASE("GPU: warp-specialized Hopper attention with 176- and 192-key tiles matches the oracle") {
   TWIST_REQUIRE_GPU();
   check_cases({
-      Case{"f16 D128, 176-key tiles", {.dtype = f16, .head_dim = 128, .prefix = "hw4"}, 1, 2, 300, 333, specialized(128, false, 176)},
-      Case{"f16 D128 causal, 192-key tiles", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hw5"}, 1, 2, 300, 300, specialized(128, true, 192)},
+      Case{"f16 D128, 176-key tiles",
+           {.dtype = f16, .head_dim = 128, .prefix = "hw4"},
+           1,
+           2,
+           300,
+           333,
+           specialized(128, false, 176)},
+      Case{"f16 D128 causal, 192-key tiles",
+           {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hw5"},
+           1,
+           2,
+           300,
+           300,
+           specialized(128, true, 192)},
   });
 }
 
 TEST_CASE("GPU: warp-specialized Hopper attention with the next tile's S overlapped matches the oracle") {
   TWIST_REQUIRE_GPU();
   check_cases({
-      Case{"f16 D128", {.dtype = f16, .head_dim = 128, .prefix = "hw6"}, 1, 2, 300, 333, specialized(128, false, 0, true)},
-      Case{"bf16 D128 causal, masked rows", {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hw7"}, 1, 2, 190, 90, specialized(128, true, 0, true)},
-      Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hw9"}, 1, 2, 140, 77, specialized(256, false, 0, true)},
+      Case{"f16 D128",
+           {.dtype = f16, .head_dim = 128, .prefix = "hw6"},
+           1,
+           2,
+           300,
+           333,
+           specialized(128, false, 0, true)},
+      Case{"bf16 D128 causal, masked rows",
+           {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hw7"},
+           1,
+           2,
+           190,
+           90,
+           specialized(128, true, 0, true)},
+      Case{"f16 D256 ragged keys",
+           {.dtype = f16, .head_dim = 256, .prefix = "hw9"},
+           1,
+           2,
+           140,
+           77,
+           specialized(256, false, 0, true)},
   });
 }
 
 // The same for the sanitizers, warp-specialized: the producer's refills against the consumers' releases.
-TEST_CASE("GPU: warp-specialized Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
+TEST_CASE(
+    "GPU: warp-specialized Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
   TWIST_REQUIRE_GPU();
   AttentionTiling t = hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096});
   t.warp_specialized = true;
-  const Case c{"causal GQA 2, masked rows", {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hws"}, 1, 4, 190, 300, t};
+  const Case c{"causal GQA 2, masked rows",
+               {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hws"},
+               1,
+               4,
+               190,
+               300,
+               t};
   const double err = gpu_error(c);
   INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
   CHECK(err < 2e-3);
 }
 
-// One small case for the sanitizers: causal with rows that see no key, two query heads of a group per block (its
-// two warpgroups), a ring that wraps.
+// One small case for the sanitizers: causal with rows that see no key, two query heads of a group per block
+// (its two warpgroups), a ring that wraps.
 TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
   TWIST_REQUIRE_GPU();
-  const Case c{"causal GQA 2, masked rows", {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hs"}, 1, 4, 190, 300,
+  const Case c{"causal GQA 2, masked rows",
+               {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hs"},
+               1,
+               4,
+               190,
+               300,
                hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096})};
   const double err = gpu_error(c);
   INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
@@ -223,10 +413,34 @@ TEST_CASE("GPU: split-KV prefill and packed grouped-query decoding match the ora
   AttentionTiling unsplit_decode = decode;
   unsplit_decode.split_kv = 1;
   for (const Case &c : {
-           Case{"split-KV causal", {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "s"}, 1, 2, 80, 1000, split},
-           Case{"decode", {.dtype = f16, .head_dim = 128, .decode = true, .prefix = "t"}, 2, 4, 1, 3000, decode},
-           Case{"decode GQA 4", {.dtype = bf16, .head_dim = 128, .group = 4, .decode = true, .prefix = "u"}, 1, 8, 1, 5000, decode},
-           Case{"unsplit decode GQA 2", {.dtype = bf16, .head_dim = 64, .group = 2, .decode = true, .prefix = "v"}, 2, 8, 1, 700, unsplit_decode},
+           Case{"split-KV causal",
+                {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "s"},
+                1,
+                2,
+                80,
+                1000,
+                split},
+           Case{"decode",
+                {.dtype = f16, .head_dim = 128, .decode = true, .prefix = "t"},
+                2,
+                4,
+                1,
+                3000,
+                decode},
+           Case{"decode GQA 4",
+                {.dtype = bf16, .head_dim = 128, .group = 4, .decode = true, .prefix = "u"},
+                1,
+                8,
+                1,
+                5000,
+                decode},
+           Case{"unsplit decode GQA 2",
+                {.dtype = bf16, .head_dim = 64, .group = 2, .decode = true, .prefix = "v"},
+                2,
+                8,
+                1,
+                700,
+                unsplit_decode},
        }) {
     const double err = gpu_error(c);
     INFO(c.name, ": relative L2 error ", err);

@@ -25,7 +25,8 @@ GemmTiling small_tiling() {
 }
 
 // The relative L2 error of `got` against a double loop over `samples` random points (all points if 0).
-double sampled_error(const HostTensor &a, const HostTensor &b, const HostTensor &got, int samples, uint64_t seed) {
+double sampled_error(const HostTensor &a, const HostTensor &b, const HostTensor &got, int samples,
+                     uint64_t seed) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   std::mt19937_64 rng(seed);
   std::vector<std::pair<int64_t, int64_t>> points;
@@ -71,7 +72,8 @@ TEST_CASE("GPU: tensor-core GEMM on odd shapes matches a double loop at every el
   for (const Type &type : {f16, bf16}) {
     Gemm g = make_gemm({.input = type, .output = f32, .prefix = type_name(type)});
     for (const GemmTiling &t : {small_tiling(), GemmTiling{}})
-      for (Shape s : {Shape{127, 255, 61}, Shape{1, 1, 1}, Shape{64, 64, 40}, Shape{130, 72, 96}, Shape{257, 129, 1000}}) {
+      for (Shape s : {Shape{127, 255, 61}, Shape{1, 1, 1}, Shape{64, 64, 40}, Shape{130, 72, 96},
+                      Shape{257, 129, 1000}}) {
         INFO(type_name(type), " ", t.name(), " ", s.m, "x", s.n, "x", s.k);
         CHECK(run_gemm(g, schedule_tensor_core(g, t), s, 0, 17) < 1e-5);
       }
@@ -84,8 +86,9 @@ TEST_CASE("GPU: tensor-core GEMM at the benchmark's shapes with f16 and bf16 out
     Gemm g = make_gemm({.input = type, .output = type, .prefix = type_name(type)});
     // Output rounding alone is 2^-11 (f16) or 2^-8 (bf16) relative.
     const double tolerance = type == f16 ? 2e-3 : 1e-2;
-    for (Shape s : {Shape{1024, 1024, 1024}, Shape{2048, 2048, 2048}, Shape{4096, 4096, 4096}, Shape{8192, 8192, 8192},
-                    Shape{4096, 15360, 3840}, Shape{4096, 3840, 15360}, Shape{16, 15360, 3840}, Shape{1, 4096, 4096}}) {
+    for (Shape s :
+         {Shape{1024, 1024, 1024}, Shape{2048, 2048, 2048}, Shape{4096, 4096, 4096}, Shape{8192, 8192, 8192},
+          Shape{4096, 15360, 3840}, Shape{4096, 3840, 15360}, Shape{16, 15360, 3840}, Shape{1, 4096, 4096}}) {
       INFO(type_name(type), " ", s.m, "x", s.n, "x", s.k);
       CHECK(run_gemm(g, schedule_tensor_core(g, GemmTiling{}), s, 512, 5) < tolerance);
     }
@@ -107,8 +110,9 @@ TEST_CASE("GPU: split-K and fused epilogues and batching and f16 or hybrid accum
     CHECK(reference::relative_l2_error(wide, want) < tolerance);
   };
   auto inputs_of = [](const Gemm &g, std::vector<int64_t> a, std::vector<int64_t> b, uint64_t seed) {
-    std::map<std::string, HostTensor> in = {{g.A.name(), reference::random_normal(g.options.input, a, seed)},
-                                            {g.B.name(), reference::random_normal(g.options.input, b, seed + 1)}};
+    std::map<std::string, HostTensor> in = {
+        {g.A.name(), reference::random_normal(g.options.input, a, seed)},
+        {g.B.name(), reference::random_normal(g.options.input, b, seed + 1)}};
     if (g.bias) in.emplace(g.bias->name(), reference::random_normal(f32, {b.back()}, seed + 2));
     return in;
   };
@@ -129,8 +133,8 @@ TEST_CASE("GPU: split-K and fused epilogues and batching and f16 or hybrid accum
   }
   for (Epilogue e : {Epilogue::bias_relu, Epilogue::bias_gelu, Epilogue::bias_silu}) {
     Gemm g = make_gemm({.input = bf16, .output = f32, .epilogue = e, .prefix = "e"});
-    check(g.out, schedule_tensor_core(g, GemmTiling{}), {{g.alpha->name(), 0.5}}, inputs_of(g, {300, 256}, {256, 200}, 3),
-          1e-5);
+    check(g.out, schedule_tensor_core(g, GemmTiling{}), {{g.alpha->name(), 0.5}},
+          inputs_of(g, {300, 256}, {256, 200}, 3), 1e-5);
   }
   {
     Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});

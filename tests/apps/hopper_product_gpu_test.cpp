@@ -66,15 +66,22 @@ TEST_CASE("GPU: TMA + mbarrier + wgmma products match the interpreter's layouts"
 
 namespace {
 
-// The relative L2 error of the GPU's output against the oracle (exact arithmetic) on the same inputs.
-double hopper_gemm_error(const twist::Func &out, const twist::Schedule &s,
-                         const std::map<std::string, double> &scalars,
-                         const std::map<std::string, HostTensor> &inputs) {
+// The GPU's output of the program lowered for sm_90a and the oracle's (exact arithmetic) on the same inputs.
+std::pair<HostTensor, HostTensor> gpu_and_oracle(const twist::Func &out, const twist::Schedule &s,
+                                                 const std::map<std::string, double> &scalars,
+                                                 const std::map<std::string, HostTensor> &inputs) {
   static twist::cuda::Device device;
   const LoweredProgram p = twist::lower(out, s, twist::Target::sm90a());
   twist::cuda::GpuProgram gpu(p, device);
-  const HostTensor got = gpu.run(inputs, scalars).at(out.name());
-  const HostTensor want = evaluate(out, {inputs, scalars}, twist::Arithmetic::exact)[0];
+  return {gpu.run(inputs, scalars).at(out.name()),
+          evaluate(out, {inputs, scalars}, twist::Arithmetic::exact)[0]};
+}
+
+// The relative L2 error of the GPU's output against the oracle.
+double hopper_gemm_error(const twist::Func &out, const twist::Schedule &s,
+                         const std::map<std::string, double> &scalars,
+                         const std::map<std::string, HostTensor> &inputs) {
+  const auto [got, want] = gpu_and_oracle(out, s, scalars, inputs);
   HostTensor wide(twist::f64, got.shape());
   for (int64_t e = 0; e < got.size(); ++e) wide.set_linear(e, got.get_linear(e));
   return relative_l2_error(wide, want);
@@ -82,7 +89,8 @@ double hopper_gemm_error(const twist::Func &out, const twist::Schedule &s,
 
 }  // namespace
 
-TEST_CASE("GPU: Hopper GEMM (TMA ring and wgmma) on odd shapes with epilogues and batching matches the oracle") {
+TEST_CASE(
+    "GPU: Hopper GEMM (TMA ring and wgmma) on odd shapes with epilogues and batching matches the oracle") {
   TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA and wgmma");
   using namespace twist::apps;
   struct Case {
@@ -140,11 +148,7 @@ namespace {
 double hopper_gemm_worst_element(const twist::Func &out, const twist::Schedule &s,
                                  const std::map<std::string, double> &scalars,
                                  const std::map<std::string, HostTensor> &inputs) {
-  static twist::cuda::Device device;
-  const LoweredProgram p = twist::lower(out, s, twist::Target::sm90a());
-  twist::cuda::GpuProgram gpu(p, device);
-  const HostTensor got = gpu.run(inputs, scalars).at(out.name());
-  const HostTensor want = evaluate(out, {inputs, scalars}, twist::Arithmetic::exact)[0];
+  const auto [got, want] = gpu_and_oracle(out, s, scalars, inputs);
   double worst = 0;
   for (int64_t e = 0; e < got.size(); ++e) {
     const double g = got.get_linear(e), w = want.get_linear(e);
