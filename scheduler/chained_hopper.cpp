@@ -9,6 +9,7 @@
 #include "lang/error.h"
 #include "scheduler/chained_kernel_builder.h"
 #include "scheduler/hopper_layouts.h"
+#include "scheduler/register_split.h"
 
 namespace twist::chained {
 
@@ -110,29 +111,7 @@ void ChainedKernelBuilder::check_overlap_registers() const {
 void ChainedKernelBuilder::check_warp_specialization() const {
   const WarpSpecialization &w = *req_.schedule->warp_specialization();
   const std::string &fname = req_.reduction.name();
-  const int blocks = req_.schedule->min_blocks();
-  const int producer_threads = mapping_.threads - consumer_threads_;
-  // A block starts with the registers its launch bounds give each thread; setmaxnreg.dec must go below that
-  // and setmaxnreg.inc above it, and only moves the block's own registers between its warpgroups: what the
-  // producer gives back is all the consumers can take (asking for more waits forever).
-  const int at_launch = std::min(req_.target.max_registers_per_thread,
-                                 req_.target.registers_per_sm / (mapping_.threads * blocks)) /
-                        8 * 8;
-  if (w.producer_registers > at_launch || w.consumer_registers < at_launch)
-    fail(
-        "schedule of '{}': a block of {} threads at {} block(s) per SM starts with {} registers a thread, so "
-        "warp_specialize() must give the producer at most that and the consumers at least that, not {} and "
-        "{}",
-        fname, mapping_.threads, blocks, at_launch, w.producer_registers, w.consumer_registers);
-  const int demand = w.producer_registers * producer_threads + w.consumer_registers * consumer_threads_;
-  if (demand > at_launch * mapping_.threads)
-    fail(
-        "schedule of '{}': warp_specialize() asks for {} registers a block ({} producer threads at {} and {} "
-        "consumer threads at {}), but the block starts with {} ({} threads at {}) and setmaxnreg only moves "
-        "them between its warpgroups; lower the consumers' registers to at most {}",
-        fname, demand, producer_threads, w.producer_registers, consumer_threads_, w.consumer_registers,
-        at_launch * mapping_.threads, mapping_.threads, at_launch,
-        (at_launch * mapping_.threads - w.producer_registers * producer_threads) / consumer_threads_ / 8 * 8);
+  check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(), req_.target);
   if (!req_.schedule->overlaps_producer() && live_registers() > w.consumer_registers)
     fail(
         "schedule of '{}': each consumer thread keeps at least {} registers live across a key tile (S, the "

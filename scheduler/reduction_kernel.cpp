@@ -15,6 +15,7 @@
 #include "scheduler/intrinsics.h"
 #include "scheduler/kernel_assembly.h"
 #include "scheduler/loops.h"
+#include "scheduler/register_split.h"
 #include "scheduler/staging.h"
 #include "scheduler/stmt_building.h"
 #include "scheduler/thread_mapping.h"
@@ -962,25 +963,7 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
 void ReductionKernelBuilder::check_warp_specialization() const {
   const WarpSpecialization &w = *req_.schedule->warp_specialization();
   const std::string &fname = req_.reduction.name();
-  const int producer_threads = mapping_.threads - consumer_threads_;
-  const int demand = w.producer_registers * producer_threads + w.consumer_registers * consumer_threads_;
-  if (demand > req_.target.registers_per_sm)
-    fail(
-        "schedule of '{}': warp_specialize() asks for {} registers ({} producer threads at {} and {} "
-        "consumer "
-        "threads at {}), but an SM of {} has {}; lower the consumers' registers",
-        fname, demand, producer_threads, w.producer_registers, consumer_threads_, w.consumer_registers,
-        req_.target.arch, req_.target.registers_per_sm);
-  // A block starts with the registers its launch bounds give each thread; setmaxnreg.dec must go below that
-  // and setmaxnreg.inc above it.
-  const int at_launch =
-      std::min(req_.target.max_registers_per_thread, req_.target.registers_per_sm / mapping_.threads) / 8 * 8;
-  if (w.producer_registers > at_launch || w.consumer_registers < at_launch)
-    fail(
-        "schedule of '{}': a block of {} threads starts with {} registers a thread, so warp_specialize() "
-        "must "
-        "give the producer at most that and the consumers at least that, not {} and {}",
-        fname, mapping_.threads, at_launch, w.producer_registers, w.consumer_registers);
+  check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(), req_.target);
   int points = 1;
   for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
   int accumulators = points * accumulator_elements() * accumulator_type_.bytes() / 4;

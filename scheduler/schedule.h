@@ -109,7 +109,7 @@ struct ComputeAt {
 // binds, only issues the TMA copies (one elected thread of it), and the bound warpgroups only consume them
 // (wgmma and the epilogue). setmaxnreg gives the producer's registers to the consumers: the producer drops to
 // `producer_registers` per thread and each consumer rises to `consumer_registers` (24 to 256, multiples of 8;
-// together within the SM's register file).
+// together within the registers the block starts with).
 struct WarpSpecialization {
   int producer_registers = 40;
   int consumer_registers = 232;
