@@ -11,7 +11,7 @@ using namespace Halide::Internal;
 
 namespace {
 
-void validate(const LeftFold& fold) {
+void validate(const LeftFold &fold) {
   if (fold.name.empty()) fail("a fold to derive a monoid from needs a name");
   if (fold.state.empty()) fail("fold '{}' needs a state", fold.name);
   if (fold.initial.size() != fold.state.size() || fold.step.size() != fold.state.size())
@@ -29,7 +29,7 @@ void validate(const LeftFold& fold) {
   if (!fold.combine.empty() && fold.combine.size() != fold.state.size())
     fail("fold '{}': the given combine needs one expression per state component ({}), got {}", fold.name,
          fold.state.size(), fold.combine.size());
-  for (const auto& element : fold.weak_right_inverse)
+  for (const auto &element : fold.weak_right_inverse)
     if (element.size() != fold.elements.size())
       fail("fold '{}': each element of the weak right inverse needs {} value(s), one per element component",
            fold.name, fold.elements.size());
@@ -38,26 +38,26 @@ void validate(const LeftFold& fold) {
 // The fold with its initial constants in the state's types (MonoidBuilder adapts constants the same way).
 LeftFold with_typed_constants(LeftFold fold) {
   for (size_t k = 0; k < fold.initial.size() && k < fold.state.size(); ++k) {
-    const Type& t = fold.state[k].type;
-    if (const auto* f = fold.initial[k].as<FloatImm>(); f && f->type != t)
+    const Type &t = fold.state[k].type;
+    if (const auto *f = fold.initial[k].as<FloatImm>(); f && f->type != t)
       fold.initial[k] = Expr(make_const(t, f->value));
-    if (const auto* i = fold.initial[k].as<IntImm>(); i && i->type != t)
+    if (const auto *i = fold.initial[k].as<IntImm>(); i && i->type != t)
       fold.initial[k] = Expr(make_const(t, i->value));
   }
   return fold;
 }
 
 // All the weak right inverse's element values, one element after another.
-std::vector<Expr> flattened_inverse(const LeftFold& fold) {
+std::vector<Expr> flattened_inverse(const LeftFold &fold) {
   std::vector<Expr> all;
-  for (const auto& element : fold.weak_right_inverse) all.insert(all.end(), element.begin(), element.end());
+  for (const auto &element : fold.weak_right_inverse) all.insert(all.end(), element.begin(), element.end());
   return all;
 }
 
 // The given fold, compiled for one arithmetic: h(list) from the initial state, and the weak right inverse.
 class CompiledFold {
  public:
-  CompiledFold(const LeftFold& fold, Arithmetic arithmetic)
+  CompiledFold(const LeftFold &fold, Arithmetic arithmetic)
       : initial_(VectorFunction(arithmetic, {}, fold.initial)({})),
         step_(arithmetic, joined(variable_names(fold.current()), variable_names(fold.element())), fold.step),
         g_(arithmetic, variable_names(fold.current()), flattened_inverse(fold)),
@@ -65,11 +65,11 @@ class CompiledFold {
 
   Values operator()(std::span<const Values> list) const {
     Values s = initial_;
-    for (const Values& x : list) s = step_(joined(s, x));
+    for (const Values &x : list) s = step_(joined(s, x));
     return s;
   }
   // g(s), as a list of elements.
-  std::vector<Values> inverse(const Values& s) const {
+  std::vector<Values> inverse(const Values &s) const {
     const Values flat = g_(s);
     std::vector<Values> list;
     for (size_t i = 0; i < flat.size(); i += element_size_)
@@ -84,12 +84,12 @@ class CompiledFold {
 };
 
 // The step with the state bound to `state` and the element to `element`.
-std::vector<Expr> step_at(const LeftFold& fold, const std::vector<Expr>& state,
-                          const std::vector<Expr>& element) {
+std::vector<Expr> step_at(const LeftFold &fold, const std::vector<Expr> &state,
+                          const std::vector<Expr> &element) {
   return Substitution().bind(fold.current(), state).bind(fold.element(), element)(fold.step);
 }
 
-std::vector<Expr> constants(const Type& t, const std::vector<double>& values) {
+std::vector<Expr> constants(const Type &t, const std::vector<double> &values) {
   std::vector<Expr> out;
   for (double v : values) out.push_back(Expr(make_const(t, v)));
   return out;
@@ -97,11 +97,11 @@ std::vector<Expr> constants(const Type& t, const std::vector<double>& values) {
 
 // A step affine in the state: step(s, x) = A(x) s + c(x). Returns the affine monoid with the fold's lift and
 // finalize, or notes why the step is not affine.
-std::optional<Monoid> affine_derivation(const LeftFold& fold, const CheckOptions& options,
-                                        std::vector<std::string>& notes) {
+std::optional<Monoid> affine_derivation(const LeftFold &fold, const CheckOptions &options,
+                                        std::vector<std::string> &notes) {
   const size_t n = fold.state.size();
   const Type t = fold.state[0].type;
-  for (const Component& c : fold.state)
+  for (const Component &c : fold.state)
     if (c.type != t || !t.is_float()) {
       notes.push_back(
           "the step is not treated as affine: its state components are not all of one floating-point type");
@@ -136,8 +136,8 @@ std::optional<Monoid> affine_derivation(const LeftFold& fold, const CheckOptions
     const ElementSampler states(fold.state), elements(fold.elements);
     Rng rng(options.seed);
     std::vector<bool> floating;
-    for (const auto* components : {&fold.state, &fold.elements})
-      for (const Component& c : *components) floating.push_back(c.type.is_float());
+    for (const auto *components : {&fold.state, &fold.elements})
+      for (const Component &c : *components) floating.push_back(c.type.is_float());
     int conclusive = 0;
     for (int trial = 0; trial < options.trials; ++trial) {
       const Values args =
@@ -192,16 +192,16 @@ std::optional<Monoid> affine_derivation(const LeftFold& fold, const CheckOptions
 }
 
 // s . t = h(g(s) ++ g(t)).
-Monoid inverse_derivation(const LeftFold& fold) {
+Monoid inverse_derivation(const LeftFold &fold) {
   return MonoidBuilder(fold.name)
       .state(fold.state)
       .elements(fold.elements)
       .identity(fold.initial)
-      .lift([&](const State& x) { return step_at(fold, fold.initial, x.vars()); })
-      .combine([&](const State& a, const State& b) {
+      .lift([&](const State &x) { return step_at(fold, fold.initial, x.vars()); })
+      .combine([&](const State &a, const State &b) {
         std::vector<Expr> s = fold.initial;
-        for (const State* operand : {&a, &b})
-          for (const std::vector<Expr>& g : fold.weak_right_inverse)
+        for (const State *operand : {&a, &b})
+          for (const std::vector<Expr> &g : fold.weak_right_inverse)
             s = step_at(fold, s, Substitution().bind(fold.current(), operand->vars())(g));
         return simplified(s);
       })
@@ -226,7 +226,7 @@ Monoid with_given_combine(const LeftFold &fold) {
       .build();
 }
 
-Verdict refuse(const LeftFold& fold, std::string reason, std::vector<std::string> notes,
+Verdict refuse(const LeftFold &fold, std::string reason, std::vector<std::string> notes,
                std::optional<Counterexample> counterexample) {
   return Verdict{
       false, Level::derived, fold.name, std::move(reason), std::move(notes), std::move(counterexample)};
@@ -234,7 +234,7 @@ Verdict refuse(const LeftFold& fold, std::string reason, std::vector<std::string
 
 }  // namespace
 
-Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options) {
+Derivation derive_monoid(const LeftFold &given_fold, const CheckOptions &options) {
   const LeftFold fold = with_typed_constants(given_fold);
   validate(fold);
   std::vector<std::string> notes;
@@ -255,7 +255,7 @@ Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options
                    notes, std::nullopt)};
 
   const CompiledFold fold_e(fold, Arithmetic::extended), fold_d(fold, Arithmetic::exact);
-  auto given = [&](const MonoidEvaluator& ev) -> const CompiledFold& {
+  auto given = [&](const MonoidEvaluator &ev) -> const CompiledFold & {
     return ev.arithmetic() == Arithmetic::extended ? fold_e : fold_d;
   };
   LawTester tester(*m, options);
@@ -264,15 +264,15 @@ Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options
   const auto state_types = component_types(fold.state);
 
   if (through_inverse) {
-    const LawResult inverse = tester.run(Law::weak_right_inverse, state_names, state_types, [&](Rng& rng) {
+    const LawResult inverse = tester.run(Law::weak_right_inverse, state_names, state_types, [&](Rng &rng) {
       std::vector<Values> list = sampler.list(
           rng, std::uniform_int_distribution<int>(0, options.max_list_length)(rng), sampler.any_regime(rng));
       const Values s = fold_d(list);
       // g and h both in the arithmetic of the side, so that the rounding of g(s) is measured too.
-      Side h_of_g = [&](const MonoidEvaluator& ev, const Instance& in) {
+      Side h_of_g = [&](const MonoidEvaluator &ev, const Instance &in) {
         return given(ev)(given(ev).inverse(in.states[0]));
       };
-      Side itself = [](const MonoidEvaluator&, const Instance& in) { return in.states[0]; };
+      Side itself = [](const MonoidEvaluator &, const Instance &in) { return in.states[0]; };
       return std::tuple{Instance{.states = {s}, .elements = fold_d.inverse(s)}, h_of_g, itself};
     });
     notes.push_back(inverse.summary());
@@ -287,12 +287,12 @@ Derivation derive_monoid(const LeftFold& given_fold, const CheckOptions& options
     return {m, refuse(fold, fmt::format("the combine derived as {} is not accepted", how), notes,
                       checked.counterexample)};
 
-  const LawResult agreement = tester.run(Law::fold_agreement, state_names, state_types, [&](Rng& rng) {
+  const LawResult agreement = tester.run(Law::fold_agreement, state_names, state_types, [&](Rng &rng) {
     std::vector<Values> list =
         sampler.list(rng, std::uniform_int_distribution<int>(0, 2 * options.max_list_length)(rng),
                      sampler.any_regime(rng));
-    Side by_fold = [&](const MonoidEvaluator& ev, const Instance& in) { return given(ev)(in.elements); };
-    Side by_monoid = [](const MonoidEvaluator& ev, const Instance& in) {
+    Side by_fold = [&](const MonoidEvaluator &ev, const Instance &in) { return given(ev)(in.elements); };
+    Side by_monoid = [](const MonoidEvaluator &ev, const Instance &in) {
       return ev.finalize(ev.fold(in.elements));
     };
     return std::tuple{Instance{.elements = list}, by_fold, by_monoid};

@@ -43,7 +43,7 @@ struct Derivation {
   Verdict verdict;               // Level::derived; its notes include the derived monoid's own verdict
 };
 
-Derivation derive_monoid(const LeftFold& fold, const CheckOptions& options = {});
+Derivation derive_monoid(const LeftFold &fold, const CheckOptions &options = {});
 
 // The fold of a monoid's own step (Monoid::step) with its combine: the identity as the initial state, so that
 // derive_monoid checks the user's combine against the user's step. Throws twist::Error without a step.

@@ -6,7 +6,7 @@
 
 namespace twist::algebra {
 
-ErrorStatistics forward_error(const Monoid& m, const FoldOrder& order, const ErrorExperiment& experiment) {
+ErrorStatistics forward_error(const Monoid &m, const FoldOrder &order, const ErrorExperiment &experiment) {
   if (experiment.trials < 1 || experiment.length < 0)
     fail("forward_error of '{}': needs at least one trial and a length of at least 0 (got {} and {})", m.name,
          experiment.trials, experiment.length);

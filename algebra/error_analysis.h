@@ -15,7 +15,7 @@ struct ErrorExperiment {
   uint64_t seed = 1;
   Arithmetic arithmetic = Arithmetic::typed;  // the evaluation measured
   // The elements of one trial; by default spread-regime random elements of the monoid's element types.
-  std::function<std::vector<Values>(Rng&, int length)> elements;
+  std::function<std::vector<Values>(Rng &, int length)> elements;
 };
 
 struct ErrorStatistics {
@@ -27,7 +27,7 @@ struct ErrorStatistics {
 // The relative forward error ||y - y_ref|| / ||y_ref|| (Euclidean over the finalized outputs; absolute when
 // y_ref is 0) of the fold in `order` evaluated in experiment.arithmetic, where y_ref is the sequential
 // fold in extended arithmetic of the same elements.
-ErrorStatistics forward_error(const Monoid& m, const FoldOrder& order,
-                              const ErrorExperiment& experiment = {});
+ErrorStatistics forward_error(const Monoid &m, const FoldOrder &order,
+                              const ErrorExperiment &experiment = {});
 
 }  // namespace twist::algebra

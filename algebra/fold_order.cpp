@@ -18,8 +18,8 @@ std::string FoldOrder::name() const {
   return "?";
 }
 
-Values fold_in_order(const MonoidEvaluator& monoid, std::span<const Values> elements,
-                     const FoldOrder& order) {
+Values fold_in_order(const MonoidEvaluator &monoid, std::span<const Values> elements,
+                     const FoldOrder &order) {
   using Kind = FoldOrder::Kind;
   if ((order.kind == Kind::tiled || order.kind == Kind::split) && order.size < 1)
     fail("fold order {}: the {} must be at least 1", order.name(),
@@ -38,7 +38,7 @@ Values fold_in_order(const MonoidEvaluator& monoid, std::span<const Values> elem
     case Kind::tree: {
       if (n == 0) return monoid.identity();
       std::vector<Values> level;
-      for (const Values& x : elements) level.push_back(monoid.lift(x));
+      for (const Values &x : elements) level.push_back(monoid.lift(x));
       while (level.size() > 1) {
         std::vector<Values> next;
         for (size_t i = 0; i + 1 < level.size(); i += 2)

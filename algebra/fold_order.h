@@ -27,6 +27,6 @@ struct FoldOrder {
 };
 
 // The monoid's fold of the lifted elements in the given order (the identity for an empty list).
-Values fold_in_order(const MonoidEvaluator& monoid, std::span<const Values> elements, const FoldOrder& order);
+Values fold_in_order(const MonoidEvaluator &monoid, std::span<const Values> elements, const FoldOrder &order);
 
 }  // namespace twist::algebra

@@ -8,14 +8,14 @@ namespace twist::algebra {
 
 using namespace Halide::Internal;
 
-std::optional<HalideProof> prove_with_halide(const Monoid& m) {
+std::optional<HalideProof> prove_with_halide(const Monoid &m) {
   // The combine becomes the update definition f(x) = combine(f(x), g(x)): a.k is the self-reference
   // f(x)[k] and b.k the other operand g(x)[k].
   const Expr x = variable(i32, "twist.x");
   const std::string self = "twist.self", other = "twist.other";
   std::vector<Expr> f_calls, g_calls;
   for (size_t k = 0; k < m.state.size(); ++k) {
-    const Type& t = m.state[k].type;
+    const Type &t = m.state[k].type;
     f_calls.push_back(Expr(Call::make(t, self, {x}, Call::Halide, FunctionPtr(), static_cast<int>(k))));
     g_calls.push_back(Expr(Call::make(t, other, {x}, Call::Halide, FunctionPtr(), static_cast<int>(k))));
   }
@@ -23,7 +23,7 @@ std::optional<HalideProof> prove_with_halide(const Monoid& m) {
   AssociativeOp op;
   try {
     op = prove_associativity(self, {x}, std::vector<Halide::Expr>(update.begin(), update.end()));
-  } catch (const std::exception&) {
+  } catch (const std::exception &) {
     return std::nullopt;  // Halide could not analyse the expression: not proved here
   }
   if (!op.associative()) return std::nullopt;

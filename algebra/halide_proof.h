@@ -15,6 +15,6 @@ struct HalideProof {
 
 // nullopt when Halide does not prove the combine associative (which includes every combine of more than
 // two interdependent components, and anything outside its table such as softmax).
-std::optional<HalideProof> prove_with_halide(const Monoid& m);
+std::optional<HalideProof> prove_with_halide(const Monoid &m);
 
 }  // namespace twist::algebra

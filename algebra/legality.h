@@ -30,9 +30,9 @@ struct ReassociationApproval {
 // counterexample, naming `what` and saying how to override. With an override the checker is not run and
 // the approval records the override and its reason. Verdicts are cached per monoid, so asking again is
 // cheap.
-ReassociationApproval require_reassociable(const Monoid& m, const std::string& what,
-                                           const std::optional<AssociativityOverride>& override_ = {},
-                                           const CheckOptions& options = {});
+ReassociationApproval require_reassociable(const Monoid &m, const std::string &what,
+                                           const std::optional<AssociativityOverride> &override_ = {},
+                                           const CheckOptions &options = {});
 
 // Approves folding the points of a reduction over m out of their order (`what` says how: a reorder of its
 // reduction loops, a tree that deals points to threads in turn), which needs a . b == b . a besides

@@ -16,15 +16,15 @@ struct Registry {
   std::map<std::string, ReferenceRule> reference_rules;
 };
 
-Registry& registry() {
+Registry &registry() {
   static Registry r;
   return r;
 }
 
 // The rule is written over the state's component names, so unlike the structural key this one keeps them.
-std::string rule_key(const Monoid& m) {
+std::string rule_key(const Monoid &m) {
   std::string key = structural_key(m);
-  for (const Component& c : m.state) key += c.name + ";";
+  for (const Component &c : m.state) key += c.name + ";";
   return key;
 }
 
@@ -37,19 +37,19 @@ Monoid register_library_monoid(Monoid m) {
   return m;
 }
 
-bool is_library_monoid(const Monoid& m) {
+bool is_library_monoid(const Monoid &m) {
   std::string key = structural_key(m);
   std::lock_guard lock(registry().mutex);
   return registry().library_monoids.count(key) > 0;
 }
 
-void register_reference_rule(const Monoid& m, const ReferenceRule& rule) {
+void register_reference_rule(const Monoid &m, const ReferenceRule &rule) {
   std::string key = rule_key(m);
   std::lock_guard lock(registry().mutex);
   registry().reference_rules.insert_or_assign(std::move(key), rule);
 }
 
-std::optional<ReferenceRule> reference_rule(const Monoid& m) {
+std::optional<ReferenceRule> reference_rule(const Monoid &m) {
   std::string key = rule_key(m);
   std::lock_guard lock(registry().mutex);
   auto it = registry().reference_rules.find(key);

@@ -15,7 +15,7 @@ namespace twist::algebra {
 
 // Records m (by its structural key) as built by the library; returns m.
 Monoid register_library_monoid(Monoid m);
-bool is_library_monoid(const Monoid& m);
+bool is_library_monoid(const Monoid &m);
 
 // The reference of a twist: its type and the rule that picks it from the two operands of a combine, an
 // expression over the twisted state's "a.<name>" and "b.<name>" (softmax: max(a.m, b.m)).
@@ -23,7 +23,7 @@ struct ReferenceRule {
   Type type;
   Expr rule;
 };
-void register_reference_rule(const Monoid& m, const ReferenceRule& rule);
-std::optional<ReferenceRule> reference_rule(const Monoid& m);
+void register_reference_rule(const Monoid &m, const ReferenceRule &rule);
+std::optional<ReferenceRule> reference_rule(const Monoid &m);
 
 }  // namespace twist::algebra

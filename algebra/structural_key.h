@@ -12,6 +12,6 @@ namespace twist::algebra {
 // and so whether a combine that is associative only on reachable states is) and the origin with what it
 // rests on: the factors of a product, the base and the bijection of a twist. Component names, the
 // monoid's name and its finalize do not enter it. Floating-point constants enter bit for bit.
-std::string structural_key(const Monoid& m);
+std::string structural_key(const Monoid &m);
 
 }  // namespace twist::algebra

@@ -10,43 +10,43 @@ namespace twist::algebra {
 
 using namespace Halide::Internal;
 
-Expr reference_variable(const Type& t) {
+Expr reference_variable(const Type &t) {
   return variable(t, kReferenceName);
 }
 
-TwistBuilder::TwistBuilder(std::string name, const Monoid& base)
+TwistBuilder::TwistBuilder(std::string name, const Monoid &base)
     : name_(std::move(name)), base_(std::make_shared<const Monoid>(base)) {}
 
-TwistBuilder& TwistBuilder::state(std::vector<Component> components) {
+TwistBuilder &TwistBuilder::state(std::vector<Component> components) {
   state_ = std::move(components);
   return *this;
 }
-TwistBuilder& TwistBuilder::elements(std::vector<Component> components) {
+TwistBuilder &TwistBuilder::elements(std::vector<Component> components) {
   elements_ = std::move(components);
   return *this;
 }
-TwistBuilder& TwistBuilder::identity(std::vector<Expr> values) {
+TwistBuilder &TwistBuilder::identity(std::vector<Expr> values) {
   identity_ = std::move(values);
   return *this;
 }
-TwistBuilder& TwistBuilder::lift(const Fn1& fn) {
+TwistBuilder &TwistBuilder::lift(const Fn1 &fn) {
   lift_ = fn;
   return *this;
 }
-TwistBuilder& TwistBuilder::finalize(std::vector<Component> outputs, const Fn1& fn) {
+TwistBuilder &TwistBuilder::finalize(std::vector<Component> outputs, const Fn1 &fn) {
   outputs_ = std::move(outputs);
   finalize_ = fn;
   return *this;
 }
-TwistBuilder& TwistBuilder::to_base(const WithReference& psi) {
+TwistBuilder &TwistBuilder::to_base(const WithReference &psi) {
   to_base_ = psi;
   return *this;
 }
-TwistBuilder& TwistBuilder::from_base(const WithReference& psi_inverse) {
+TwistBuilder &TwistBuilder::from_base(const WithReference &psi_inverse) {
   from_base_ = psi_inverse;
   return *this;
 }
-TwistBuilder& TwistBuilder::reference(const Type& t, const Rule& rule) {
+TwistBuilder &TwistBuilder::reference(const Type &t, const Rule &rule) {
   reference_type_ = t;
   rule_ = rule;
   return *this;
@@ -56,16 +56,16 @@ namespace {
 
 // Checks one side of the bijection: one expression per target component, of its type, over the allowed
 // variables only.
-void check_map(const std::string& monoid, const char* what, const std::vector<Expr>& exprs,
-               const std::vector<Component>& targets, const State& over, bool has_reference) {
+void check_map(const std::string &monoid, const char *what, const std::vector<Expr> &exprs,
+               const std::vector<Component> &targets, const State &over, bool has_reference) {
   if (exprs.size() != targets.size())
     fail("twisted monoid '{}': {} gives {} value(s) but {} are needed, one per component", monoid, what,
          exprs.size(), targets.size());
   std::set<std::string> allowed;
-  for (const Expr& v : over.vars()) allowed.insert(v.as<Variable>()->name);
+  for (const Expr &v : over.vars()) allowed.insert(v.as<Variable>()->name);
   if (has_reference) allowed.insert(kReferenceName);
   for (size_t k = 0; k < exprs.size(); ++k) {
-    const Expr& e = exprs[k];
+    const Expr &e = exprs[k];
     if (!e.defined())
       fail("twisted monoid '{}': {} of component '{}' is undefined", monoid, what, targets[k].name);
     if (auto err = first_type_error(e))
@@ -84,22 +84,22 @@ void check_map(const std::string& monoid, const char* what, const std::vector<Ex
 
 }  // namespace
 
-std::optional<Type> reference_type(const Monoid::Twist& twist) {
+std::optional<Type> reference_type(const Monoid::Twist &twist) {
   struct Find : IRVisitor {
     std::optional<Type> type;
     using IRVisitor::visit;
-    void visit(const Variable* v) override {
+    void visit(const Variable *v) override {
       if (v->name == kReferenceName) type = v->type;
     }
   } find;
-  for (const Expr& e : twist.to_base) e.accept(&find);
-  for (const Expr& e : twist.from_base) e.accept(&find);
+  for (const Expr &e : twist.to_base) e.accept(&find);
+  for (const Expr &e : twist.from_base) e.accept(&find);
   return find.type;
 }
 
-std::vector<Expr> transported_combine(const Monoid& m, const Monoid::Twist& twist, const Expr& r) {
-  const Monoid& base = *twist.base;
-  auto psi = [&](const State& s) {
+std::vector<Expr> transported_combine(const Monoid &m, const Monoid::Twist &twist, const Expr &r) {
+  const Monoid &base = *twist.base;
+  auto psi = [&](const State &s) {
     Substitution sub;
     sub.bind(m.one(), s.vars());
     if (r.defined()) sub.bind(kReferenceName, r);
@@ -143,7 +143,7 @@ Monoid TwistBuilder::build() const {
   if (finalize_) builder.finalize(outputs_, finalize_);
   // The combine can only be derived once the monoid's own states exist, so a first build supplies them.
   Monoid shape =
-      MonoidBuilder(builder).combine([](const State& a, const State&) { return a.vars(); }).build();
+      MonoidBuilder(builder).combine([](const State &a, const State &) { return a.vars(); }).build();
   Expr rule;
   if (has_reference) {
     rule = rule_(shape.lhs(), shape.rhs());

@@ -24,8 +24,8 @@
 namespace twist::algebra {
 
 // The name of the reference variable in a twist's expressions.
-inline constexpr const char* kReferenceName = "ref";
-Expr reference_variable(const Type& t);
+inline constexpr const char *kReferenceName = "ref";
+Expr reference_variable(const Type &t);
 
 // Builds a twisted monoid in the manner of MonoidBuilder:
 //   Monoid softmax = TwistBuilder("softmax", product({max(f32), sum(f32)}, {"m", "l"}))
@@ -40,21 +40,21 @@ Expr reference_variable(const Type& t);
 class TwistBuilder {
  public:
   using Fn1 = MonoidBuilder::Fn1;
-  using WithReference = std::function<std::vector<Expr>(const State&, const Expr& ref)>;
-  using Rule = std::function<Expr(const State& a, const State& b)>;
+  using WithReference = std::function<std::vector<Expr>(const State &, const Expr &ref)>;
+  using Rule = std::function<Expr(const State &a, const State &b)>;
 
-  TwistBuilder(std::string name, const Monoid& base);
-  TwistBuilder& state(std::vector<Component> components);
-  TwistBuilder& elements(std::vector<Component> components);
-  TwistBuilder& identity(std::vector<Expr> values);
-  TwistBuilder& lift(const Fn1& fn);
-  TwistBuilder& finalize(std::vector<Component> outputs, const Fn1& fn);
+  TwistBuilder(std::string name, const Monoid &base);
+  TwistBuilder &state(std::vector<Component> components);
+  TwistBuilder &elements(std::vector<Component> components);
+  TwistBuilder &identity(std::vector<Expr> values);
+  TwistBuilder &lift(const Fn1 &fn);
+  TwistBuilder &finalize(std::vector<Component> outputs, const Fn1 &fn);
   // psi: the base state of a state s ("s.<name>"), relative to the reference if there is one.
-  TwistBuilder& to_base(const WithReference& psi);
+  TwistBuilder &to_base(const WithReference &psi);
   // psi^-1: the state of a base state b ("s.<base name>"), relative to the reference if there is one.
-  TwistBuilder& from_base(const WithReference& psi_inverse);
+  TwistBuilder &from_base(const WithReference &psi_inverse);
   // A reference of type t, chosen by `rule` from the operands of a combine.
-  TwistBuilder& reference(const Type& t, const Rule& rule);
+  TwistBuilder &reference(const Type &t, const Rule &rule);
   // Restricts an element component or a Param the maps read, as MonoidBuilder::domain does.
   TwistBuilder &domain(const std::string &name, Domain domain);
   Monoid build() const;
@@ -72,11 +72,11 @@ class TwistBuilder {
 };
 
 // Whether a twist's psi or psi^-1 depends on a reference, and its type.
-std::optional<Type> reference_type(const Monoid::Twist& twist);
+std::optional<Type> reference_type(const Monoid::Twist &twist);
 
 // The combine a twist defines with the reference r given (an expression over "a.<name>", "b.<name>"),
 // psi^-1(psi(a; r) (+)_B psi(b; r); r), unsimplified. The r-independence test compares it, at random r,
 // with the combine the monoid actually has.
-std::vector<Expr> transported_combine(const Monoid& m, const Monoid::Twist& twist, const Expr& r);
+std::vector<Expr> transported_combine(const Monoid &m, const Monoid::Twist &twist, const Expr &r);
 
 }  // namespace twist::algebra

@@ -18,11 +18,11 @@ template <typename... Args>
 }
 
 // An internal invariant: a failure is a bug in twist, not in the user's program.
-#define TWIST_CHECK(cond, ...)                                                                    \
-  do {                                                                                            \
-    if (!(cond))                                                                                  \
-      throw ::twist::Error(fmt::format("twist internal error at {}:{}: {}", __FILE__, __LINE__,   \
-                                       fmt::format(__VA_ARGS__)));                               \
+#define TWIST_CHECK(cond, ...)                                                                             \
+  do {                                                                                                     \
+    if (!(cond))                                                                                           \
+      throw ::twist::Error(                                                                                \
+          fmt::format("twist internal error at {}:{}: {}", __FILE__, __LINE__, fmt::format(__VA_ARGS__))); \
   } while (0)
 
 }  // namespace twist

@@ -13,9 +13,9 @@ using namespace Halide::Internal;
 
 namespace {
 
-using Node = std::function<Real(Slots&)>;
+using Node = std::function<Real(Slots &)>;
 
-std::string show(const Halide::Expr& e) {
+std::string show(const Halide::Expr &e) {
   return fmt::format("{}", e);
 }
 
@@ -39,7 +39,7 @@ double to_bf16(double x) {
 // How the double result of an operation of type t is rounded in exact or typed arithmetic. Computing in
 // double and rounding once is correctly rounded for +, -, *, / and sqrt of f32, f16 and bf16 operands,
 // because double has more than twice their significand bits plus two.
-Rounding rounding(Arithmetic arithmetic, const Type& t) {
+Rounding rounding(Arithmetic arithmetic, const Type &t) {
   if (arithmetic != Arithmetic::typed || t.bits() == 64) return keep;
   if (t.is_bfloat()) return to_bf16;
   return t.bits() == 16 ? to_f16 : to_f32;
@@ -48,18 +48,18 @@ Rounding rounding(Arithmetic arithmetic, const Type& t) {
 // A binary floating-point operation: in long double for extended arithmetic, otherwise in double and
 // rounded to the declared type where the arithmetic says so.
 template <typename Op>
-Node float_binary(Arithmetic arithmetic, const Type& t, Node a, Node b, Op op) {
-  if (arithmetic == Arithmetic::extended) return [=](Slots& s) -> Real { return op(a(s), b(s)); };
+Node float_binary(Arithmetic arithmetic, const Type &t, Node a, Node b, Op op) {
+  if (arithmetic == Arithmetic::extended) return [=](Slots &s) -> Real { return op(a(s), b(s)); };
   const Rounding round = rounding(arithmetic, t);
-  return [=](Slots& s) -> Real { return round(op(static_cast<double>(a(s)), static_cast<double>(b(s)))); };
+  return [=](Slots &s) -> Real { return round(op(static_cast<double>(a(s)), static_cast<double>(b(s)))); };
 }
 
 // The math functions are evaluated in long double and then rounded once to what the arithmetic carries.
 template <typename Op>
-Node float_math(Arithmetic arithmetic, const Type& t, std::vector<Node> args, Op op) {
-  if (arithmetic == Arithmetic::extended) return [=](Slots& s) -> Real { return op(args, s); };
+Node float_math(Arithmetic arithmetic, const Type &t, std::vector<Node> args, Op op) {
+  if (arithmetic == Arithmetic::extended) return [=](Slots &s) -> Real { return op(args, s); };
   const Rounding round = rounding(arithmetic, t);
-  return [=](Slots& s) -> Real { return round(static_cast<double>(op(args, s))); };
+  return [=](Slots &s) -> Real { return round(static_cast<double>(op(args, s))); };
 }
 
 // ---- Integer operations: two's complement of the type's width, carried exactly in a Real ----
@@ -115,7 +115,7 @@ Real integer_shift(IntegerType t, Real a, Real amount, bool left) {
 }
 
 // The value of x converted to integer type t: truncated towards zero, and it must fit.
-Real to_integer(const Type& t, Real x) {
+Real to_integer(const Type &t, Real x) {
   if (std::isnan(x)) fail("cannot convert NaN to {}", type_name(t));
   const Real truncated = std::trunc(x);
   const Real lo = t.is_int() ? -std::ldexp(Real(1), t.bits() - 1) : Real(0);
@@ -126,7 +126,7 @@ Real to_integer(const Type& t, Real x) {
   return truncated;
 }
 
-Real round_in(Arithmetic arithmetic, const Type& t, Real x) {
+Real round_in(Arithmetic arithmetic, const Type &t, Real x) {
   if (t.is_vector()) fail("cannot round to the vector type {}; the evaluator is scalar", type_name(t));
   if (t.is_float())
     return arithmetic == Arithmetic::extended ? x : rounding(arithmetic, t)(static_cast<double>(x));
@@ -136,7 +136,7 @@ Real round_in(Arithmetic arithmetic, const Type& t, Real x) {
        type_name(t));
 }
 
-const char* unsupported_node_name(IRNodeType type) {
+const char *unsupported_node_name(IRNodeType type) {
   switch (type) {
     case IRNodeType::StringImm:
       return "a string";
@@ -158,14 +158,14 @@ const char* unsupported_node_name(IRNodeType type) {
 // The recursive compiler. It resolves every variable to a slot and every call to a closure once, so that
 // evaluation is only closure calls.
 struct ExprCompilerImpl {
-  ExprCompiler& compiler;
-  const Halide::Expr& root;
+  ExprCompiler &compiler;
+  const Halide::Expr &root;
   std::map<std::string, std::vector<int>> let_slots;  // innermost binding last
   int slots_read = 0;                                 // one more than the highest slot used
 
   Arithmetic arithmetic() const { return compiler.arithmetic_; }
 
-  [[noreturn]] void refuse(const Halide::Expr& e, const std::string& why) const {
+  [[noreturn]] void refuse(const Halide::Expr &e, const std::string &why) const {
     if (e.same_as(root)) fail("cannot evaluate `{}`: {}", show(e), why);
     fail("cannot evaluate `{}` in `{}`: {}", show(e), show(root), why);
   }
@@ -175,7 +175,7 @@ struct ExprCompilerImpl {
     return k;
   }
 
-  Node compile(const Halide::Expr& e) {
+  Node compile(const Halide::Expr &e) {
     if (!e.defined()) fail("cannot evaluate an undefined expression (inside `{}`)", show(root));
     if (e.type().is_vector())
       refuse(e, fmt::format("it has the vector type {}; the evaluator is scalar", type_name(e.type())));
@@ -218,18 +218,18 @@ struct ExprCompilerImpl {
         return compare(e.as<GE>(), [](Real x, Real y) { return x >= y; });
       case IRNodeType::And: {
         Node a = compile(e.as<And>()->a), b = compile(e.as<And>()->b);
-        return [=](Slots& s) -> Real { return a(s) != 0 && b(s) != 0; };
+        return [=](Slots &s) -> Real { return a(s) != 0 && b(s) != 0; };
       }
       case IRNodeType::Or: {
         Node a = compile(e.as<Or>()->a), b = compile(e.as<Or>()->b);
-        return [=](Slots& s) -> Real { return a(s) != 0 || b(s) != 0; };
+        return [=](Slots &s) -> Real { return a(s) != 0 || b(s) != 0; };
       }
       case IRNodeType::Not: {
         Node a = compile(e.as<Not>()->a);
-        return [=](Slots& s) -> Real { return a(s) == 0; };
+        return [=](Slots &s) -> Real { return a(s) == 0; };
       }
       case IRNodeType::Select: {
-        const auto* op = e.as<Select>();
+        const auto *op = e.as<Select>();
         return choose(op->condition, op->true_value, op->false_value);
       }
       case IRNodeType::Let:
@@ -245,68 +245,68 @@ struct ExprCompilerImpl {
   }
 
   static Node constant(Real value) {
-    return [value](Slots&) { return value; };
+    return [value](Slots &) { return value; };
   }
 
-  Real float_constant(const Type& t, double value) const {
+  Real float_constant(const Type &t, double value) const {
     return arithmetic() == Arithmetic::typed ? round_to_type(t, value) : value;
   }
 
-  Node cast(const Cast* op) {
+  Node cast(const Cast *op) {
     Node value = compile(op->value);
     const Type to = op->type, from = op->value.type();
-    if (to.is_bool()) return [=](Slots& s) -> Real { return value(s) != 0; };
+    if (to.is_bool()) return [=](Slots &s) -> Real { return value(s) != 0; };
     if (to.is_float()) {
       // The casts of every inner loop (f16 inputs to f32 products): each arithmetic gets its own closure.
       if (arithmetic() == Arithmetic::extended) return value;
       const Rounding round = rounding(arithmetic(), to);
-      return [=](Slots& s) -> Real { return round(static_cast<double>(value(s))); };
+      return [=](Slots &s) -> Real { return round(static_cast<double>(value(s))); };
     }
     if (!to.is_int() && !to.is_uint()) refuse(Halide::Expr(op), fmt::format("it casts to {}", type_name(to)));
     const IntegerType target{to.bits(), to.is_int()};
     if (!from.is_float())  // integer to integer wraps, as in Halide
-      return [=](Slots& s) { return from_twos_complement(target, to_twos_complement(value(s))); };
+      return [=](Slots &s) { return from_twos_complement(target, to_twos_complement(value(s))); };
     const Halide::Expr expr(op);
     const std::string where = expr.same_as(root) ? fmt::format("in `{}`", show(root))
                                                  : fmt::format("in `{}` of `{}`", show(expr), show(root));
-    return [=](Slots& s) {
+    return [=](Slots &s) {
       try {
         return to_integer(to, value(s));
-      } catch (const Error& error) {
+      } catch (const Error &error) {
         fail("{} ({})", error.what(), where);
       }
     };
   }
 
-  Node variable(const Variable* v) {
+  Node variable(const Variable *v) {
     auto bound = let_slots.find(v->name);
     if (bound != let_slots.end() && !bound->second.empty()) {
       const int k = use_slot(bound->second.back());
-      return [k](Slots& s) { return s[k]; };
+      return [k](Slots &s) { return s[k]; };
     }
-    const auto& names = compiler.slot_names_;
+    const auto &names = compiler.slot_names_;
     auto it = std::find(names.begin(), names.end(), v->name);
     if (it == names.end())
       refuse(Halide::Expr(v), fmt::format("the variable '{}' has no value; give it one with "
                                           "ExprCompiler::slot(\"{}\") before compiling",
                                           v->name, v->name));
     const int k = use_slot(static_cast<int>(it - names.begin()));
-    return [k](Slots& s) { return s[k]; };
+    return [k](Slots &s) { return s[k]; };
   }
 
   template <typename BinaryOp, typename Op>
-  Node arithmetic_op(const BinaryOp* op, Op fn) {
+  Node arithmetic_op(const BinaryOp *op, Op fn) {
     Node a = compile(op->a), b = compile(op->b);
     const Type t = op->type;
     if (t.is_float()) return float_binary(arithmetic(), t, a, b, fn);
     const IntegerType it{t.bits(), t.is_int()};
     // Wrapping +, - and * are the same on the two's complement bits for signed and unsigned types.
-    return [=](Slots& s) {
+    return [=](Slots &s) {
       return from_twos_complement(it, fn(to_twos_complement(a(s)), to_twos_complement(b(s))));
     };
   }
 
-  Node divide(const Halide::Expr& ea, const Halide::Expr& eb, bool remainder) {
+  Node divide(const Halide::Expr &ea, const Halide::Expr &eb, bool remainder) {
     Node a = compile(ea), b = compile(eb);
     const Type t = ea.type();
     if (t.is_float()) {
@@ -315,13 +315,13 @@ struct ExprCompilerImpl {
       return float_binary(arithmetic(), t, a, b, [](auto x, auto y) { return x - y * std::floor(x / y); });
     }
     const IntegerType it{t.bits(), t.is_int()};
-    return [=](Slots& s) { return integer_divide(it, a(s), b(s), remainder); };
+    return [=](Slots &s) { return integer_divide(it, a(s), b(s), remainder); };
   }
 
   // A NaN operand gives NaN, so that a NaN is never hidden by a min or max.
-  Node min_max(const Halide::Expr& ea, const Halide::Expr& eb, bool is_min) {
+  Node min_max(const Halide::Expr &ea, const Halide::Expr &eb, bool is_min) {
     Node a = compile(ea), b = compile(eb);
-    return [=](Slots& s) -> Real {
+    return [=](Slots &s) -> Real {
       const Real x = a(s), y = b(s);
       if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<Real>::quiet_NaN();
       return is_min ? std::min(x, y) : std::max(x, y);
@@ -329,18 +329,18 @@ struct ExprCompilerImpl {
   }
 
   template <typename BinaryOp, typename Op>
-  Node compare(const BinaryOp* op, Op fn) {
+  Node compare(const BinaryOp *op, Op fn) {
     Node a = compile(op->a), b = compile(op->b);
-    return [=](Slots& s) -> Real { return fn(a(s), b(s)); };
+    return [=](Slots &s) -> Real { return fn(a(s), b(s)); };
   }
 
   // Only the chosen side is evaluated, so a guarded out-of-bounds access is never made.
-  Node choose(const Halide::Expr& condition, const Halide::Expr& if_true, const Halide::Expr& if_false) {
+  Node choose(const Halide::Expr &condition, const Halide::Expr &if_true, const Halide::Expr &if_false) {
     Node c = compile(condition), t = compile(if_true), f = compile(if_false);
-    return [=](Slots& s) { return c(s) != 0 ? t(s) : f(s); };
+    return [=](Slots &s) { return c(s) != 0 ? t(s) : f(s); };
   }
 
-  Node let(const Let* op) {
+  Node let(const Let *op) {
     Node value = compile(op->value);
     // Each Let gets its own slot, named so that it cannot collide with a caller's variable.
     const int k = use_slot(static_cast<int>(compiler.slot_names_.size()));
@@ -348,29 +348,29 @@ struct ExprCompilerImpl {
     let_slots[op->name].push_back(k);
     Node body = compile(op->body);
     let_slots[op->name].pop_back();
-    return [=](Slots& s) {
+    return [=](Slots &s) {
       s[k] = value(s);
       return body(s);
     };
   }
 
-  std::vector<Node> compile_all(const std::vector<Halide::Expr>& exprs) {
+  std::vector<Node> compile_all(const std::vector<Halide::Expr> &exprs) {
     std::vector<Node> nodes;
-    for (const Halide::Expr& x : exprs) nodes.push_back(compile(x));
+    for (const Halide::Expr &x : exprs) nodes.push_back(compile(x));
     return nodes;
   }
 
-  Node call(const Halide::Expr& e, const Call* op) {
+  Node call(const Halide::Expr &e, const Call *op) {
     if (auto math = as_math_call(op)) return math_call(e, *math, compile_all(op->args));
     if (op->is_intrinsic({Call::likely, Call::likely_if_innermost})) return compile(op->args[0]);
     if (op->is_intrinsic(Call::abs)) {
       Node x = compile(op->args[0]);
-      return [=](Slots& s) { return std::fabs(x(s)); };
+      return [=](Slots &s) { return std::fabs(x(s)); };
     }
     if (op->is_intrinsic(Call::bitwise_not)) {
       Node x = compile(op->args[0]);
       const IntegerType it = integer_type(e);
-      return [=](Slots& s) { return from_twos_complement(it, ~to_twos_complement(x(s))); };
+      return [=](Slots &s) { return from_twos_complement(it, ~to_twos_complement(x(s))); };
     }
     if (op->is_intrinsic(Call::bitwise_and))
       return bitwise(e, op, [](uint64_t x, uint64_t y) { return x & y; });
@@ -382,7 +382,7 @@ struct ExprCompilerImpl {
       Node a = compile(op->args[0]), b = compile(op->args[1]);
       const IntegerType it = integer_type(e);
       const bool left = op->is_intrinsic(Call::shift_left);
-      return [=](Slots& s) { return integer_shift(it, a(s), b(s), left); };
+      return [=](Slots &s) { return integer_shift(it, a(s), b(s), left); };
     }
     if (op->call_type == Call::Halide || op->call_type == Call::Image) return external_call(e, op);
     refuse(e, fmt::format("'{}' is not a function the evaluator knows (it knows twist's math functions, abs, "
@@ -390,22 +390,22 @@ struct ExprCompilerImpl {
                           op->name));
   }
 
-  IntegerType integer_type(const Halide::Expr& e) {
+  IntegerType integer_type(const Halide::Expr &e) {
     if (!e.type().is_int() && !e.type().is_uint())
       refuse(e, fmt::format("it needs integer operands, not {}", type_name(e.type())));
     return {e.type().bits(), e.type().is_int()};
   }
 
   template <typename Op>
-  Node bitwise(const Halide::Expr& e, const Call* op, Op fn) {
+  Node bitwise(const Halide::Expr &e, const Call *op, Op fn) {
     Node a = compile(op->args[0]), b = compile(op->args[1]);
     const IntegerType it = integer_type(e);
-    return [=](Slots& s) {
+    return [=](Slots &s) {
       return from_twos_complement(it, fn(to_twos_complement(a(s)), to_twos_complement(b(s))));
     };
   }
 
-  Node math_call(const Halide::Expr& e, const MathCall& math, std::vector<Node> args) {
+  Node math_call(const Halide::Expr &e, const MathCall &math, std::vector<Node> args) {
     using Unary = Real (*)(Real);
     static const std::map<std::string, Unary> unary = {
         {"exp", [](Real x) { return std::exp(x); }},   {"exp2", [](Real x) { return std::exp2(x); }},
@@ -416,18 +416,18 @@ struct ExprCompilerImpl {
     };
     if (math.function == "pow")
       return float_math(arithmetic(), math.type, std::move(args),
-                        [](const std::vector<Node>& a, Slots& s) { return std::pow(a[0](s), a[1](s)); });
+                        [](const std::vector<Node> &a, Slots &s) { return std::pow(a[0](s), a[1](s)); });
     auto it = unary.find(math.function);
     TWIST_CHECK(it != unary.end(), "math function '{}' of `{}` has no evaluator", math.function, show(e));
     const Unary fn = it->second;
     return float_math(arithmetic(), math.type, std::move(args),
-                      [fn](const std::vector<Node>& a, Slots& s) { return fn(a[0](s)); });
+                      [fn](const std::vector<Node> &a, Slots &s) { return fn(a[0](s)); });
   }
 
   // Calls to funcs and inputs: the arguments go to the resolved closure in a buffer on the stack.
 
-  Node external_call(const Halide::Expr& e, const Call* op) {
-    const char* kind = op->call_type == Call::Image ? "input" : "func";
+  Node external_call(const Halide::Expr &e, const Call *op) {
+    const char *kind = op->call_type == Call::Image ? "input" : "func";
     if (!compiler.resolve_call_)
       refuse(e, fmt::format("the call to {} '{}' has no resolver; set one with ExprCompiler::on_call", kind,
                             op->name));
@@ -437,14 +437,14 @@ struct ExprCompilerImpl {
       refuse(e, fmt::format("the call has {} arguments, more than the {} the evaluator supports",
                             op->args.size(), ExprCompiler::kMaxCallArguments));
     std::vector<Node> args = compile_all(op->args);
-    return [fn = std::move(fn), args = std::move(args)](Slots& s) {
+    return [fn = std::move(fn), args = std::move(args)](Slots &s) {
       std::array<Real, ExprCompiler::kMaxCallArguments> values;
       for (size_t k = 0; k < args.size(); ++k) values[k] = args[k](s);
       return fn(std::span<const Real>(values.data(), args.size()));
     };
   }
 
-  Node load(const Halide::Expr& e, const Load* op) {
+  Node load(const Halide::Expr &e, const Load *op) {
     if (!is_const_one(op->predicate))
       refuse(e, "it is a predicated load; the evaluator loads unconditionally");
     if (!compiler.resolve_load_)
@@ -453,20 +453,20 @@ struct ExprCompilerImpl {
     ExprCompiler::LoadFn fn = compiler.resolve_load_(op);
     if (!fn) refuse(e, fmt::format("the resolver does not know the buffer '{}'", op->name));
     Node index = compile(op->index);
-    return [fn = std::move(fn), index = std::move(index)](Slots& s) { return fn(index(s)); };
+    return [fn = std::move(fn), index = std::move(index)](Slots &s) { return fn(index(s)); };
   }
 };
 
 ExprCompiler::ExprCompiler(Arithmetic arithmetic) : arithmetic_(arithmetic) {}
 
-int ExprCompiler::slot(const std::string& name) {
+int ExprCompiler::slot(const std::string &name) {
   auto it = std::find(slot_names_.begin(), slot_names_.end(), name);
   if (it != slot_names_.end()) return static_cast<int>(it - slot_names_.begin());
   slot_names_.push_back(name);
   return num_slots() - 1;
 }
 
-CompiledExpr ExprCompiler::compile(const Halide::Expr& e) {
+CompiledExpr ExprCompiler::compile(const Halide::Expr &e) {
   if (auto type_error = first_type_error(e))
     fail("cannot evaluate an expression that carries a type error: {}", *type_error);
   ExprCompilerImpl impl{*this, e, {}, 0};
@@ -474,7 +474,7 @@ CompiledExpr ExprCompiler::compile(const Halide::Expr& e) {
   const size_t needed = impl.slots_read;
   const Halide::Expr expr = e;
   // One check per evaluation guards every slot read inside against a Slots vector that is too short.
-  return CompiledExpr([node = std::move(node), needed, expr](Slots& s) {
+  return CompiledExpr([node = std::move(node), needed, expr](Slots &s) {
     if (s.size() < needed)
       fail(
           "evaluating `{}` needs {} slot(s) but was given {}; size Slots with ExprCompiler::num_slots() "
@@ -485,7 +485,7 @@ CompiledExpr ExprCompiler::compile(const Halide::Expr& e) {
   });
 }
 
-Real ExprCompiler::round(const Type& t, Real x) const {
+Real ExprCompiler::round(const Type &t, Real x) const {
   return round_in(arithmetic_, t, x);
 }
 

@@ -35,12 +35,12 @@ using Slots = std::vector<Real>;
 class CompiledExpr {
  public:
   CompiledExpr() = default;
-  explicit CompiledExpr(std::function<Real(Slots&)> fn) : fn_(std::move(fn)) {}
-  Real operator()(Slots& slots) const { return fn_(slots); }
+  explicit CompiledExpr(std::function<Real(Slots &)> fn) : fn_(std::move(fn)) {}
+  Real operator()(Slots &slots) const { return fn_(slots); }
   bool defined() const { return static_cast<bool>(fn_); }
 
  private:
-  std::function<Real(Slots&)> fn_;
+  std::function<Real(Slots &)> fn_;
 };
 
 class ExprCompiler {
@@ -48,7 +48,7 @@ class ExprCompiler {
   explicit ExprCompiler(Arithmetic arithmetic);
 
   // The slot that variable `name` is read from (allocated on first request).
-  int slot(const std::string& name);
+  int slot(const std::string &name);
   int num_slots() const { return static_cast<int>(slot_names_.size()); }
   Arithmetic arithmetic() const { return arithmetic_; }
 
@@ -56,30 +56,30 @@ class ExprCompiler {
   // hook, which returns what to do at evaluation time with the evaluated arguments.
   using CallFn = std::function<Real(std::span<const Real> args)>;
   static constexpr size_t kMaxCallArguments = 16;  // compile() refuses calls with more
-  void on_call(std::function<CallFn(const Halide::Internal::Call*)> resolver) {
+  void on_call(std::function<CallFn(const Halide::Internal::Call *)> resolver) {
     resolve_call_ = std::move(resolver);
   }
 
   // Loads (Load nodes, in loop nests) likewise, with the evaluated index.
   using LoadFn = std::function<Real(Real index)>;
-  void on_load(std::function<LoadFn(const Halide::Internal::Load*)> resolver) {
+  void on_load(std::function<LoadFn(const Halide::Internal::Load *)> resolver) {
     resolve_load_ = std::move(resolver);
   }
 
   // Throws twist::Error naming the node for variables without a slot that are not Let-bound, unresolved
   // calls and loads, vector types, and nodes the evaluator does not know.
-  CompiledExpr compile(const Halide::Expr& e);
+  CompiledExpr compile(const Halide::Expr &e);
 
   // Rounds x to type t under this compiler's arithmetic, as a cast to t does: a floating-point type to
   // double (exact, where it is the identity on the values exact arithmetic carries), unchanged (extended) or
   // to t itself (typed); an integer type truncates towards zero and must hold the value; bool is x != 0.
-  Real round(const Type& t, Real x) const;
+  Real round(const Type &t, Real x) const;
 
  private:
   Arithmetic arithmetic_;
   std::vector<std::string> slot_names_;
-  std::function<CallFn(const Halide::Internal::Call*)> resolve_call_;
-  std::function<LoadFn(const Halide::Internal::Load*)> resolve_load_;
+  std::function<CallFn(const Halide::Internal::Call *)> resolve_call_;
+  std::function<LoadFn(const Halide::Internal::Load *)> resolve_load_;
   friend struct ExprCompilerImpl;
 };
 

@@ -22,7 +22,9 @@ double constant_value(const Halide::Expr &e) {
   return e.as<FloatImm>()->value;
 }
 
-bool carries_error(const Halide::Expr &e) { return first_type_error(e).has_value(); }
+bool carries_error(const Halide::Expr &e) {
+  return first_type_error(e).has_value();
+}
 
 // Brings a and b to one type, or returns a type error; `op` names the operation for the message.
 std::optional<Expr> unify(const char *op, Expr &a, Expr &b) {
@@ -43,8 +45,8 @@ std::optional<Expr> unify(const char *op, Expr &a, Expr &b) {
   } else {
     return type_error(a.type(), fmt::format("'{}' of {} and {} needs an explicit cast (cast({}, x) or "
                                             "cast({}, y)); twist never converts types silently",
-                                            op, type_name(a.type()), type_name(b.type()),
-                                            type_name(b.type()), type_name(a.type())));
+                                            op, type_name(a.type()), type_name(b.type()), type_name(b.type()),
+                                            type_name(a.type())));
   }
   if (carries_error(a)) return a;
   if (carries_error(b)) return b;
@@ -110,12 +112,12 @@ Expr constant(const Type &t, double value, const char *context) {
                                    value, context, type_name(t)));
 }
 
-#define TWIST_ARITH(fn, op, name)                                                           \
-  Expr fn(const Expr &a0, const Expr &b0) {                                        \
-    Expr a = a0, b = b0;                                                                    \
-    if (auto err = unify(name, a, b)) return *err;                                          \
+#define TWIST_ARITH(fn, op, name)                                                                \
+  Expr fn(const Expr &a0, const Expr &b0) {                                                      \
+    Expr a = a0, b = b0;                                                                         \
+    if (auto err = unify(name, a, b)) return *err;                                               \
     if (a.type().is_bool()) return type_error(a.type(), fmt::format("'{}' of two bools", name)); \
-    return Expr(static_cast<const Halide::Expr &>(a) op static_cast<const Halide::Expr &>(b)); \
+    return Expr(static_cast<const Halide::Expr &>(a) op static_cast<const Halide::Expr &>(b));   \
   }
 TWIST_ARITH(add, +, "+")
 TWIST_ARITH(sub, -, "-")
@@ -124,10 +126,10 @@ TWIST_ARITH(div, /, "/")
 TWIST_ARITH(mod, %, "%")
 #undef TWIST_ARITH
 
-#define TWIST_COMPARE(fn, op, name)                                                         \
-  Expr fn(const Expr &a0, const Expr &b0) {                                        \
-    Expr a = a0, b = b0;                                                                    \
-    if (auto err = unify(name, a, b)) return type_error(boolean, *first_type_error(*err));  \
+#define TWIST_COMPARE(fn, op, name)                                                            \
+  Expr fn(const Expr &a0, const Expr &b0) {                                                    \
+    Expr a = a0, b = b0;                                                                       \
+    if (auto err = unify(name, a, b)) return type_error(boolean, *first_type_error(*err));     \
     return Expr(static_cast<const Halide::Expr &>(a) op static_cast<const Halide::Expr &>(b)); \
   }
 TWIST_COMPARE(lt, <, "<")
@@ -138,15 +140,15 @@ TWIST_COMPARE(eq, ==, "==")
 TWIST_COMPARE(ne, !=, "!=")
 #undef TWIST_COMPARE
 
-#define TWIST_LOGIC(fn, op, name)                                                           \
-  Expr fn(const Expr &a, const Expr &b) {                                          \
-    for (const Expr *x : {&a, &b}) {                                                        \
-      if (!x->defined() || !x->type().is_bool())                                            \
-        return type_error(boolean, fmt::format("'{}' needs bool operands, got {}", name,    \
+#define TWIST_LOGIC(fn, op, name)                                                                   \
+  Expr fn(const Expr &a, const Expr &b) {                                                           \
+    for (const Expr *x : {&a, &b}) {                                                                \
+      if (!x->defined() || !x->type().is_bool())                                                    \
+        return type_error(boolean, fmt::format("'{}' needs bool operands, got {}", name,            \
                                                x->defined() ? type_name(x->type()) : "undefined")); \
-      if (auto e = first_type_error(*x)) return type_error(boolean, *e);                    \
-    }                                                                                       \
-    return Expr(static_cast<const Halide::Expr &>(a) op static_cast<const Halide::Expr &>(b)); \
+      if (auto e = first_type_error(*x)) return type_error(boolean, *e);                            \
+    }                                                                                               \
+    return Expr(static_cast<const Halide::Expr &>(a) op static_cast<const Halide::Expr &>(b));      \
   }
 TWIST_LOGIC(logical_and, &&, "&&")
 TWIST_LOGIC(logical_or, ||, "||")
@@ -205,7 +207,9 @@ Expr select(const Expr &condition, const Expr &t0, const Expr &f0) {
   return Expr(Select::make(condition, t, f));
 }
 
-Expr clamp(const Expr &x, const Expr &lo, const Expr &hi) { return min_of(max_of(x, lo), hi); }
+Expr clamp(const Expr &x, const Expr &lo, const Expr &hi) {
+  return min_of(max_of(x, lo), hi);
+}
 
 Expr cast(const Type &t, const Expr &x) {
   if (!x.defined()) return type_error(t, "argument of cast() is undefined");
@@ -219,15 +223,33 @@ Expr abs(const Expr &x) {
   return select(x < 0, -x, x);
 }
 
-Expr exp(const Expr &x) { return math("exp", x); }
-Expr exp2(const Expr &x) { return math("exp2", x); }
-Expr log(const Expr &x) { return math("log", x); }
-Expr log2(const Expr &x) { return math("log2", x); }
-Expr sqrt(const Expr &x) { return math("sqrt", x); }
-Expr rsqrt(const Expr &x) { return math("rsqrt", x); }
-Expr tanh(const Expr &x) { return math("tanh", x); }
-Expr floor(const Expr &x) { return math("floor", x); }
-Expr ceil(const Expr &x) { return math("ceil", x); }
+Expr exp(const Expr &x) {
+  return math("exp", x);
+}
+Expr exp2(const Expr &x) {
+  return math("exp2", x);
+}
+Expr log(const Expr &x) {
+  return math("log", x);
+}
+Expr log2(const Expr &x) {
+  return math("log2", x);
+}
+Expr sqrt(const Expr &x) {
+  return math("sqrt", x);
+}
+Expr rsqrt(const Expr &x) {
+  return math("rsqrt", x);
+}
+Expr tanh(const Expr &x) {
+  return math("tanh", x);
+}
+Expr floor(const Expr &x) {
+  return math("floor", x);
+}
+Expr ceil(const Expr &x) {
+  return math("ceil", x);
+}
 
 Expr pow_of(const Expr &x0, const Expr &y0) {
   Expr x = x0, y = y0;
@@ -237,8 +259,12 @@ Expr pow_of(const Expr &x0, const Expr &y0) {
   return Expr(Call::make(x.type(), math_call_name("pow", x.type()), {x, y}, Call::PureExtern));
 }
 
-Expr infinity(const Type &t) { return Expr(make_const(t, std::numeric_limits<double>::infinity())); }
-Expr neg_infinity(const Type &t) { return Expr(make_const(t, -std::numeric_limits<double>::infinity())); }
+Expr infinity(const Type &t) {
+  return Expr(make_const(t, std::numeric_limits<double>::infinity()));
+}
+Expr neg_infinity(const Type &t) {
+  return Expr(make_const(t, -std::numeric_limits<double>::infinity()));
+}
 
 std::string math_call_name(const std::string &function, const Type &t) {
   return function + "_" + type_name(t);
@@ -246,7 +272,7 @@ std::string math_call_name(const std::string &function, const Type &t) {
 
 std::optional<MathCall> as_math_call(const Call *call) {
   if (call->call_type != Call::PureExtern) return std::nullopt;
-  static const char *const functions[] = {"exp",  "exp2",  "log",  "log2", "sqrt",
+  static const char *const functions[] = {"exp",   "exp2", "log",   "log2", "sqrt",
                                           "rsqrt", "tanh", "floor", "ceil", "pow"};
   for (const char *fn : functions) {
     if (call->name == math_call_name(fn, call->type)) return MathCall{fn, call->type};

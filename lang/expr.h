@@ -9,9 +9,9 @@
 #include <Halide.h>
 #include <fmt/ostream.h>
 
+#include <concepts>
 #include <optional>
 #include <string>
-#include <concepts>
 #include <type_traits>
 #include <vector>
 
@@ -23,9 +23,9 @@ class Expr : public Halide::Expr {
  public:
   Expr() = default;
   Expr(const Halide::Expr &e) : Halide::Expr(e) {}  // NOLINT: every Halide expression is a twist one.
-  Expr(int value);                                   // NOLINT: an i32 constant.
-  Expr(double value);                                // NOLINT: an f64 constant.
-  Expr(float value);                                 // NOLINT: an f32 constant.
+  Expr(int value);                                  // NOLINT: an i32 constant.
+  Expr(double value);                               // NOLINT: an f64 constant.
+  Expr(float value);                                // NOLINT: an f32 constant.
 };
 
 // An expression that stands for a type error, carrying its message; see the file comment.
@@ -45,13 +45,16 @@ Expr constant(const Type &t, double value, const char *context);
 template <typename T>
 concept Operand = std::derived_from<T, Halide::Expr> || Number<T>;
 template <typename A, typename B>
-concept TwistOperands = Operand<A> && Operand<B> && (std::derived_from<A, Expr> || std::derived_from<B, Expr>);
+concept TwistOperands = Operand<A> && Operand<B> &&(std::derived_from<A, Expr> || std::derived_from<B, Expr>);
 
 template <Operand T>
 Expr to_expr(const T &x) {
-  if constexpr (std::is_integral_v<T>) return Expr(static_cast<int>(x));
-  else if constexpr (std::is_floating_point_v<T>) return Expr(x);
-  else return Expr(static_cast<const Halide::Expr &>(x));
+  if constexpr (std::is_integral_v<T>)
+    return Expr(static_cast<int>(x));
+  else if constexpr (std::is_floating_point_v<T>)
+    return Expr(x);
+  else
+    return Expr(static_cast<const Halide::Expr &>(x));
 }
 
 Expr add(const Expr &a, const Expr &b);
@@ -79,11 +82,10 @@ Expr bitwise_xor(const Expr &a, const Expr &b);
 Expr shift_left(const Expr &a, const Expr &b);
 Expr shift_right(const Expr &a, const Expr &b);
 
-#define TWIST_BINARY(signature, impl)                     \
-  template <typename A, typename B>                       \
-    requires TwistOperands<A, B>                          \
-  Expr signature(const A &a, const B &b) {                \
-    return impl(to_expr(a), to_expr(b));                  \
+#define TWIST_BINARY(signature, impl)                                   \
+  template <typename A, typename B>                                     \
+  requires TwistOperands<A, B> Expr signature(const A &a, const B &b) { \
+    return impl(to_expr(a), to_expr(b));                                \
   }
 TWIST_BINARY(operator+, add)
 TWIST_BINARY(operator-, sub)
@@ -137,7 +139,9 @@ Expr infinity(const Type &t);
 Expr neg_infinity(const Type &t);
 
 // The same expressions as plain Halide ones (for Halide's utilities and the IR).
-inline std::vector<Halide::Expr> to_halide(const std::vector<Expr> &v) { return {v.begin(), v.end()}; }
+inline std::vector<Halide::Expr> to_halide(const std::vector<Expr> &v) {
+  return {v.begin(), v.end()};
+}
 
 // The math functions above are calls named "<function>_<type>", e.g. "exp2_f32". These recover the parts.
 struct MathCall {

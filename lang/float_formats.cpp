@@ -29,7 +29,7 @@ constexpr uint64_t kDoubleFractionMask = (uint64_t{1} << kDoubleFractionBits) - 
 constexpr int kDoubleExponentMask = 0x7ff;
 constexpr int kDoubleBias = 1023;
 
-uint16_t encode(const Format& f, double x) {
+uint16_t encode(const Format &f, double x) {
   const uint64_t d = std::bit_cast<uint64_t>(x);
   const uint16_t sign = (d >> 63) ? f.sign_bit() : 0;
   const int exponent_field = static_cast<int>((d >> kDoubleFractionBits) & kDoubleExponentMask);
@@ -75,7 +75,7 @@ double power_of_two(int k) {
 
 // Every value of the format is a double: normal ones by moving the fields into place, subnormal ones as
 // fraction * 2^(smallest exponent), which is exact. (This is on the reference backend's hot path.)
-double decode(const Format& f, uint16_t bits) {
+double decode(const Format &f, uint16_t bits) {
   const uint64_t sign = bits & f.sign_bit() ? uint64_t{1} << 63 : 0;
   const int exponent_field = (bits >> f.fraction_bits) & ((1 << f.exponent_bits) - 1);
   const uint64_t fraction = bits & ((1u << f.fraction_bits) - 1);
@@ -110,7 +110,7 @@ double from_bf16_bits(uint16_t bits) {
   return decode(kBF16, bits);
 }
 
-double round_to_type(const Type& t, double x) {
+double round_to_type(const Type &t, double x) {
   if (t.lanes() == 1 && t.is_bfloat() && t.bits() == 16) return from_bf16_bits(bf16_bits(x));
   if (t.lanes() == 1 && t.is_float()) {
     switch (t.bits()) {

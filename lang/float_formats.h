@@ -18,6 +18,6 @@ double from_bf16_bits(uint16_t bits);
 
 // x rounded to the nearest value of floating-point type t: f16 and bf16 as above, f32 by conversion to float
 // (round to nearest even), f64 unchanged. Throws twist::Error for any other type.
-double round_to_type(const Type& t, double x);
+double round_to_type(const Type &t, double x);
 
 }  // namespace twist

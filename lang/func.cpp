@@ -39,7 +39,9 @@ Func &Func::set_shape(std::vector<Expr> extents) {
   return *this;
 }
 
-FuncRef Func::operator()(const std::vector<Expr> &args) const { return FuncRef(contents_, args); }
+FuncRef Func::operator()(const std::vector<Expr> &args) const {
+  return FuncRef(contents_, args);
+}
 
 namespace {
 
@@ -76,8 +78,10 @@ struct VariableUses : IRVisitor {
   std::set<std::string> called;
   using IRVisitor::visit;
   void visit(const Variable *v) override {
-    if (is_rvar(v)) rvars.push_back(v);
-    else if (!is_param(v)) pure.insert(v->name);
+    if (is_rvar(v))
+      rvars.push_back(v);
+    else if (!is_param(v))
+      pure.insert(v->name);
   }
   void visit(const Call *c) override {
     if (c->call_type == Call::Halide || c->call_type == Call::Image) called.insert(c->name);
@@ -174,8 +178,12 @@ FuncRef &FuncRef::operator=(const std::vector<Expr> &values) {
   return *this;
 }
 
-FuncRef &FuncRef::operator=(const Expr &value) { return *this = std::vector<Expr>{value}; }
-FuncRef &FuncRef::operator=(const FuncRef &value) { return *this = static_cast<const Expr &>(value); }
+FuncRef &FuncRef::operator=(const Expr &value) {
+  return *this = std::vector<Expr>{value};
+}
+FuncRef &FuncRef::operator=(const FuncRef &value) {
+  return *this = static_cast<const Expr &>(value);
+}
 
 FuncRef &FuncRef::operator=(const Reduction &reduction) {
   const Monoid &m = *reduction.monoid;
@@ -191,8 +199,8 @@ FuncRef &FuncRef::operator=(const Reduction &reduction) {
     if (auto err = first_type_error(x)) fail("in the definition of func '{}': {}", func_->name, *err);
     if (x.type() != m.elements[e].type) {
       if (x.as<IntImm>() || x.as<FloatImm>()) {
-        x = constant(m.elements[e].type, x.as<IntImm>() ? double(x.as<IntImm>()->value) : x.as<FloatImm>()->value,
-                     "reduce");
+        x = constant(m.elements[e].type,
+                     x.as<IntImm>() ? double(x.as<IntImm>()->value) : x.as<FloatImm>()->value, "reduce");
       } else {
         fail("func '{}': element '{}' of reduce({}) must be {} but is {}; cast it (cast({}, x))", func_->name,
              m.elements[e].name, m.name, type_name(m.elements[e].type), type_name(x.type()),

@@ -17,8 +17,8 @@ struct ParamInfo {
 struct FuncGraph {
   std::vector<Func> funcs;  // every func reached, producers before their consumers; the outputs last
   std::vector<Func> outputs;
-  std::vector<Input> inputs;       // in order of first use
-  std::vector<ParamInfo> params;   // scalar parameters (size params included), in order of first use
+  std::vector<Input> inputs;      // in order of first use
+  std::vector<ParamInfo> params;  // scalar parameters (size params included), in order of first use
   const Func &func(const std::string &name) const;  // throws if absent
   bool has_func(const std::string &name) const;
 };

@@ -32,8 +32,9 @@ Expr Input::call(const std::vector<Expr> &indices) const {
                                           rank(), indices.size()));
   for (size_t d = 0; d < indices.size(); ++d) {
     if (!indices[d].defined() || indices[d].type() != i32)
-      return type_error(type(), fmt::format("index {} of input '{}' must be i32, got {}", d, name(),
-                                            indices[d].defined() ? type_name(indices[d].type()) : "undefined"));
+      return type_error(type(),
+                        fmt::format("index {} of input '{}' must be i32, got {}", d, name(),
+                                    indices[d].defined() ? type_name(indices[d].type()) : "undefined"));
     if (auto err = first_type_error(indices[d])) return type_error(type(), *err);
   }
   std::vector<Halide::Expr> args(indices.begin(), indices.end());

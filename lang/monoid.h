@@ -73,11 +73,11 @@ class Monoid {
   std::vector<Domain> element_domains;  // one per element component, or none: every value of the types
   // The values the run-time Params read by its expressions (a temperature) take, where declared.
   std::map<std::string, Domain> parameter_domains;
-  std::vector<Component> outputs;       // what finalize gives
-  std::vector<Expr> identity;           // constants, one per state component
-  std::vector<Expr> combine;            // one per state component
-  std::vector<Expr> lift;               // one per state component
-  std::vector<Expr> finalize;           // one per output
+  std::vector<Component> outputs;  // what finalize gives
+  std::vector<Expr> identity;      // constants, one per state component
+  std::vector<Expr> combine;       // one per state component
+  std::vector<Expr> lift;          // one per state component
+  std::vector<Expr> finalize;      // one per output
   // The user's own sequential step, if given: the next state from a state and an element, over "s.<name>"
   // and "x.<name>". The checker holds the combine to it: the user's fold must be a homomorphism,
   // fold(x ++ y) == combine(fold(x), fold(y)), and equal the rightward fold by the combine.
@@ -110,8 +110,8 @@ class Monoid {
 //                .state({{"n", f64}, {"sum", f64}})
 //                .elements({{"x", f64}})
 //                .identity({0.0, 0.0})
-//                .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0], a[1] + b[1]}; })
-//                .lift([](const State &x) { return std::vector<Expr>{Expr(1.0), x[0]}; })
+//                .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] + b[0], a[1] +
+//                b[1]}; }) .lift([](const State &x) { return std::vector<Expr>{Expr(1.0), x[0]}; })
 //                .finalize({{"mean", f64}}, [](const State &s) { return std::vector<Expr>{s[1] / s[0]}; })
 //                .build();
 // Without lift, elements are states; without finalize, the outputs are the state.

@@ -11,8 +11,12 @@ ScalarParam::ScalarParam(const std::string &name, const Type &type)
   if (name.empty()) fail("a Param needs a non-empty name");
 }
 
-const std::string &ScalarParam::name() const { return as<Variable>()->name; }
+const std::string &ScalarParam::name() const {
+  return as<Variable>()->name;
+}
 
-bool is_param(const Variable *v) { return v->param.defined() && !v->param.is_buffer(); }
+bool is_param(const Variable *v) {
+  return v->param.defined() && !v->param.is_buffer();
+}
 
 }  // namespace twist

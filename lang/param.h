@@ -17,10 +17,14 @@ class ScalarParam : public Expr {
 
 template <typename T>
 constexpr Type param_type() {
-  if constexpr (std::is_same_v<T, float>) return f32;
-  else if constexpr (std::is_same_v<T, double>) return f64;
-  else if constexpr (std::is_same_v<T, int32_t>) return i32;
-  else static_assert(sizeof(T) == 0, "Param<T> supports float, double and int32_t");
+  if constexpr (std::is_same_v<T, float>)
+    return f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return f64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return i32;
+  else
+    static_assert(sizeof(T) == 0, "Param<T> supports float, double and int32_t");
 }
 
 template <typename T>

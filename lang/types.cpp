@@ -6,12 +6,18 @@ namespace twist {
 
 std::string type_name(const Type &t) {
   std::string base;
-  if (t.is_bfloat() && t.bits() == 16) base = "bf16";
-  else if (t.is_float()) base = fmt::format("f{}", t.bits());
-  else if (t.is_bool()) base = "bool";
-  else if (t.is_int()) base = fmt::format("i{}", t.bits());
-  else if (t.is_uint()) base = fmt::format("u{}", t.bits());
-  else base = "handle";
+  if (t.is_bfloat() && t.bits() == 16)
+    base = "bf16";
+  else if (t.is_float())
+    base = fmt::format("f{}", t.bits());
+  else if (t.is_bool())
+    base = "bool";
+  else if (t.is_int())
+    base = fmt::format("i{}", t.bits());
+  else if (t.is_uint())
+    base = fmt::format("u{}", t.bits());
+  else
+    base = "handle";
   return t.lanes() == 1 ? base : fmt::format("{}x{}", base, t.lanes());
 }
 

@@ -19,16 +19,24 @@ Var::Var(const std::string &name) : Expr(Variable::make(i32, name)) {
   if (name.empty()) fail("a Var needs a non-empty name");
 }
 
-const std::string &Var::name() const { return as<Variable>()->name; }
+const std::string &Var::name() const {
+  return as<Variable>()->name;
+}
 
 RVar::RVar(std::shared_ptr<const RDomContents> domain, int index)
     : Expr(Variable::make(i32, domain->dims.at(index).var_name, domain->marker)),
       domain_(std::move(domain)),
       index_(index) {}
 
-const std::string &RVar::name() const { return domain_->dims[index_].var_name; }
-Expr RVar::min() const { return domain_->dims[index_].min; }
-Expr RVar::extent() const { return domain_->dims[index_].extent; }
+const std::string &RVar::name() const {
+  return domain_->dims[index_].var_name;
+}
+Expr RVar::min() const {
+  return domain_->dims[index_].min;
+}
+Expr RVar::extent() const {
+  return domain_->dims[index_].extent;
+}
 
 RDom::RDom(const std::vector<std::pair<Expr, Expr>> &ranges, const std::string &name) {
   auto contents = std::make_shared<RDomContents>();
@@ -69,6 +77,8 @@ RDom RDom::where(const Expr &predicate) const {
   return restricted;
 }
 
-bool is_rvar(const Variable *v) { return v->reduction_domain.defined(); }
+bool is_rvar(const Variable *v) {
+  return v->reduction_domain.defined();
+}
 
 }  // namespace twist

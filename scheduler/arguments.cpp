@@ -26,14 +26,16 @@ std::vector<int64_t> evaluate_shape(const std::vector<Halide::Expr> &shape, cons
   return out;
 }
 
-Scalars bind_arguments(const LoweredProgram &program, const std::map<std::string, std::vector<int64_t>> &input_shapes,
+Scalars bind_arguments(const LoweredProgram &program,
+                       const std::map<std::string, std::vector<int64_t>> &input_shapes,
                        const Scalars &given) {
   Scalars bound = given;
   std::map<std::string, std::string> bound_from;
   for (const auto &[name, v] : given) bound_from[name] = "given";
   for (const BufferArg &in : program.inputs) {
     auto it = input_shapes.find(in.name);
-    if (it == input_shapes.end()) fail("program '{}' needs input '{}', which was not given", program.name, in.name);
+    if (it == input_shapes.end())
+      fail("program '{}' needs input '{}', which was not given", program.name, in.name);
     const std::vector<int64_t> &shape = it->second;
     if (shape.size() != in.shape.size())
       fail("input '{}' of program '{}' has rank {}, but a tensor of rank {} was given", in.name, program.name,
@@ -48,7 +50,8 @@ Scalars bind_arguments(const LoweredProgram &program, const std::map<std::string
   }
   for (const ScalarArg &s : program.scalars)
     if (!bound.count(s.name))
-      fail("program '{}' needs the scalar '{}', which was not given and is no input's extent", program.name, s.name);
+      fail("program '{}' needs the scalar '{}', which was not given and is no input's extent", program.name,
+           s.name);
   for (const BufferArg &in : program.inputs) {
     const std::vector<int64_t> &shape = input_shapes.at(in.name);
     for (size_t d = 0; d < shape.size(); ++d) {
@@ -85,8 +88,10 @@ void check_requirements(const Kernel &kernel, const Scalars &scalars) {
   for (const Requirement &r : kernel.requirements) {
     if (evaluate_int(Halide::cast(Halide::Int(32), r.condition), scalars) != 0) continue;
     std::string values;
-    for (const auto &[name, v] : scalars) values += fmt::format("{}{} = {}", values.empty() ? "" : ", ", name, v);
-    fail("kernel {} cannot run on these shapes: {} does not hold ({}); {}", kernel.name, r.condition, values, r.why);
+    for (const auto &[name, v] : scalars)
+      values += fmt::format("{}{} = {}", values.empty() ? "" : ", ", name, v);
+    fail("kernel {} cannot run on these shapes: {} does not hold ({}); {}", kernel.name, r.condition, values,
+         r.why);
   }
 }
 

@@ -15,8 +15,8 @@ using Scalars = std::map<std::string, double>;
 // Every scalar argument of `program`: those in `given` as they are, and each size parameter that is an
 // input's extent from `input_shapes`. An input missing or of the wrong rank, an extent that disagrees with
 // a parameter bound before, or a scalar left unbound, is an error naming both sides.
-Scalars bind_arguments(const LoweredProgram &program, const std::map<std::string, std::vector<int64_t>> &input_shapes,
-                       const Scalars &given);
+Scalars bind_arguments(const LoweredProgram &program,
+                       const std::map<std::string, std::vector<int64_t>> &input_shapes, const Scalars &given);
 
 // The value of an i32 expression over the scalars (grid sizes, extents).
 int64_t evaluate_int(const Halide::Expr &e, const Scalars &scalars);

@@ -111,7 +111,8 @@ void ChainedKernelBuilder::check_overlap_registers() const {
 void ChainedKernelBuilder::check_warp_specialization() const {
   const WarpSpecialization &w = *req_.schedule->warp_specialization();
   const std::string &fname = req_.reduction.name();
-  check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(), req_.target);
+  check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(),
+                       req_.target);
   if (!req_.schedule->overlaps_producer() && live_registers() > w.consumer_registers)
     fail(
         "schedule of '{}': each consumer thread keeps at least {} registers live across a key tile (S, the "

@@ -1,7 +1,7 @@
 #pragma once
 // A reduction fed by a contraction computed at its tile: O(.., i, d) = reduce(M, j, f(S(.., i, j)), V(j, d))
-// with S = sum over k of A(i, k) * B(j, k) scheduled compute_at(O, jo). Attention is the example (S the scores,
-// M the online-softmax monoid), but nothing here knows it: the kernel is built from M's relative form
+// with S = sum over k of A(i, k) * B(j, k) scheduled compute_at(O, jo). Attention is the example (S the
+// scores, M the online-softmax monoid), but nothing here knows it: the kernel is built from M's relative form
 // (algebra/relative_form.h) and the program's expressions.
 //
 // Per key tile and per warp, S is reduced by matrix atoms into accumulator registers; the elements f(S) are

@@ -11,8 +11,8 @@ namespace twist {
 
 struct ContractionOperand {
   std::string input;
-  Type type;                          // f16 or bf16, as the atom reads it
-  std::vector<Halide::Expr> coords;   // the call's arguments, in the algorithm's variables
+  Type type;                         // f16 or bf16, as the atom reads it
+  std::vector<Halide::Expr> coords;  // the call's arguments, in the algorithm's variables
 };
 
 struct Contraction {
@@ -20,8 +20,8 @@ struct Contraction {
 };
 
 // The contraction in a reduction with `monoid` over `elements`, if it is one: a sum monoid with a plain lift,
-// and an element that is the product of two calls of f16 or bf16 inputs (each possibly cast to the sum's type).
-// Which factor is A is decided by the caller's layout; here a is the left factor.
+// and an element that is the product of two calls of f16 or bf16 inputs (each possibly cast to the sum's
+// type). Which factor is A is decided by the caller's layout; here a is the left factor.
 std::optional<Contraction> as_contraction(const Monoid &monoid, const std::vector<Expr> &elements);
 
 // Whether `monoid` is a plain sum: one component, identity 0, combine a + b, lift the element itself.

@@ -9,8 +9,8 @@ namespace twist {
 using namespace Halide::Internal;
 
 Halide::Expr flat_index(const std::vector<Halide::Expr> &coords, const std::vector<Halide::Expr> &shape) {
-  TWIST_CHECK(coords.size() == shape.size(), "flat_index of {} coordinates in a rank-{} tensor", coords.size(),
-              shape.size());
+  TWIST_CHECK(coords.size() == shape.size(), "flat_index of {} coordinates in a rank-{} tensor",
+              coords.size(), shape.size());
   Halide::Expr index = coords[0];
   for (size_t d = 1; d < coords.size(); ++d) index = index * shape[d] + coords[d];
   return index;
@@ -57,9 +57,11 @@ class LoweringMutator : public IRMutator {
     }
     if (l_.func_hook_)
       if (auto e = l_.func_hook_(c, args)) return *e;
-    fail("func '{}' is a reduction called from another func's expression at ({}), which this schedule cannot fuse: "
-         "compute it at the consumer's loop, or make it the program's output",
-         c->name, fmt::format("{}", fmt::join(args, ", ")));
+    fail(
+        "func '{}' is a reduction called from another func's expression at ({}), which this schedule cannot "
+        "fuse: "
+        "compute it at the consumer's loop, or make it the program's output",
+        c->name, fmt::format("{}", fmt::join(args, ", ")));
   }
 
  private:

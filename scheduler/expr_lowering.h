@@ -45,7 +45,8 @@ class ExprLowering {
   // Calls of `func` (a func computed by an earlier stage, into a buffer) go through `reader` instead of being
   // inlined or handed to the hook.
   void read_func_with(const std::string &func, Reader reader) { func_readers_[func] = std::move(reader); }
-  // Calls to reduction funcs are resolved by this hook (pure funcs are inlined); a call it declines is an error.
+  // Calls to reduction funcs are resolved by this hook (pure funcs are inlined); a call it declines is an
+  // error.
   void on_func_call(FuncCallHook hook) { func_hook_ = std::move(hook); }
 
   Halide::Expr lower(const Halide::Expr &e) const;

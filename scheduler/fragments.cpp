@@ -5,11 +5,17 @@
 
 namespace twist {
 
-Halide::Expr lane() { return intrinsic::thread_index() % 32; }
+Halide::Expr lane() {
+  return intrinsic::thread_index() % 32;
+}
 
 // g = lane / 4 picks the row pair, t = lane % 4 the column pair (see intrinsics.h).
-Halide::Expr accumulator_row(int e) { return lane() / 4 + 8 * (e / 2); }
-Halide::Expr accumulator_col(int e) { return (lane() % 4) * 2 + e % 2; }
+Halide::Expr accumulator_row(int e) {
+  return lane() / 4 + 8 * (e / 2);
+}
+Halide::Expr accumulator_col(int e) {
+  return (lane() % 4) * 2 + e % 2;
+}
 Halide::Expr wgmma_accumulator_row(int e) {
   const Halide::Expr t = intrinsic::thread_index() % 128;
   return (t / 32) * 16 + (t % 32) / 4 + 8 * ((e % 4) / 2);
@@ -51,14 +57,17 @@ Halide::Internal::Stmt load_fragments(const FragmentLoad &f, const std::string &
   } else if (is_const_one(step(f.other_loop))) {
     k_contiguous = false;
   } else {
-    fail("schedule of '{}': ldmatrix needs '{}' staged with k or its other dimension contiguous, but its last "
-         "coordinate is {}",
-         func, f.stage->input, f.coords.back());
+    fail(
+        "schedule of '{}': ldmatrix needs '{}' staged with k or its other dimension contiguous, but its last "
+        "coordinate is {}",
+        func, f.stage->input, f.coords.back());
   }
   // B fragments of neighbouring atoms along the innermost register loop load in pairs.
-  const bool paired = f.op == AtomOperand::b && !f.register_loops.empty() && f.register_loops.back().second % 2 == 0;
+  const bool paired =
+      f.op == AtomOperand::b && !f.register_loops.empty() && f.register_loops.back().second % 2 == 0;
   const LdmatrixRow row = paired ? ldmatrix_row_of_pair(k_contiguous) : ldmatrix_row(f.op, k_contiguous);
-  std::map<std::string, Halide::Expr> at_row = {{f.k_loop, row.k}, {f.other_loop, row.other}, {f.unused_loop, 0}};
+  std::map<std::string, Halide::Expr> at_row = {
+      {f.k_loop, row.k}, {f.other_loop, row.other}, {f.unused_loop, 0}};
   const std::string pair_var = paired ? f.register_loops.back().first + ".pair" : "";
   if (paired) at_row[f.register_loops.back().first] = var(pair_var) * 2 + row.pair;
   std::vector<Halide::Expr> row_coords;
@@ -67,12 +76,12 @@ Halide::Internal::Stmt load_fragments(const FragmentLoad &f, const std::string &
   for (const auto &[name, extent] : f.register_loops) dst = dst * extent + var(name);
   dst = dst * fragment_elements(f.op) + f.dst_offset;
   if (paired) dst = substitute(f.register_loops.back().first, var(pair_var) * 2, dst);
-  Stmt s = intrinsic::ldmatrix({f.fragment, simplify(dst), paired ? 4 : fragment_matrices(f.op), !k_contiguous,
-                                f.stage->buffer, f.stage->index_of(row_coords, f.slot)});
+  Stmt s = intrinsic::ldmatrix({f.fragment, simplify(dst), paired ? 4 : fragment_matrices(f.op),
+                                !k_contiguous, f.stage->buffer, f.stage->index_of(row_coords, f.slot)});
   for (auto it = f.register_loops.rbegin(); it != f.register_loops.rend(); ++it) {
     const bool pair_loop = paired && it == f.register_loops.rbegin();
-    s = For::make(pair_loop ? pair_var : it->first, 0, pair_loop ? it->second / 2 : it->second, ForType::Unrolled,
-                  Halide::DeviceAPI::None, s);
+    s = For::make(pair_loop ? pair_var : it->first, 0, pair_loop ? it->second / 2 : it->second,
+                  ForType::Unrolled, Halide::DeviceAPI::None, s);
   }
   return s;
 }

@@ -26,8 +26,12 @@ Halide::Expr wgmma_accumulator_col(int e);
 // An operand of the atom: A (16 rows by 16 k) or B (16 k by 8 columns). Its fragment holds pairs of
 // elements along k. `other` is its non-k dimension.
 enum class AtomOperand { a, b };
-inline int fragment_elements(AtomOperand op) { return op == AtomOperand::a ? 8 : 4; }
-inline int fragment_matrices(AtomOperand op) { return op == AtomOperand::a ? 4 : 2; }
+inline int fragment_elements(AtomOperand op) {
+  return op == AtomOperand::a ? 8 : 4;
+}
+inline int fragment_matrices(AtomOperand op) {
+  return op == AtomOperand::a ? 4 : 2;
+}
 
 // For the ldmatrix that loads `op`'s fragment: the (other, k) offset within the atom of the row whose address
 // the calling lane supplies. `k_contiguous` says whether the staged tile stores consecutive k next to each
@@ -49,10 +53,10 @@ struct FragmentLoad {
   std::string k_loop, other_loop;    // the atom's k loop, and its row (A) or column (B) loop
   std::string unused_loop;           // the atom loop the operand does not use (set to 0)
   std::vector<std::pair<std::string, int>> register_loops;  // (name, extent), outermost first
-  std::string fragment;              // the register array
+  std::string fragment;                                     // the register array
   const StagePlan *stage = nullptr;
-  Halide::Expr slot;                 // the stage's pipeline slot at this point of the loops
-  Halide::Expr dst_offset = 0;       // where in the register array this load's fragments start
+  Halide::Expr slot;            // the stage's pipeline slot at this point of the loops
+  Halide::Expr dst_offset = 0;  // where in the register array this load's fragments start
 };
 Halide::Internal::Stmt load_fragments(const FragmentLoad &f, const std::string &func);
 

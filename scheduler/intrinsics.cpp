@@ -20,14 +20,24 @@ const Call *match(const Stmt &s, const std::string &op) {
   return c && c->call_type == Call::Extern && c->name == "twist." + op ? c : nullptr;
 }
 
-Expr name(const std::string &s) { return StringImm::make(s); }
-std::string name_of(const Expr &e) { return e.as<StringImm>()->value; }
-int int_of(const Expr &e) { return static_cast<int>(e.as<IntImm>()->value); }
+Expr name(const std::string &s) {
+  return StringImm::make(s);
+}
+std::string name_of(const Expr &e) {
+  return e.as<StringImm>()->value;
+}
+int int_of(const Expr &e) {
+  return static_cast<int>(e.as<IntImm>()->value);
+}
 
 }  // namespace
 
-Stmt barrier() { return make("barrier", {}); }
-bool is_barrier(const Stmt &s) { return match(s, "barrier") != nullptr; }
+Stmt barrier() {
+  return make("barrier", {});
+}
+bool is_barrier(const Stmt &s) {
+  return match(s, "barrier") != nullptr;
+}
 
 Stmt named_barrier(int id, int threads) {
   TWIST_CHECK(id >= 1 && id < 16 && threads > 0 && threads % 32 == 0,
@@ -50,14 +60,20 @@ Stmt copy(const Copy &c) {
 std::optional<Copy> as_copy(const Stmt &s) {
   const Call *c = match(s, "copy");
   if (!c) return std::nullopt;
-  return Copy{name_of(c->args[0]), c->args[1], name_of(c->args[2]), c->args[3],
+  return Copy{name_of(c->args[0]), c->args[1], name_of(c->args[2]),    c->args[3],
               int_of(c->args[4]),  c->args[5], int_of(c->args[6]) != 0};
 }
 
-Stmt async_commit() { return make("async_commit", {}); }
-bool is_async_commit(const Stmt &s) { return match(s, "async_commit") != nullptr; }
+Stmt async_commit() {
+  return make("async_commit", {});
+}
+bool is_async_commit(const Stmt &s) {
+  return match(s, "async_commit") != nullptr;
+}
 
-Stmt async_wait(int pending) { return make("async_wait", {pending}); }
+Stmt async_wait(int pending) {
+  return make("async_wait", {pending});
+}
 std::optional<int> as_async_wait(const Stmt &s) {
   const Call *c = match(s, "async_wait");
   if (!c) return std::nullopt;
@@ -66,8 +82,8 @@ std::optional<int> as_async_wait(const Stmt &s) {
 
 Stmt ldmatrix(const Ldmatrix &l) {
   TWIST_CHECK(l.matrices == 1 || l.matrices == 2 || l.matrices == 4, "ldmatrix of {} matrices", l.matrices);
-  return make("ldmatrix", {name(l.dst), l.dst_index, l.matrices, Halide::Expr(l.transpose ? 1 : 0), name(l.src),
-                           l.src_index});
+  return make("ldmatrix", {name(l.dst), l.dst_index, l.matrices, Halide::Expr(l.transpose ? 1 : 0),
+                           name(l.src), l.src_index});
 }
 
 std::optional<Ldmatrix> as_ldmatrix(const Stmt &s) {
@@ -91,7 +107,8 @@ std::optional<Stmatrix> as_stmatrix(const Stmt &s) {
 }
 
 Stmt mma(const Mma &m) {
-  return make("mma", {name(m.d), m.d_index, name(m.a), m.a_index, name(m.b), m.b_index, name(m.c), m.c_index});
+  return make("mma",
+              {name(m.d), m.d_index, name(m.a), m.a_index, name(m.b), m.b_index, name(m.c), m.c_index});
 }
 
 std::optional<Mma> as_mma(const Stmt &s) {
@@ -111,7 +128,9 @@ std::optional<ShuffleXor> as_shuffle_xor(const Stmt &s) {
   return ShuffleXor{name_of(c->args[0]), c->args[1], c->args[2], int_of(c->args[3])};
 }
 
-Stmt atomic_add(const AtomicAdd &a) { return make("atomic_add", {name(a.buffer), a.index, a.value}); }
+Stmt atomic_add(const AtomicAdd &a) {
+  return make("atomic_add", {name(a.buffer), a.index, a.value});
+}
 
 std::optional<AtomicAdd> as_atomic_add(const Stmt &s) {
   const Call *c = match(s, "atomic_add");
@@ -290,7 +309,11 @@ bool is_intrinsic(const Stmt &s) {
   return c && c->call_type == Call::Extern && c->name.rfind("twist.", 0) == 0;
 }
 
-Expr thread_index() { return Variable::make(Halide::Int(32), kThreadIndex); }
-Expr block_index(int dim) { return Variable::make(Halide::Int(32), kBlockIndex[dim]); }
+Expr thread_index() {
+  return Variable::make(Halide::Int(32), kThreadIndex);
+}
+Expr block_index(int dim) {
+  return Variable::make(Halide::Int(32), kBlockIndex[dim]);
+}
 
 }  // namespace twist::intrinsic

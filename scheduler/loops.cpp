@@ -8,11 +8,15 @@ namespace twist {
 
 using namespace Halide::Internal;
 
-Halide::Expr LoopDim::var() const { return Variable::make(Halide::Int(32), name); }
+Halide::Expr LoopDim::var() const {
+  return Variable::make(Halide::Int(32), name);
+}
 
 int LoopDim::constant_extent(const std::string &func, const char *why) const {
   const auto *c = as_const_int(simplify(extent));
-  if (!c) fail("schedule of '{}': loop '{}' has extent {}, but {} needs a constant extent", func, name, extent, why);
+  if (!c)
+    fail("schedule of '{}': loop '{}' has extent {}, but {} needs a constant extent", func, name, extent,
+         why);
   return static_cast<int>(*c);
 }
 
@@ -73,11 +77,12 @@ void apply_fuse(LoopStructure &loops, const FuseDirective &f) {
   if (inner_at < 0) loops.dim(f.inner);
   if (outer_at < 0) loops.dim(f.outer);
   if (outer_at + 1 != inner_at)
-    fail("schedule of '{}': fuse({}, {}) needs '{}' to be the loop just outside '{}' (the loops are {})", loops.func,
-         f.inner, f.outer, f.outer, f.inner, loops.names());
+    fail("schedule of '{}': fuse({}, {}) needs '{}' to be the loop just outside '{}' (the loops are {})",
+         loops.func, f.inner, f.outer, f.outer, f.inner, loops.names());
   LoopDim inner = loops.dims[inner_at], outer = loops.dims[outer_at];
   if (inner.reduction != outer.reduction)
-    fail("schedule of '{}': fuse({}, {}) mixes a reduction loop with a pure one", loops.func, f.inner, f.outer);
+    fail("schedule of '{}': fuse({}, {}) mixes a reduction loop with a pure one", loops.func, f.inner,
+         f.outer);
   LoopDim fused{f.fused, simplify(inner.extent * outer.extent), inner.reduction, Binding::serial};
   loops.dims[outer_at] = fused;
   loops.dims.erase(loops.dims.begin() + inner_at);
@@ -104,12 +109,14 @@ void apply_reorder(LoopStructure &loops, const ReorderDirective &r) {
 
 }  // namespace
 
-LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents, const FuncSchedule *schedule) {
+LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents,
+                         const FuncSchedule *schedule) {
   const Definition &d = f.definition();
   LoopStructure loops;
   loops.func = f.name();
   if (extents.size() != d.args.size())
-    fail("func '{}' has {} dimension(s) but {} extent(s) were given", f.name(), d.args.size(), extents.size());
+    fail("func '{}' has {} dimension(s) but {} extent(s) were given", f.name(), d.args.size(),
+         extents.size());
   for (size_t k = 0; k < d.args.size(); ++k) {
     LoopDim dim{d.args[k].name(), extents[k], false, Binding::serial};
     loops.value_of[dim.name] = dim.var();
@@ -155,7 +162,8 @@ LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents
   for (Halide::Expr &g : loops.repeat_guards) g = simplify(g);
   loops.pure_guards.insert(loops.pure_guards.end(), loops.repeat_guards.begin(), loops.repeat_guards.end());
   if (d.reduction)
-    for (const Expr &p : d.reduction->domain.predicates()) loops.reduction_guards.push_back(in_loop_terms(loops, p));
+    for (const Expr &p : d.reduction->domain.predicates())
+      loops.reduction_guards.push_back(in_loop_terms(loops, p));
   return loops;
 }
 

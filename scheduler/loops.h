@@ -46,7 +46,8 @@ struct LoopStructure {
 
 // The loops of `f` under `schedule` (which may be null: the func's own loops, pure variables outermost in
 // argument order, then its RVars with r.x innermost). `extents` are the extents of f's pure variables.
-LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents, const FuncSchedule *schedule);
+LoopStructure make_loops(const Func &f, const std::vector<Halide::Expr> &extents,
+                         const FuncSchedule *schedule);
 
 // Substitutes the loop expressions of `loops` for the func's variables in e.
 Halide::Expr in_loop_terms(const LoopStructure &loops, const Halide::Expr &e);

@@ -963,7 +963,8 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
 void ReductionKernelBuilder::check_warp_specialization() const {
   const WarpSpecialization &w = *req_.schedule->warp_specialization();
   const std::string &fname = req_.reduction.name();
-  check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(), req_.target);
+  check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(),
+                       req_.target);
   int points = 1;
   for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
   int accumulators = points * accumulator_elements() * accumulator_type_.bytes() / 4;

@@ -6,22 +6,32 @@ namespace twist {
 
 std::string to_string(const Accumulation &a) {
   switch (a.kind) {
-    case Accumulation::Kind::f32: return "f32";
-    case Accumulation::Kind::f16: return "f16";
-    case Accumulation::Kind::hybrid: return fmt::format("hybrid(f16 promoted to f32 every {} k-steps)", a.promote_every);
+    case Accumulation::Kind::f32:
+      return "f32";
+    case Accumulation::Kind::f16:
+      return "f16";
+    case Accumulation::Kind::hybrid:
+      return fmt::format("hybrid(f16 promoted to f32 every {} k-steps)", a.promote_every);
   }
   return "?";
 }
 
 const char *to_string(Binding b) {
   switch (b) {
-    case Binding::serial: return "serial";
-    case Binding::unrolled: return "unrolled";
-    case Binding::block_x: return "block.x";
-    case Binding::block_y: return "block.y";
-    case Binding::block_z: return "block.z";
-    case Binding::warp: return "warp";
-    case Binding::thread: return "thread";
+    case Binding::serial:
+      return "serial";
+    case Binding::unrolled:
+      return "unrolled";
+    case Binding::block_x:
+      return "block.x";
+    case Binding::block_y:
+      return "block.y";
+    case Binding::block_z:
+      return "block.z";
+    case Binding::warp:
+      return "warp";
+    case Binding::thread:
+      return "thread";
     case Binding::warpgroup:
       return "warpgroup";
   }
@@ -30,26 +40,34 @@ const char *to_string(Binding b) {
 
 const char *to_string(Transport t) {
   switch (t) {
-    case Transport::plain: return "plain loads";
-    case Transport::cp_async: return "cp.async";
-    case Transport::tma: return "TMA";
+    case Transport::plain:
+      return "plain loads";
+    case Transport::cp_async:
+      return "cp.async";
+    case Transport::tma:
+      return "TMA";
   }
   return "?";
 }
 
 const char *to_string(SharedLayout l) {
   switch (l) {
-    case SharedLayout::row_major: return "row-major";
-    case SharedLayout::padded: return "padded";
-    case SharedLayout::swizzled: return "swizzled";
+    case SharedLayout::row_major:
+      return "row-major";
+    case SharedLayout::padded:
+      return "padded";
+    case SharedLayout::swizzled:
+      return "swizzled";
   }
   return "?";
 }
 
 FuncSchedule &FuncSchedule::split(const LoopVar &v, const LoopVar &outer, const LoopVar &inner, int factor) {
-  if (factor <= 0) fail("schedule of '{}': split({}) needs a positive factor, got {}", func_, v.name(), factor);
+  if (factor <= 0)
+    fail("schedule of '{}': split({}) needs a positive factor, got {}", func_, v.name(), factor);
   if (outer.name() == inner.name())
-    fail("schedule of '{}': split({}) needs two different names for the outer and inner loops", func_, v.name());
+    fail("schedule of '{}': split({}) needs two different names for the outer and inner loops", func_,
+         v.name());
   transforms_.push_back({SplitDirective{v.name(), outer.name(), inner.name(), factor}, {}, {}});
   return *this;
 }
@@ -79,7 +97,8 @@ FuncSchedule &FuncSchedule::bind(const LoopVar &v, Binding binding) {
 }
 
 FuncSchedule &FuncSchedule::split_reduction(const LoopVar &r, int parts, SplitCombine combine) {
-  if (parts < 2) fail("schedule of '{}': split_reduction({}) needs at least 2 parts, got {}", func_, r.name(), parts);
+  if (parts < 2)
+    fail("schedule of '{}': split_reduction({}) needs at least 2 parts, got {}", func_, r.name(), parts);
   if (reduction_split_) fail("schedule of '{}': a reduction can be split across blocks once", func_);
   reduction_split_ = ReductionSplit{r.name(), parts, combine};
   return *this;
@@ -87,11 +106,14 @@ FuncSchedule &FuncSchedule::split_reduction(const LoopVar &r, int parts, SplitCo
 
 FuncSchedule &FuncSchedule::stage(const Input &input, const LoopVar &at, Transport transport, int depth,
                                   SharedLayout layout) {
-  if (depth < 1) fail("schedule of '{}': stage({}) needs a pipeline depth of at least 1", func_, input.name());
+  if (depth < 1)
+    fail("schedule of '{}': stage({}) needs a pipeline depth of at least 1", func_, input.name());
   if (depth > 1 && transport == Transport::plain)
-    fail("schedule of '{}': stage({}) with plain loads cannot be pipelined {} deep; use Transport::cp_async for a "
-         "multi-stage ring",
-         func_, input.name(), depth);
+    fail(
+        "schedule of '{}': stage({}) with plain loads cannot be pipelined {} deep; use Transport::cp_async "
+        "for a "
+        "multi-stage ring",
+        func_, input.name(), depth);
   for (const StageDirective &s : stages_)
     if (s.input == input.name()) fail("schedule of '{}': input '{}' is staged twice", func_, input.name());
   stages_.push_back({input.name(), at.name(), transport, depth, layout});
@@ -105,7 +127,8 @@ FuncSchedule &FuncSchedule::accumulate(Accumulation accumulation) {
   return *this;
 }
 
-FuncSchedule &FuncSchedule::matrix_atom(MatrixAtom atom, const LoopVar &i, const LoopVar &j, const LoopVar &k) {
+FuncSchedule &FuncSchedule::matrix_atom(MatrixAtom atom, const LoopVar &i, const LoopVar &j,
+                                        const LoopVar &k) {
   atom_ = AtomDirective{atom, i.name(), j.name(), k.name()};
   return *this;
 }
@@ -191,7 +214,9 @@ FuncSchedule &FuncSchedule::overlap_producer(bool on) {
 std::string FuncSchedule::to_string() const {
   std::string s = fmt::format("schedule of {}:\n", func_);
   for (const Transform &t : transforms_) {
-    if (t.split) s += fmt::format("  split {} -> {}, {} by {}\n", t.split->var, t.split->outer, t.split->inner, t.split->factor);
+    if (t.split)
+      s += fmt::format("  split {} -> {}, {} by {}\n", t.split->var, t.split->outer, t.split->inner,
+                       t.split->factor);
     if (t.fuse) s += fmt::format("  fuse {}, {} -> {}\n", t.fuse->inner, t.fuse->outer, t.fuse->fused);
     if (t.reorder) {
       std::string names;
@@ -209,7 +234,8 @@ std::string FuncSchedule::to_string() const {
                      atom_->k);
   s += fmt::format("  accumulate in {}\n", twist::to_string(accumulation_));
   if (reduction_split_)
-    s += fmt::format("  split reduction {} into {} parts, combined by {}\n", reduction_split_->var, reduction_split_->parts,
+    s += fmt::format("  split reduction {} into {} parts, combined by {}\n", reduction_split_->var,
+                     reduction_split_->parts,
                      reduction_split_->combine == SplitCombine::kernel ? "a combine kernel" : "atomics");
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
   if (persistent_blocks_ > 0)

@@ -11,7 +11,9 @@ namespace twist::stmt {
 using Halide::Internal::Stmt;
 
 // An i32 variable (a loop, a lane or block index, a let).
-inline Halide::Expr var(const std::string &name) { return Halide::Internal::Variable::make(Halide::Int(32), name); }
+inline Halide::Expr var(const std::string &name) {
+  return Halide::Internal::Variable::make(Halide::Int(32), name);
+}
 
 // The defined statements of `stmts` in order; a no-op when there are none.
 inline Stmt block(const std::vector<Stmt> &stmts) {
@@ -33,12 +35,13 @@ inline Stmt guarded(const Halide::Expr &condition, const Stmt &s) {
 }
 
 inline Stmt unrolled(const std::string &name, int extent, const Stmt &body) {
-  return Halide::Internal::For::make(name, 0, extent, Halide::Internal::ForType::Unrolled, Halide::DeviceAPI::None,
-                                     body);
+  return Halide::Internal::For::make(name, 0, extent, Halide::Internal::ForType::Unrolled,
+                                     Halide::DeviceAPI::None, body);
 }
 
 inline Stmt let_all(const std::vector<std::pair<std::string, Halide::Expr>> &lets, Stmt body) {
-  for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = Halide::Internal::LetStmt::make(it->first, it->second, body);
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+    body = Halide::Internal::LetStmt::make(it->first, it->second, body);
   return body;
 }
 

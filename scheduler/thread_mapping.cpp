@@ -24,17 +24,23 @@ void decompose(const std::vector<const LoopDim *> &dims, Halide::Expr index,
 
 }  // namespace
 
-ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken, const Target &target) {
+ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken,
+                          const Target &target) {
   ThreadMapping m;
   m.grid = {Halide::Expr(1), Halide::Expr(1), Halide::Expr(1)};
   const LoopDim *block_dims[3] = {nullptr, nullptr, nullptr};
   std::vector<const LoopDim *> warp_dims, thread_dims, warpgroup_dims;
   for (const LoopDim &d : loops.dims) {
-    int axis = d.binding == Binding::block_x ? 0 : d.binding == Binding::block_y ? 1 : d.binding == Binding::block_z ? 2 : -1;
+    int axis = d.binding == Binding::block_x   ? 0
+               : d.binding == Binding::block_y ? 1
+               : d.binding == Binding::block_z ? 2
+                                               : -1;
     if (axis >= 0) {
       if (block_dims[axis])
-        fail("schedule of '{}': loops '{}' and '{}' are both bound to {}; bind one loop per block axis (fuse them first)",
-             loops.func, block_dims[axis]->name, d.name, to_string(d.binding));
+        fail(
+            "schedule of '{}': loops '{}' and '{}' are both bound to {}; bind one loop per block axis (fuse "
+            "them first)",
+            loops.func, block_dims[axis]->name, d.name, to_string(d.binding));
       block_dims[axis] = &d;
       m.grid[axis] = d.extent;
     } else if (d.binding == Binding::warp) {
@@ -50,11 +56,14 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
   }
   int warp_count = 1, thread_count = 1;
   for (const LoopDim *d : warp_dims) warp_count *= d->constant_extent(loops.func, "binding it to warps");
-  for (const LoopDim *d : thread_dims) thread_count *= d->constant_extent(loops.func, "binding it to threads");
+  for (const LoopDim *d : thread_dims)
+    thread_count *= d->constant_extent(loops.func, "binding it to threads");
   if (lanes_taken && !thread_dims.empty())
-    fail("schedule of '{}': loop '{}' is bound to threads, but the matrix atom already uses every lane of each warp; "
-         "bind it to warps or make it serial",
-         loops.func, thread_dims[0]->name);
+    fail(
+        "schedule of '{}': loop '{}' is bound to threads, but the matrix atom already uses every lane of "
+        "each warp; "
+        "bind it to warps or make it serial",
+        loops.func, thread_dims[0]->name);
   const Halide::Expr tid = intrinsic::thread_index();
   if (!warpgroup_dims.empty()) {
     // A warpgroup's 128 threads run its wgmma atoms together: no loop inside it is bound to warps or threads.
@@ -72,9 +81,11 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
     decompose(warpgroup_dims, tid / 128, m.bound_values);
   } else if (!warp_dims.empty() || lanes_taken) {
     if (!lanes_taken && thread_count != 32)
-      fail("schedule of '{}': with loops bound to warps, the loops bound to threads must cover exactly the 32 lanes of "
-           "a warp, but they cover {}",
-           loops.func, thread_count);
+      fail(
+          "schedule of '{}': with loops bound to warps, the loops bound to threads must cover exactly the 32 "
+          "lanes of "
+          "a warp, but they cover {}",
+          loops.func, thread_count);
     m.warps = warp_count;
     m.threads = 32 * warp_count;
     decompose(warp_dims, tid / 32, m.bound_values);
@@ -84,10 +95,12 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
     decompose(thread_dims, tid, m.bound_values);
   }
   if (m.threads > target.max_threads_per_block)
-    fail("schedule of '{}' binds {} threads per block ({} warp(s) x {} thread(s)), but {} allows at most {}; use "
-         "smaller thread tiles or serial loops",
-         loops.func, m.threads, std::max(warp_count, 1), m.warps ? 32 : thread_count, target.arch,
-         target.max_threads_per_block);
+    fail(
+        "schedule of '{}' binds {} threads per block ({} warp(s) x {} thread(s)), but {} allows at most {}; "
+        "use "
+        "smaller thread tiles or serial loops",
+        loops.func, m.threads, std::max(warp_count, 1), m.warps ? 32 : thread_count, target.arch,
+        target.max_threads_per_block);
   // Block loops, in the raster order: with a group g, blocks walk down g rows of tiles before moving right,
   // so that the blocks running at one time share rows of A and columns of B in L2.
   Halide::Expr bx = intrinsic::block_index(0), by = intrinsic::block_index(1), bz = intrinsic::block_index(2);
@@ -103,9 +116,11 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
   }
   const Halide::Expr block_values[3] = {bx, by, bz};
   for (int axis = 0; axis < 3; ++axis)
-    if (block_dims[axis]) m.bound_values.insert(m.bound_values.begin(), {block_dims[axis]->name, block_values[axis]});
-  m.summary = fmt::format("  {} thread(s) per block{}; grid ({}, {}, {})\n", m.threads,
-                          m.warps ? fmt::format(" in {} warp(s)", m.warps) : "", m.grid[0], m.grid[1], m.grid[2]);
+    if (block_dims[axis])
+      m.bound_values.insert(m.bound_values.begin(), {block_dims[axis]->name, block_values[axis]});
+  m.summary =
+      fmt::format("  {} thread(s) per block{}; grid ({}, {}, {})\n", m.threads,
+                  m.warps ? fmt::format(" in {} warp(s)", m.warps) : "", m.grid[0], m.grid[1], m.grid[2]);
   return m;
 }
 

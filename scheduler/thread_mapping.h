@@ -20,8 +20,10 @@ struct ThreadMapping {
   std::string summary;
 };
 
-// `lanes_taken` is set when a matrix atom occupies the 32 lanes of each warp (no loop may be bound to threads).
-ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken, const Target &target);
+// `lanes_taken` is set when a matrix atom occupies the 32 lanes of each warp (no loop may be bound to
+// threads).
+ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken,
+                          const Target &target);
 
 // Wraps `body` in LetStmts that define the bound loop variables.
 Halide::Internal::Stmt define_bound_loops(const ThreadMapping &m, Halide::Internal::Stmt body);

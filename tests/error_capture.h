@@ -18,6 +18,8 @@ std::string error_of(F &&f) {
   return "";
 }
 
-inline bool contains(const std::string &text, std::string_view part) { return text.find(part) != std::string::npos; }
+inline bool contains(const std::string &text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace twist::testing

@@ -17,25 +17,25 @@ namespace twist::testing {
 inline constexpr int kTestSkippedExitCode = 77;
 
 // The name of the test case being run, recorded by the listener below (doctest has no public accessor).
-inline std::string& current_test_case() {
+inline std::string &current_test_case() {
   static std::string name;
   return name;
 }
 
 struct CurrentTestCaseListener : doctest::IReporter {
-  explicit CurrentTestCaseListener(const doctest::ContextOptions&) {}
-  void test_case_start(const doctest::TestCaseData& test) override { current_test_case() = test.m_name; }
-  void report_query(const doctest::QueryData&) override {}
+  explicit CurrentTestCaseListener(const doctest::ContextOptions &) {}
+  void test_case_start(const doctest::TestCaseData &test) override { current_test_case() = test.m_name; }
+  void report_query(const doctest::QueryData &) override {}
   void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
-  void test_case_exception(const doctest::TestCaseException&) override {}
-  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void test_run_end(const doctest::TestRunStats &) override {}
+  void test_case_reenter(const doctest::TestCaseData &) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats &) override {}
+  void test_case_exception(const doctest::TestCaseException &) override {}
+  void subcase_start(const doctest::SubcaseSignature &) override {}
   void subcase_end() override {}
-  void log_assert(const doctest::AssertData&) override {}
-  void log_message(const doctest::MessageData&) override {}
-  void test_case_skipped(const doctest::TestCaseData&) override {}
+  void log_assert(const doctest::AssertData &) override {}
+  void log_message(const doctest::MessageData &) override {}
+  void test_case_skipped(const doctest::TestCaseData &) override {}
 };
 
 inline void require_gpu() {

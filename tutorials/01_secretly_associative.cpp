@@ -21,14 +21,14 @@ using namespace twist::algebra;
 namespace {
 
 // exp(m - r), where a state that holds no element (m == -inf) contributes 0 even when r == -inf too.
-Expr rescale(const Expr& m, const Expr& r) {
+Expr rescale(const Expr &m, const Expr &r) {
   return select(m == neg_infinity(m.type()), 0, exp(m - r));
 }
 
 // Softmax and attention: the running max m, and sums of exp(s - m) (times v for attention). Relative to a
 // reference r, every sum is multiplied by exp(m - r); the base is (max, +, +, ...), and the combine takes
 // r = max(a.m, b.m), so that no exp of a positive number is ever computed.
-Monoid sums_relative_to_max(const std::string& name, int width) {
+Monoid sums_relative_to_max(const std::string &name, int width) {
   std::vector<Component> state{{"m", f32}, {"l", f32}}, elements{{"s", f32}};
   std::vector<Monoid> base{max(f32), sum(f32)};
   std::vector<std::string> base_names{"m", "l"};
@@ -44,20 +44,20 @@ Monoid sums_relative_to_max(const std::string& name, int width) {
       .state(state)
       .elements(elements)
       .identity(identity)
-      .lift([](const State& x) {
+      .lift([](const State &x) {
         // A masked score (-inf) lifts to nothing: l = 0 and o = 0.
         const Expr live = select(x["s"] == neg_infinity(f32), 0.0f, 1.0f);
         std::vector<Expr> s{x["s"], live};
         for (int k = 1; k < x.size(); ++k) s.push_back(x[k] * live);
         return s;
       })
-      .reference(f32, [](const State& a, const State& b) { return max(a["m"], b["m"]); })
-      .to_base([](const State& s, const Expr& r) {
+      .reference(f32, [](const State &a, const State &b) { return max(a["m"], b["m"]); })
+      .to_base([](const State &s, const Expr &r) {
         std::vector<Expr> b{s["m"]};
         for (int k = 1; k < s.size(); ++k) b.push_back(s[k] * rescale(s["m"], r));
         return b;
       })
-      .from_base([](const State& b, const Expr& r) {
+      .from_base([](const State &b, const Expr &r) {
         std::vector<Expr> s{b["m"]};
         for (int k = 1; k < b.size(); ++k)
           s.push_back(select(b["m"] == neg_infinity(f32), 0, b[k] * exp(r - b["m"])));
@@ -73,15 +73,15 @@ Monoid welford_as_power_sums() {
       .state({{"n", f64}, {"mean", f64}, {"M2", f64}})
       .elements({{"x", f64}})
       .identity({0.0, 0.0, 0.0})
-      .lift([](const State& x) {
+      .lift([](const State &x) {
         return std::vector<Expr>{Expr(1.0), x["x"], Expr(0.0)};
       })
-      .reference(f64, [](const State& a, const State&) { return a["mean"]; })
-      .to_base([](const State& s, const Expr& r) {
+      .reference(f64, [](const State &a, const State &) { return a["mean"]; })
+      .to_base([](const State &s, const Expr &r) {
         const Expr d = s["mean"] - r;
         return std::vector<Expr>{s["n"], s["n"] * d, s["M2"] + s["n"] * d * d};
       })
-      .from_base([](const State& b, const Expr& r) {
+      .from_base([](const State &b, const Expr &r) {
         const Expr empty = b["n"] == 0;
         return std::vector<Expr>{b["n"], select(empty, 0, r + b["s1"] / b["n"]),
                                  select(empty, 0, b["s2"] - b["s1"] * b["s1"] / b["n"])};
@@ -95,17 +95,17 @@ Monoid softmax_look_alike() {
       .state({{"m", f32}, {"l", f32}})
       .elements({{"s", f32}})
       .identity({neg_infinity(f32), Expr(0.0f)})
-      .lift([](const State& x) {
+      .lift([](const State &x) {
         return std::vector<Expr>{x["s"], select(x["s"] == neg_infinity(f32), 0.0f, 1.0f)};
       })
-      .combine([](const State& a, const State& b) {
+      .combine([](const State &a, const State &b) {
         const Expr m = max(a["m"], b["m"]);
         return std::vector<Expr>{m, a["l"] * rescale(a["m"], m) + b["l"]};
       })
       .build();
 }
 
-void print_combine(const Monoid& m) {
+void print_combine(const Monoid &m) {
   std::printf("\n%s: the derived combine\n", m.name.c_str());
   for (size_t k = 0; k < m.state.size(); ++k)
     std::printf("  %s = %s\n", m.state[k].name.c_str(), fmt::format("{}", m.combine[k]).c_str());
@@ -115,7 +115,7 @@ void print_combine(const Monoid& m) {
 
 int main() {
   int unexpected = 0;
-  auto expect = [&](bool ok, const char* what) {
+  auto expect = [&](bool ok, const char *what) {
     if (!ok) {
       std::printf("UNEXPECTED: %s\n", what);
       ++unexpected;
@@ -126,7 +126,7 @@ int main() {
   const Monoid softmax = sums_relative_to_max("safe_softmax", 0);
   const Monoid attention = sums_relative_to_max("attention", 2);
   const Monoid welford = welford_as_power_sums();
-  for (const Monoid* m : {&softmax, &attention, &welford}) {
+  for (const Monoid *m : {&softmax, &attention, &welford}) {
     print_combine(*m);
     const Verdict v = check_associativity(*m);
     std::printf("%s\n", v.to_string().c_str());

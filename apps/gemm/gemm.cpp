@@ -40,8 +40,18 @@ Gemm make_gemm(const GemmOptions &o) {
     b_shape.insert(b_shape.begin(), batch);
     c_shape.insert(c_shape.begin(), batch);
   }
-  Gemm g{o, M, N, K, batch, Input(p + "A", o.input, a_shape), Input(p + "B", o.input, b_shape),
-         std::nullopt, std::nullopt, RDom({{0, K}}, p + "k"), Func(p + "C"), Func(p + "out")};
+  Gemm g{o,
+         M,
+         N,
+         K,
+         batch,
+         Input(p + "A", o.input, a_shape),
+         Input(p + "B", o.input, b_shape),
+         std::nullopt,
+         std::nullopt,
+         RDom({{0, K}}, p + "k"),
+         Func(p + "C"),
+         Func(p + "out")};
   Var b("b"), i("i"), j("j");
   const RVar k = g.k.x;
   const Monoid add = algebra::sum(f32);
@@ -69,7 +79,8 @@ std::string GemmTiling::name() const {
   std::string s = fmt::format("mma_{}x{}x{}_w{}x{}_s{}_{}", block_m, block_n, block_k, warp_m, warp_n, stages,
                               transport == Transport::cp_async ? "cpasync" : "plain");
   if (accumulation.kind == Accumulation::Kind::f16) s += "_f16acc";
-  if (accumulation.kind == Accumulation::Kind::hybrid) s += fmt::format("_hybrid{}", accumulation.promote_every);
+  if (accumulation.kind == Accumulation::Kind::hybrid)
+    s += fmt::format("_hybrid{}", accumulation.promote_every);
   if (split_k > 1) s += fmt::format("_splitk{}", split_k);
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   return s;

@@ -16,22 +16,22 @@ using namespace Halide::Internal;
 
 namespace {
 
-std::string show(const Halide::Expr& e) {
+std::string show(const Halide::Expr &e) {
   return fmt::format("{}", e);
 }
 
-std::string shape_of(const Input& in) {
+std::string shape_of(const Input &in) {
   std::string s;
-  for (const Expr& e : in.shape()) s += (s.empty() ? "" : ", ") + show(e);
+  for (const Expr &e : in.shape()) s += (s.empty() ? "" : ", ") + show(e);
   return "[" + s + "]";
 }
 
 // The parameters an expression reads, in order of first use.
-std::vector<std::string> params_in(const Halide::Expr& e) {
+std::vector<std::string> params_in(const Halide::Expr &e) {
   struct Collect : IRVisitor {
     std::vector<std::string> names;
     using IRVisitor::visit;
-    void visit(const Variable* v) override {
+    void visit(const Variable *v) override {
       if (is_param(v) && std::find(names.begin(), names.end(), v->name) == names.end())
         names.push_back(v->name);
     }
@@ -42,11 +42,11 @@ std::vector<std::string> params_in(const Halide::Expr& e) {
 
 // The value of an expression over parameters only (an extent), in exact arithmetic. `what` says where it
 // comes from, for the message when a parameter it needs has no value.
-Real parameter_expr_value(const Halide::Expr& e, const std::map<std::string, Real>& values,
-                          const std::string& what) {
+Real parameter_expr_value(const Halide::Expr &e, const std::map<std::string, Real> &values,
+                          const std::string &what) {
   ExprCompiler compiler(Arithmetic::exact);
   std::vector<std::pair<int, Real>> bound;
-  for (const std::string& name : params_in(e)) {
+  for (const std::string &name : params_in(e)) {
     auto it = values.find(name);
     if (it == values.end())
       fail("{} is `{}`, which needs '{}'; no input shape binds it directly, so pass it in Arguments::scalars",
@@ -55,11 +55,11 @@ Real parameter_expr_value(const Halide::Expr& e, const std::map<std::string, Rea
   }
   CompiledExpr f = compiler.compile(e);
   Slots slots(compiler.num_slots());
-  for (const auto& [k, value] : bound) slots[k] = value;
+  for (const auto &[k, value] : bound) slots[k] = value;
   return f(slots);
 }
 
-int64_t integral(double value, const std::string& what) {
+int64_t integral(double value, const std::string &what) {
   if (value != std::trunc(value) || std::fabs(value) > 2147483647.0)
     fail("{} is {}, but it must be an i32 integer", what, value);
   return static_cast<int64_t>(value);
@@ -67,10 +67,10 @@ int64_t integral(double value, const std::string& what) {
 
 }  // namespace
 
-std::map<std::string, int64_t> bind_sizes(const FuncGraph& graph, const Arguments& args) {
+std::map<std::string, int64_t> bind_sizes(const FuncGraph &graph, const Arguments &args) {
   std::map<std::string, int64_t> sizes;
   std::map<std::string, std::string> source;  // where each binding came from, for messages
-  for (const ParamInfo& p : graph.params) {
+  for (const ParamInfo &p : graph.params) {
     auto it = args.scalars.find(p.name);
     if (p.type != i32 || it == args.scalars.end()) continue;
     sizes[p.name] = integral(it->second, fmt::format("scalar '{}'", p.name));
@@ -84,12 +84,12 @@ std::map<std::string, int64_t> bind_sizes(const FuncGraph& graph, const Argument
     int64_t actual;
   };
   std::vector<Derived> derived;  // extents that are not a bare parameter: checked once all are bound
-  for (const Input& in : graph.inputs) {
+  for (const Input &in : graph.inputs) {
     auto it = args.inputs.find(in.name());
     if (it == args.inputs.end())
       fail("missing input '{}' ({}{}): the program reads it; pass it in Arguments::inputs", in.name(),
            type_name(in.type()), shape_of(in));
-    const HostTensor& t = it->second;
+    const HostTensor &t = it->second;
     if (t.type() != in.type())
       fail("input '{}' is declared {}{} but was given a {} tensor; convert it to {} first", in.name(),
            type_name(in.type()), shape_of(in), type_name(t.type()), type_name(in.type()));
@@ -97,9 +97,9 @@ std::map<std::string, int64_t> bind_sizes(const FuncGraph& graph, const Argument
       fail("input '{}' is declared with rank {} ({}) but was given a tensor of rank {} (shape {})", in.name(),
            in.rank(), shape_of(in), t.rank(), shape_string(t.shape()));
     for (int d = 0; d < in.rank(); ++d) {
-      const Expr& extent = in.shape()[d];
+      const Expr &extent = in.shape()[d];
       const int64_t actual = t.shape()[d];
-      const auto* v = extent.as<Variable>();
+      const auto *v = extent.as<Variable>();
       if (!v || !is_param(v)) {
         derived.push_back({in.name(), d, extent, actual});
         continue;
@@ -117,7 +117,7 @@ std::map<std::string, int64_t> bind_sizes(const FuncGraph& graph, const Argument
   }
 
   std::map<std::string, Real> values(sizes.begin(), sizes.end());
-  for (const Derived& d : derived) {
+  for (const Derived &d : derived) {
     const std::string here = fmt::format("input '{}' dimension {}", d.input, d.dimension);
     const Real want = parameter_expr_value(d.extent, values, "the extent of " + here);
     if (want != d.actual)
@@ -175,16 +175,16 @@ struct FuncProgram {
 
 class FuncEvaluator {
  public:
-  FuncEvaluator(const FuncGraph& graph, const Arguments& args, std::map<std::string, Real> params,
+  FuncEvaluator(const FuncGraph &graph, const Arguments &args, std::map<std::string, Real> params,
                 Arithmetic arithmetic)
       : args_(args), params_(std::move(params)), arithmetic_(arithmetic), rounding_(arithmetic) {
-    for (const Func& f : graph.funcs) programs_[f.name()] = compile(f);
+    for (const Func &f : graph.funcs) programs_[f.name()] = compile(f);
   }
 
-  FuncProgram& program(const std::string& name) { return *programs_.at(name); }
+  FuncProgram &program(const std::string &name) { return *programs_.at(name); }
 
   // All values of func p at a point.
-  std::vector<Real> values_at(FuncProgram& p, std::span<const int64_t> point) {
+  std::vector<Real> values_at(FuncProgram &p, std::span<const int64_t> point) {
     Slots frame = frame_at(p, point);
     if (p.fold) return fold(p, frame);
     std::vector<Real> out;
@@ -193,23 +193,23 @@ class FuncEvaluator {
   }
 
  private:
-  static Slots frame_at(const FuncProgram& p, std::span<const int64_t> point) {
+  static Slots frame_at(const FuncProgram &p, std::span<const int64_t> point) {
     Slots frame = p.frame;
     for (size_t d = 0; d < point.size(); ++d) frame[p.arg_slots[d]] = static_cast<Real>(point[d]);
     return frame;
   }
 
-  Real pure_value(const FuncProgram& p, int value_index, Slots& frame) const {
+  Real pure_value(const FuncProgram &p, int value_index, Slots &frame) const {
     return rounding_.round(p.output_types[value_index], p.values[value_index](frame));
   }
 
-  std::unique_ptr<FuncProgram> compile(const Func& f) {
+  std::unique_ptr<FuncProgram> compile(const Func &f) {
     auto p = std::make_unique<FuncProgram>();
     p->name = f.name();
     p->output_types = f.output_types();
-    const Definition& d = f.definition();
+    const Definition &d = f.definition();
     ExprCompiler compiler(arithmetic_);
-    for (const Var& v : d.args) {
+    for (const Var &v : d.args) {
       if (params_.count(v.name()))
         fail("func '{}' has an argument named '{}', which is also the name of a scalar parameter; rename one",
              f.name(), v.name());
@@ -217,18 +217,18 @@ class FuncEvaluator {
     }
     resolve_calls(compiler, f.name());
     std::vector<std::pair<int, Real>> param_slots;
-    for (const auto& [name, value] : params_) param_slots.emplace_back(compiler.slot(name), value);
+    for (const auto &[name, value] : params_) param_slots.emplace_back(compiler.slot(name), value);
     if (!d.reduction) {
-      for (const Expr& e : d.values) p->values.push_back(compiler.compile(e));
+      for (const Expr &e : d.values) p->values.push_back(compiler.compile(e));
     } else {
       p->fold = compile_fold(compiler, f, *d.reduction);
     }
     p->frame.assign(compiler.num_slots(), 0);
-    for (const auto& [k, value] : param_slots) p->frame[k] = value;
+    for (const auto &[k, value] : param_slots) p->frame[k] = value;
     return p;
   }
 
-  FuncProgram::Fold compile_fold(ExprCompiler& compiler, const Func& f, const Reduction& r) {
+  FuncProgram::Fold compile_fold(ExprCompiler &compiler, const Func &f, const Reduction &r) {
     FuncProgram::Fold fold;
     for (int k = 0; k < r.domain.dimensions(); ++k) {
       const RVar v = r.domain[k];
@@ -236,14 +236,14 @@ class FuncEvaluator {
       fold.mins.push_back(compiler.compile(v.min()));
       fold.extents.push_back(compiler.compile(v.extent()));
     }
-    for (const Expr& e : r.domain.predicates()) fold.predicates.push_back(compiler.compile(e));
-    for (const Expr& e : r.elements) fold.elements.push_back(compiler.compile(e));
+    for (const Expr &e : r.domain.predicates()) fold.predicates.push_back(compiler.compile(e));
+    for (const Expr &e : r.elements) fold.elements.push_back(compiler.compile(e));
 
-    const Monoid& m = *r.monoid;
+    const Monoid &m = *r.monoid;
     ExprCompiler monoid(arithmetic_);
-    auto slots_of = [&](const State& s) {
+    auto slots_of = [&](const State &s) {
       std::vector<int> slots;
-      for (const Expr& v : s.vars()) slots.push_back(monoid.slot(v.as<Variable>()->name));
+      for (const Expr &v : s.vars()) slots.push_back(monoid.slot(v.as<Variable>()->name));
       return slots;
     };
     fold.element_slots = slots_of(m.element());
@@ -251,14 +251,14 @@ class FuncEvaluator {
     fold.rhs_slots = slots_of(m.rhs());
     fold.final_slots = slots_of(m.one());
     std::vector<std::pair<int, Real>> param_slots;
-    for (const auto& [name, value] : params_) param_slots.emplace_back(monoid.slot(name), value);
-    for (const Expr& e : m.lift) fold.lift.push_back(monoid.compile(e));
-    for (const Expr& e : m.combine) fold.combine.push_back(monoid.compile(e));
-    for (const Expr& e : m.finalize) fold.finalize.push_back(monoid.compile(e));
+    for (const auto &[name, value] : params_) param_slots.emplace_back(monoid.slot(name), value);
+    for (const Expr &e : m.lift) fold.lift.push_back(monoid.compile(e));
+    for (const Expr &e : m.combine) fold.combine.push_back(monoid.compile(e));
+    for (const Expr &e : m.finalize) fold.finalize.push_back(monoid.compile(e));
     std::vector<CompiledExpr> identity;
-    for (const Expr& e : m.identity) identity.push_back(monoid.compile(e));
+    for (const Expr &e : m.identity) identity.push_back(monoid.compile(e));
     fold.monoid_frame.assign(monoid.num_slots(), 0);
-    for (const auto& [k, value] : param_slots) fold.monoid_frame[k] = value;
+    for (const auto &[k, value] : param_slots) fold.monoid_frame[k] = value;
     for (size_t k = 0; k < m.state.size(); ++k) {
       fold.state_types.push_back(m.state[k].type);
       fold.identity.push_back(rounding_.round(m.state[k].type, identity[k](fold.monoid_frame)));
@@ -269,8 +269,8 @@ class FuncEvaluator {
     return fold;
   }
 
-  std::vector<Real> fold(FuncProgram& p, Slots& frame) {
-    FuncProgram::Fold& fold = *p.fold;
+  std::vector<Real> fold(FuncProgram &p, Slots &frame) {
+    FuncProgram::Fold &fold = *p.fold;
     const size_t dims = fold.rvar_slots.size(), components = fold.identity.size();
     std::vector<int64_t> lo(dims), extent(dims), offset(dims, 0);
     bool empty = false;
@@ -285,7 +285,7 @@ class FuncEvaluator {
     while (!empty) {
       for (size_t d = 0; d < dims; ++d) frame[fold.rvar_slots[d]] = static_cast<Real>(lo[d] + offset[d]);
       const bool included = std::all_of(fold.predicates.begin(), fold.predicates.end(),
-                                        [&](const CompiledExpr& predicate) { return predicate(frame) != 0; });
+                                        [&](const CompiledExpr &predicate) { return predicate(frame) != 0; });
       if (included) {
         for (size_t e = 0; e < fold.elements.size(); ++e)
           state[fold.element_slots[e]] = fold.elements[e](frame);
@@ -307,13 +307,13 @@ class FuncEvaluator {
   }
 
   // Calls inside func `caller`: producers through their memo, inputs with a bounds check.
-  void resolve_calls(ExprCompiler& compiler, const std::string& caller) {
-    compiler.on_call([this, caller](const Call* call) -> ExprCompiler::CallFn {
+  void resolve_calls(ExprCompiler &compiler, const std::string &caller) {
+    compiler.on_call([this, caller](const Call *call) -> ExprCompiler::CallFn {
       if (call->call_type == Call::Image) return input_reader(caller, call->name);
       auto it = programs_.find(call->name);
       TWIST_CHECK(it != programs_.end(), "func '{}' calls '{}', which the graph walk did not order before it",
                   caller, call->name);
-      FuncProgram* producer = it->second.get();
+      FuncProgram *producer = it->second.get();
       const int value_index = call->value_index;
       return [this, producer, value_index](std::span<const Real> args) {
         return remembered_value(*producer, value_index, args);
@@ -321,8 +321,8 @@ class FuncEvaluator {
     });
   }
 
-  ExprCompiler::CallFn input_reader(const std::string& caller, const std::string& name) {
-    const HostTensor* tensor = &args_.inputs.at(name);  // present: bind_sizes checked every input
+  ExprCompiler::CallFn input_reader(const std::string &caller, const std::string &name) {
+    const HostTensor *tensor = &args_.inputs.at(name);  // present: bind_sizes checked every input
     return [tensor, caller, name](std::span<const Real> args) -> Real {
       std::array<int64_t, ExprCompiler::kMaxCallArguments> index;
       const auto point = std::span(index.data(), args.size());
@@ -338,7 +338,7 @@ class FuncEvaluator {
   // A producer's value, evaluated the first time it is asked for at a point. A reduction's values all come
   // from one fold, so they are remembered together; a pure func's values are separate expressions and each
   // is evaluated only when asked for.
-  Real remembered_value(FuncProgram& p, int value_index, std::span<const Real> args) {
+  Real remembered_value(FuncProgram &p, int value_index, std::span<const Real> args) {
     std::array<int64_t, ExprCompiler::kMaxCallArguments> index;
     const auto point = std::span(index.data(), args.size());
     for (size_t d = 0; d < args.size(); ++d) point[d] = static_cast<int64_t>(args[d]);
@@ -352,7 +352,7 @@ class FuncEvaluator {
     }
     // Elements of an unordered_map stay where they are when it grows; and evaluating p fills in the memos
     // of its producers only, never its own.
-    FuncProgram::Remembered& remembered = it->second;
+    FuncProgram::Remembered &remembered = it->second;
     if (!remembered.known[value_index]) {
       if (p.fold) {
         remembered.values = values_at(p, point);
@@ -366,19 +366,19 @@ class FuncEvaluator {
     return remembered.values[value_index];
   }
 
-  const Arguments& args_;
+  const Arguments &args_;
   std::map<std::string, Real> params_;
   Arithmetic arithmetic_;
   ExprCompiler rounding_;  // for ExprCompiler::round under this arithmetic
   std::map<std::string, std::unique_ptr<FuncProgram>> programs_;
 };
 
-std::map<std::string, Real> parameter_values(const FuncGraph& graph, const Arguments& args,
-                                             const std::map<std::string, int64_t>& sizes,
+std::map<std::string, Real> parameter_values(const FuncGraph &graph, const Arguments &args,
+                                             const std::map<std::string, int64_t> &sizes,
                                              Arithmetic arithmetic) {
   const ExprCompiler rounding(arithmetic);
   std::map<std::string, Real> values;
-  for (const ParamInfo& p : graph.params) {
+  for (const ParamInfo &p : graph.params) {
     if (auto size = sizes.find(p.name); size != sizes.end()) {
       values[p.name] = static_cast<Real>(size->second);
       continue;
@@ -396,7 +396,7 @@ std::map<std::string, Real> parameter_values(const FuncGraph& graph, const Argum
 
 }  // namespace
 
-std::vector<HostTensor> evaluate(const Func& output, const Arguments& args, Arithmetic arithmetic) {
+std::vector<HostTensor> evaluate(const Func &output, const Arguments &args, Arithmetic arithmetic) {
   const FuncGraph graph = walk({output});
   const std::map<std::string, Real> params =
       parameter_values(graph, args, bind_sizes(graph, args), arithmetic);
@@ -415,9 +415,9 @@ std::vector<HostTensor> evaluate(const Func& output, const Arguments& args, Arit
   }
 
   FuncEvaluator evaluator(graph, args, params, arithmetic);
-  FuncProgram& program = evaluator.program(output.name());
+  FuncProgram &program = evaluator.program(output.name());
   std::vector<HostTensor> results;
-  for (const Type& t : output.output_types())
+  for (const Type &t : output.output_types())
     results.emplace_back(arithmetic == Arithmetic::typed ? t : f64, extents);
   std::vector<int64_t> point(extents.size(), 0);
   for (int64_t linear = 0; linear < results[0].size(); ++linear) {

@@ -23,7 +23,7 @@ struct Arguments {
 // every i32 parameter (SizeParams, and Param<int32_t>s given in `scalars`): from `scalars` first, then from
 // the extents of the input tensors. A mismatch names both sides, e.g. "input 'B' dimension 0 has extent 64,
 // but K is 61 (from input 'A' dimension 1)". Returns the value of each bound parameter.
-std::map<std::string, int64_t> bind_sizes(const FuncGraph& graph, const Arguments& args);
+std::map<std::string, int64_t> bind_sizes(const FuncGraph &graph, const Arguments &args);
 
 // Evaluates every output value of `output` over its shape (Func::set_shape; an error if it is not set).
 // In exact and extended arithmetic the tensors are f64; in typed arithmetic they have the func's output
@@ -35,6 +35,6 @@ std::map<std::string, int64_t> bind_sizes(const FuncGraph& graph, const Argument
 // component is rounded to its declared type after each combine. Producers are evaluated on demand and
 // remembered per (func, value, point). Reading an input out of its bounds is an error naming the input,
 // the index and the shape.
-std::vector<HostTensor> evaluate(const Func& output, const Arguments& args, Arithmetic arithmetic);
+std::vector<HostTensor> evaluate(const Func &output, const Arguments &args, Arithmetic arithmetic);
 
 }  // namespace twist::reference

@@ -12,18 +12,18 @@ namespace twist::reference {
 namespace {
 
 template <typename T>
-T read_as(const std::vector<std::byte>& storage, int64_t offset) {
+T read_as(const std::vector<std::byte> &storage, int64_t offset) {
   T value;
   std::memcpy(&value, storage.data() + offset * sizeof(T), sizeof(T));
   return value;
 }
 
 template <typename T>
-void write_as(std::vector<std::byte>& storage, int64_t offset, T value) {
+void write_as(std::vector<std::byte> &storage, int64_t offset, T value) {
   std::memcpy(storage.data() + offset * sizeof(T), &value, sizeof(T));
 }
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;
   for (size_t d = shape.size(); d-- > 0;) {
@@ -41,10 +41,10 @@ std::string shape_string(std::span<const int64_t> shape) {
   return s + "]";
 }
 
-HostTensor::HostTensor(const Type& type, std::vector<int64_t> shape)
+HostTensor::HostTensor(const Type &type, std::vector<int64_t> shape)
     : HostTensor(type, shape, contiguous_strides(shape)) {}
 
-HostTensor::HostTensor(const Type& type, std::vector<int64_t> shape, std::vector<int64_t> strides)
+HostTensor::HostTensor(const Type &type, std::vector<int64_t> shape, std::vector<int64_t> strides)
     : type_(type), format_(format_of(type)), shape_(std::move(shape)), strides_(std::move(strides)) {
   if (!is_element_type(type_))
     fail("a HostTensor holds f16, bf16, f32, f64 or i32, not {}", type_name(type_));
@@ -105,7 +105,7 @@ int64_t HostTensor::offset_of_linear(int64_t linear) const {
   return at;
 }
 
-HostTensor::Format HostTensor::format_of(const Type& type) {
+HostTensor::Format HostTensor::format_of(const Type &type) {
   if (type == f16) return Format::f16;
   if (type == bf16) return Format::bf16;
   if (type == f32) return Format::f32;
@@ -153,7 +153,7 @@ bool HostTensor::store(int64_t at, double value) {
 
 namespace {
 
-[[noreturn]] void refuse_i32(double value, const std::string& where) {
+[[noreturn]] void refuse_i32(double value, const std::string &where) {
   fail("cannot store {} at {} of an i32 tensor: it holds integers in [{}, {}]; round the value first", value,
        where, INT32_MIN, INT32_MAX);
 }
@@ -183,7 +183,7 @@ void HostTensor::fill(double value) {
 namespace {
 
 template <typename Draw>
-HostTensor random_tensor(const Type& type, std::vector<int64_t> shape, Draw draw) {
+HostTensor random_tensor(const Type &type, std::vector<int64_t> shape, Draw draw) {
   HostTensor t(type, std::move(shape));
   for (int64_t k = 0; k < t.size(); ++k) t.set_linear(k, draw());
   return t;
@@ -191,7 +191,7 @@ HostTensor random_tensor(const Type& type, std::vector<int64_t> shape, Draw draw
 
 }  // namespace
 
-HostTensor random_normal(const Type& type, std::vector<int64_t> shape, uint64_t seed, double mean,
+HostTensor random_normal(const Type &type, std::vector<int64_t> shape, uint64_t seed, double mean,
                          double stddev) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(mean, stddev);
@@ -202,7 +202,7 @@ HostTensor random_normal(const Type& type, std::vector<int64_t> shape, uint64_t 
   });
 }
 
-HostTensor random_uniform(const Type& type, std::vector<int64_t> shape, uint64_t seed, double lo, double hi) {
+HostTensor random_uniform(const Type &type, std::vector<int64_t> shape, uint64_t seed, double lo, double hi) {
   if (!(lo <= hi)) fail("random_uniform needs lo <= hi, got [{}, {}]", lo, hi);
   std::mt19937_64 rng(seed);
   if (type == i32) {
@@ -219,7 +219,7 @@ namespace {
 
 // Calls fn(got, want) for every element; returns false as soon as `got` is not finite.
 template <typename Fn>
-bool each_pair(const char* what, const HostTensor& got, const HostTensor& want, Fn fn) {
+bool each_pair(const char *what, const HostTensor &got, const HostTensor &want, Fn fn) {
   if (got.shape() != want.shape())
     fail("{}: the result has shape {} but the reference has shape {}", what, shape_string(got.shape()),
          shape_string(want.shape()));
@@ -235,7 +235,7 @@ bool each_pair(const char* what, const HostTensor& got, const HostTensor& want, 
 
 }  // namespace
 
-double relative_l2_error(const HostTensor& got, const HostTensor& want) {
+double relative_l2_error(const HostTensor &got, const HostTensor &want) {
   long double difference = 0, reference = 0;
   const bool finite = each_pair("relative_l2_error", got, want, [&](long double g, long double w) {
     difference += (g - w) * (g - w);
@@ -246,7 +246,7 @@ double relative_l2_error(const HostTensor& got, const HostTensor& want) {
   return static_cast<double>(std::sqrt(difference / reference));
 }
 
-double max_abs_error(const HostTensor& got, const HostTensor& want) {
+double max_abs_error(const HostTensor &got, const HostTensor &want) {
   long double largest = 0;
   const bool finite = each_pair("max_abs_error", got, want, [&](long double g, long double w) {
     largest = std::max(largest, std::fabs(g - w));

@@ -18,14 +18,14 @@ class HostTensor {
   HostTensor() = default;
   // A zero-filled tensor. The shape is row-major as in PyTorch: dimension 0 is the outermost (slowest
   // varying), and by default the strides are those of a contiguous tensor.
-  HostTensor(const Type& type, std::vector<int64_t> shape);
+  HostTensor(const Type &type, std::vector<int64_t> shape);
   // With explicit strides, in elements (for example {1, rows} for a column-major matrix). Strides must be
   // positive, and distinct indices must reach distinct elements.
-  HostTensor(const Type& type, std::vector<int64_t> shape, std::vector<int64_t> strides);
+  HostTensor(const Type &type, std::vector<int64_t> shape, std::vector<int64_t> strides);
 
-  const Type& type() const { return type_; }
-  const std::vector<int64_t>& shape() const { return shape_; }
-  const std::vector<int64_t>& strides() const { return strides_; }
+  const Type &type() const { return type_; }
+  const std::vector<int64_t> &shape() const { return shape_; }
+  const std::vector<int64_t> &strides() const { return strides_; }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t size() const { return size_; }  // the number of elements
 
@@ -57,7 +57,7 @@ class HostTensor {
   int64_t offset_of_linear(int64_t linear) const;
   // How the elements are stored, decided once so that element access is a switch.
   enum class Format { f16, bf16, f32, f64, i32 };
-  static Format format_of(const Type& type);
+  static Format format_of(const Type &type);
   double load(int64_t offset) const;
   bool store(int64_t offset, double value);  // false for a value an i32 cannot hold
 
@@ -74,16 +74,16 @@ std::string shape_string(std::span<const int64_t> shape);
 
 // Random tensors, the same for the same seed. Values are drawn in double and rounded to the element type;
 // for i32, normal draws are rounded to the nearest integer and uniform draws are integers in [lo, hi].
-HostTensor random_normal(const Type& type, std::vector<int64_t> shape, uint64_t seed, double mean = 0.0,
+HostTensor random_normal(const Type &type, std::vector<int64_t> shape, uint64_t seed, double mean = 0.0,
                          double stddev = 1.0);
-HostTensor random_uniform(const Type& type, std::vector<int64_t> shape, uint64_t seed, double lo, double hi);
+HostTensor random_uniform(const Type &type, std::vector<int64_t> shape, uint64_t seed, double lo, double hi);
 
 // ||got - want|| / ||want|| in the 2-norm, summed in long double. A NaN or infinity in `got` gives +inf,
 // so that a broken result never passes a tolerance. Where `want` is zero everywhere the relative error is
 // undefined, and this returns the absolute norm ||got - want|| instead. The shapes must be equal, and
 // `want` (the reference) must be finite; otherwise it throws.
-double relative_l2_error(const HostTensor& got, const HostTensor& want);
+double relative_l2_error(const HostTensor &got, const HostTensor &want);
 // max |got - want| over all elements; +inf if `got` holds a NaN or an infinity. The same checks as above.
-double max_abs_error(const HostTensor& got, const HostTensor& want);
+double max_abs_error(const HostTensor &got, const HostTensor &want);
 
 }  // namespace twist::reference

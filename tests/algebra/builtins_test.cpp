@@ -21,8 +21,8 @@ TEST_SUITE_BEGIN("algebra");
 namespace {
 
 struct Family {
-  const char* name;
-  Monoid (*make)(const Type&);
+  const char *name;
+  Monoid (*make)(const Type &);
   bool meaningful_with_masked_scores;  // -inf elements make sense (max-like selections and softmax sums)
   // Whether e . a == a bit for bit even for a state a that equals the identity in value with zeros of the
   // other sign (not for the affine maps of dimension 2, see algebra/builtins.h).
@@ -30,20 +30,20 @@ struct Family {
 };
 
 const Family families[] = {
-    {"sum", [](const Type& t) { return sum(t); }, true},
-    {"product", [](const Type& t) { return product(t); }, false},
-    {"max", [](const Type& t) { return max(t); }, true},
-    {"min", [](const Type& t) { return min(t); }, false},
-    {"argmax", [](const Type& t) { return argmax(t); }, true},
-    {"argmin", [](const Type& t) { return argmin(t); }, false},
-    {"softmax", [](const Type& t) { return softmax(t); }, true},
-    {"log_sum_exp", [](const Type& t) { return log_sum_exp(t); }, true},
-    {"attention", [](const Type& t) { return attention(t, 2); }, true},
-    {"welford", [](const Type& t) { return welford(t); }, false},
-    {"affine", [](const Type& t) { return affine(t); }, false},
-    {"affine2", [](const Type& t) { return affine(t, 2); }, false, false},
+    {"sum", [](const Type &t) { return sum(t); }, true},
+    {"product", [](const Type &t) { return product(t); }, false},
+    {"max", [](const Type &t) { return max(t); }, true},
+    {"min", [](const Type &t) { return min(t); }, false},
+    {"argmax", [](const Type &t) { return argmax(t); }, true},
+    {"argmin", [](const Type &t) { return argmin(t); }, false},
+    {"softmax", [](const Type &t) { return softmax(t); }, true},
+    {"log_sum_exp", [](const Type &t) { return log_sum_exp(t); }, true},
+    {"attention", [](const Type &t) { return attention(t, 2); }, true},
+    {"welford", [](const Type &t) { return welford(t); }, false},
+    {"affine", [](const Type &t) { return affine(t); }, false},
+    {"affine2", [](const Type &t) { return affine(t, 2); }, false, false},
     {"product(sum, argmax)",
-     [](const Type& t) {
+     [](const Type &t) {
        return product({sum(t), argmax(t)});
      },
      true},
@@ -56,9 +56,9 @@ TEST_CASE("combining with the identity returns the other state bit for bit in ex
     Type type;
     Arithmetic arithmetic;
   };
-  for (const Setting& setting : {Setting{f64, Arithmetic::exact}, Setting{f32, Arithmetic::exact},
+  for (const Setting &setting : {Setting{f64, Arithmetic::exact}, Setting{f32, Arithmetic::exact},
                                  Setting{f32, Arithmetic::typed}, Setting{f16, Arithmetic::typed}}) {
-    for (const Family& family : families) {
+    for (const Family &family : families) {
       const Monoid m = family.make(setting.type);
       CAPTURE(m.name);
       CAPTURE(static_cast<int>(setting.arithmetic));
@@ -75,8 +75,8 @@ TEST_CASE("combining with the identity returns the other state bit for bit in ex
         const std::vector<Values> x = sampler.list(rng, trial % 7, regime);
         std::vector<Values> states{
             fold_in_order(ev, x, trial % 2 ? FoldOrder::tree() : FoldOrder::sequential())};
-        for (const Values& element : x) states.push_back(ev.lift(element));
-        for (const Values& a : states) {
+        for (const Values &element : x) states.push_back(ev.lift(element));
+        for (const Values &a : states) {
           INFO("a = ", show(a));
           if (!family.zero_signs_of_identity_exact && a == ev.identity()) {
             CHECK(ev.combine(ev.identity(), a) == a);
@@ -107,11 +107,11 @@ TEST_CASE("the built-ins compute their definitions against direct long-double re
       sv.push_back({s[j][0], Real(j) - 2, Real(j * j) / 7});
       vi.push_back({s[j][0], Real((j * 5) % n)});  // indices out of order, so ties test the index rule
     }
-    auto ext = [](const Monoid& m) { return MonoidEvaluator(m, Arithmetic::extended); };
+    auto ext = [](const Monoid &m) { return MonoidEvaluator(m, Arithmetic::extended); };
     auto close = [](Real got, Real want) { return std::fabs(got - want) <= 1e-15L * (1 + std::fabs(want)); };
 
     Real total = 0, prod = 1, hi = -INFINITY, lo = INFINITY;
-    for (auto& x : s) total += x[0], prod *= x[0], hi = std::max(hi, x[0]), lo = std::min(lo, x[0]);
+    for (auto &x : s) total += x[0], prod *= x[0], hi = std::max(hi, x[0]), lo = std::min(lo, x[0]);
     CHECK(close(ext(sum(f64)).fold(s)[0], total));
     CHECK(close(ext(product(f64)).fold(s)[0], prod));
     CHECK(ext(max(f64)).fold(s)[0] == hi);
@@ -119,7 +119,7 @@ TEST_CASE("the built-ins compute their definitions against direct long-double re
 
     // argmax / argmin: the extreme value, and among equal ones the smallest index.
     Values best_max{-INFINITY, Real(INT32_MAX)}, best_min{INFINITY, Real(INT32_MAX)};
-    for (auto& x : vi) {
+    for (auto &x : vi) {
       if (x[0] > best_max[0] || (x[0] == best_max[0] && x[1] < best_max[1])) best_max = x;
       if (x[0] < best_min[0] || (x[0] == best_min[0] && x[1] < best_min[1])) best_min = x;
     }
@@ -128,7 +128,7 @@ TEST_CASE("the built-ins compute their definitions against direct long-double re
 
     // softmax, log-sum-exp and attention.
     Real l = 0, o0 = 0, o1 = 0;
-    for (auto& x : sv) {
+    for (auto &x : sv) {
       const Real p = std::exp(x[0] - hi);
       l += p, o0 += p * x[1], o1 += p * x[2];
     }
@@ -144,7 +144,7 @@ TEST_CASE("the built-ins compute their definitions against direct long-double re
 
     // Welford against the two-pass mean and (population) variance.
     Real mean = total / n, squares = 0;
-    for (auto& x : s) squares += (x[0] - mean) * (x[0] - mean);
+    for (auto &x : s) squares += (x[0] - mean) * (x[0] - mean);
     const MonoidEvaluator w = ext(welford(f64));
     const Values stats = w.finalize(w.fold(s));
     CHECK(close(stats[0], mean));
@@ -156,7 +156,7 @@ TEST_CASE("the built-ins compute their definitions against direct long-double re
     const Values composed = ext(affine(f64)).fold(maps);
     const Real h0 = 0.75;
     Real h = h0;
-    for (auto& ab : maps) h = ab[0] * h + ab[1];
+    for (auto &ab : maps) h = ab[0] * h + ab[1];
     CHECK(close(composed[0] * h0 + composed[1], h));
   }
 }
@@ -164,7 +164,7 @@ TEST_CASE("the built-ins compute their definitions against direct long-double re
 TEST_CASE(
     "a fully masked row finalizes to 0 in attention and never to NaN while softmax keeps l = 0 and "
     "log-sum-exp is -inf") {
-  for (const Type& t : {f16, f32, f64}) {
+  for (const Type &t : {f16, f32, f64}) {
     for (Arithmetic arithmetic : {Arithmetic::exact, Arithmetic::typed, Arithmetic::extended}) {
       CAPTURE(type_name(t));
       const Real inf = std::numeric_limits<Real>::infinity();
@@ -193,7 +193,7 @@ TEST_CASE("tiled and tree and split folds of every built-in agree with the seque
   const FoldOrder orders[] = {FoldOrder::tiled(1), FoldOrder::tiled(4), FoldOrder::tiled(16),
                               FoldOrder::tree(),   FoldOrder::split(1), FoldOrder::split(3),
                               FoldOrder::split(8)};
-  for (const Family& family : families) {
+  for (const Family &family : families) {
     const Monoid m = family.make(f64);
     CAPTURE(m.name);
     const MonoidEvaluator ext(m, Arithmetic::extended), dbl(m, Arithmetic::exact);
@@ -206,12 +206,12 @@ TEST_CASE("tiled and tree and split folds of every built-in agree with the seque
         const std::vector<Values> x = sampler.list(rng, length, regime);
         const Evaluated sequential = evaluate(
             ext, dbl, m.elements, x,
-            [](const MonoidEvaluator& ev, const std::vector<Values>& list) { return ev.fold(list); });
-        for (const FoldOrder& order : orders) {
+            [](const MonoidEvaluator &ev, const std::vector<Values> &list) { return ev.fold(list); });
+        for (const FoldOrder &order : orders) {
           CAPTURE(order.name());
           CAPTURE(length);
           const Evaluated reordered = evaluate(
-              ext, dbl, m.elements, x, [&](const MonoidEvaluator& ev, const std::vector<Values>& list) {
+              ext, dbl, m.elements, x, [&](const MonoidEvaluator &ev, const std::vector<Values> &list) {
                 return fold_in_order(ev, list, order);
               });
           INFO("sequential ", show(sequential.exact), " reordered ", show(reordered.exact));

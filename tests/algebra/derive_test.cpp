@@ -58,7 +58,7 @@ LeftFold weighted_moments(bool good_inverse) {
 }  // namespace
 
 TEST_CASE("a step affine in the state derives the affine monoid whose fold is the given fold") {
-  for (const LeftFold& fold : {moving_average(), oscillator()}) {
+  for (const LeftFold &fold : {moving_average(), oscillator()}) {
     CAPTURE(fold.name);
     const Derivation d = derive_monoid(fold);
     INFO(d.verdict.to_string());
@@ -76,7 +76,7 @@ TEST_CASE("a step affine in the state derives the affine monoid whose fold is th
       const std::vector<Values> x = sampler.list(rng, trial, Regime::spread);
       Values s(fold.state.size());
       for (size_t k = 0; k < s.size(); ++k) s[k] = fold.initial[k].as<Halide::Internal::FloatImm>()->value;
-      for (const Values& xi : x) {
+      for (const Values &xi : x) {
         if (fold.state.size() == 1) {
           s = {0.9L * s[0] + 0.1L * xi[0]};
         } else {

@@ -14,7 +14,7 @@ TEST_SUITE_BEGIN("algebra");
 namespace {
 
 // Positive terms, so that the relative error of the sum is not dominated by cancellation.
-std::vector<Values> positive(Rng& rng, int length) {
+std::vector<Values> positive(Rng &rng, int length) {
   std::vector<Values> x;
   for (int i = 0; i < length; ++i) x.push_back({std::uniform_real_distribution<double>(0.5, 1.0)(rng)});
   return x;
@@ -46,7 +46,7 @@ TEST_CASE("the error of an evaluation in double or extended arithmetic is at its
   e.length = 500;
   e.trials = 4;
   e.arithmetic = Arithmetic::exact;
-  for (const Monoid& m : {softmax(f32), welford(f32), attention(f32, 2)}) {
+  for (const Monoid &m : {softmax(f32), welford(f32), attention(f32, 2)}) {
     CAPTURE(m.name);
     const ErrorStatistics in_double = forward_error(m, FoldOrder::split(7), e);
     CHECK(in_double.mean < 1e-13);
@@ -60,7 +60,7 @@ TEST_CASE("softmax and attention in f16 stay accurate in every order since the r
   ErrorExperiment e;
   e.length = 1024;
   e.trials = 6;
-  for (const FoldOrder& order :
+  for (const FoldOrder &order :
        {FoldOrder::sequential(), FoldOrder::tiled(32), FoldOrder::tree(), FoldOrder::split(4)}) {
     CAPTURE(order.name());
     const ErrorStatistics s = forward_error(attention(f16, 2), order, e);

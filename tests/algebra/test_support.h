@@ -19,7 +19,7 @@ inline bool same_bits(Real x, Real y) {
   return x == y && std::signbit(x) == std::signbit(y);
 }
 
-inline bool same_bits(const Values& a, const Values& b) {
+inline bool same_bits(const Values &a, const Values &b) {
   if (a.size() != b.size()) return false;
   for (size_t k = 0; k < a.size(); ++k)
     if (!same_bits(a[k], b[k])) return false;
@@ -28,7 +28,7 @@ inline bool same_bits(const Values& a, const Values& b) {
 
 // Two computations of one mathematical value, each in extended and in double arithmetic, agree: the
 // non-finite components are identical, the others within agreement_tolerance of each other.
-inline bool agree(const Evaluated& a, const Evaluated& b) {
+inline bool agree(const Evaluated &a, const Evaluated &b) {
   for (size_t k = 0; k < a.extended.size(); ++k) {
     const Real x = a.extended[k], y = b.extended[k];
     if (!std::isfinite(x) || !std::isfinite(y)) {
@@ -44,29 +44,29 @@ inline bool agree(const Evaluated& a, const Evaluated& b) {
 // Evaluated in algebra/tolerance.h). `inputs` are lists of
 // values of the components `components`.
 inline Evaluated evaluate(
-    const MonoidEvaluator& extended, const MonoidEvaluator& exact, const std::vector<Component>& components,
-    const std::vector<Values>& inputs,
-    const std::function<Values(const MonoidEvaluator&, const std::vector<Values>&)>& f) {
+    const MonoidEvaluator &extended, const MonoidEvaluator &exact, const std::vector<Component> &components,
+    const std::vector<Values> &inputs,
+    const std::function<Values(const MonoidEvaluator &, const std::vector<Values> &)> &f) {
   std::vector<bool> floating;
-  for (const Component& c : components) floating.push_back(c.type.is_float());
+  for (const Component &c : components) floating.push_back(c.type.is_float());
   Evaluated out{f(extended, inputs), f(exact, inputs)};
   uint64_t seed = 12345;
   for (int j = 0; j < 3; ++j) {
     std::vector<Values> near;
-    for (const Values& v : inputs) near.push_back(nearby(v, floating, seed));
+    for (const Values &v : inputs) near.push_back(nearby(v, floating, seed));
     out.nearby_extended.push_back(f(extended, near));
     out.nearby_exact.push_back(f(exact, near));
   }
   return out;
 }
 
-inline bool has_nan(const Values& v) {
+inline bool has_nan(const Values &v) {
   for (Real x : v)
     if (std::isnan(x)) return true;
   return false;
 }
 
-inline std::string show(const Values& v) {
+inline std::string show(const Values &v) {
   std::string s = "(";
   for (Real x : v) s += fmt::format("{} ", static_cast<double>(x));
   return s + ")";
@@ -79,13 +79,13 @@ inline Monoid root_mean_square() {
       .state({{"n", f64}, {"rms", f64}})
       .elements({{"x", f64}})
       .identity({0.0, 0.0})
-      .lift([](const State& x) {
+      .lift([](const State &x) {
         return std::vector<Expr>{Expr(1.0), abs(x[0])};
       })
-      .to_base([](const State& s, const Expr&) {
+      .to_base([](const State &s, const Expr &) {
         return std::vector<Expr>{s["n"], s["n"] * s["rms"] * s["rms"]};
       })
-      .from_base([](const State& b, const Expr&) {
+      .from_base([](const State &b, const Expr &) {
         return std::vector<Expr>{b["n"], select(b["n"] == 0, 0, sqrt(b["sum_squares"] / b["n"]))};
       })
       .build();
@@ -98,7 +98,7 @@ inline Monoid affine_by_hand(bool declared_commutative) {
   return MonoidBuilder("affine_by_hand")
       .state({{"a", f64}, {"b", f64}})
       .identity({1.0, 0.0})
-      .combine([](const State& l, const State& r) {
+      .combine([](const State &l, const State &r) {
         return std::vector<Expr>{l["a"] * r["a"], r["a"] * l["b"] + r["b"]};
       })
       .commutative(declared_commutative)

@@ -21,12 +21,12 @@ TEST_CASE("the twisted combines agree with the hand-written built-in combines on
   struct Pair {
     Monoid builtin, twisted;
   };
-  for (const Type& t : {f32, f64}) {
+  for (const Type &t : {f32, f64}) {
     const std::vector<Pair> pairs = {{softmax(t), twisted_softmax(t)},
                                      {log_sum_exp(t), twisted_log_sum_exp(t)},
                                      {attention(t, 3), twisted_attention(t, 3)},
                                      {welford(t), twisted_welford(t)}};
-    for (const Pair& p : pairs) {
+    for (const Pair &p : pairs) {
       CAPTURE(p.builtin.name);
       CHECK(p.builtin.origin == Monoid::Origin::builtin);
       CHECK(p.twisted.origin == Monoid::Origin::twisted);
@@ -38,13 +38,13 @@ TEST_CASE("the twisted combines agree with the hand-written built-in combines on
       // The states are the built-in's reachable states (folds of random lists, ties and -inf included).
       CheckOptions options;
       const LawTester tester(p.builtin, options);
-      const auto& states = tester.reachable_states();
+      const auto &states = tester.reachable_states();
       Rng rng(3);
       int compared = 0;
       for (int trial = 0; trial < 400; ++trial) {
-        const Values& a = states[rng() % states.size()];
-        const Values& b = states[rng() % states.size()];
-        auto combine = [](const MonoidEvaluator& ev, const std::vector<Values>& s) {
+        const Values &a = states[rng() % states.size()];
+        const Values &b = states[rng() % states.size()];
+        auto combine = [](const MonoidEvaluator &ev, const std::vector<Values> &s) {
           return ev.combine(s[0], s[1]);
         };
         const Evaluated hand = evaluate(be, bd, p.builtin.state, {a, b}, combine);
@@ -79,26 +79,26 @@ TEST_CASE("the twist builder refuses malformed twists naming the monoid and what
     return TwistBuilder("bad_twist", base)
         .state({{"m", f32}, {"l", f32}})
         .identity({-INFINITY, 0.0})
-        .to_base([](const State& s, const Expr&) { return s.vars(); })
-        .from_base([](const State& b, const Expr&) { return b.vars(); });
+        .to_base([](const State &s, const Expr &) { return s.vars(); })
+        .from_base([](const State &b, const Expr &) { return b.vars(); });
   };
   CHECK_NOTHROW(softmax_like().build());
   CHECK_THROWS_WITH_AS(TwistBuilder("bad_twist", base).state({{"m", f32}, {"l", f32}}).build(),
                        doctest::Contains("needs both to_base"), twist::Error);
   CHECK_THROWS_WITH_AS(
-      softmax_like().to_base([](const State& s, const Expr&) { return std::vector<Expr>{s[0]}; }).build(),
+      softmax_like().to_base([](const State &s, const Expr &) { return std::vector<Expr>{s[0]}; }).build(),
       doctest::Contains("gives 1 value(s) but 2 are needed"), twist::Error);
   CHECK_THROWS_WITH_AS(softmax_like()
-                           .to_base([](const State& s, const Expr&) {
+                           .to_base([](const State &s, const Expr &) {
                              return std::vector<Expr>{s[0], s[1] * exp(s[0] - variable(f32, "ref"))};
                            })
                            .build(),
                        doctest::Contains("declare one with reference()"), twist::Error);
   CHECK_THROWS_WITH_AS(
-      softmax_like().reference(f32, [](const State& a, const State&) { return a[0]; }).build(),
+      softmax_like().reference(f32, [](const State &a, const State &) { return a[0]; }).build(),
       doctest::Contains("neither psi nor psi^-1 uses it"), twist::Error);
   CHECK_THROWS_WITH_AS(softmax_like()
-                           .from_base([](const State& b, const Expr&) {
+                           .from_base([](const State &b, const Expr &) {
                              return std::vector<Expr>{b[0], cast(f64, b[1])};
                            })
                            .build(),
@@ -108,19 +108,19 @@ TEST_CASE("the twist builder refuses malformed twists naming the monoid and what
 TEST_CASE("a twist with a reference proves associativity only if its transport does not depend on r") {
   // psi^-1 forgets to undo the rescale. With the rule r = max(a.m, b.m) the combine still comes out right
   // (exp(r - max) = 1 there), but at any other r the transport differs, so level 1 must not accept it.
-  auto rescale = [](const Expr& m, const Expr& r) { return select(m == -INFINITY, 0, exp(m - r)); };
+  auto rescale = [](const Expr &m, const Expr &r) { return select(m == -INFINITY, 0, exp(m - r)); };
   const Monoid m = TwistBuilder("softmax_inverse_forgets_rescale", product({max(f64), sum(f64)}, {"m", "l"}))
                        .state({{"m", f64}, {"l", f64}})
                        .elements({{"s", f64}})
                        .identity({-INFINITY, 0.0})
-                       .lift([](const State& x) {
+                       .lift([](const State &x) {
                          return std::vector<Expr>{x[0], select(x[0] == -INFINITY, 0.0, 1.0)};
                        })
-                       .reference(f64, [](const State& a, const State& b) { return max(a["m"], b["m"]); })
-                       .to_base([=](const State& s, const Expr& r) {
+                       .reference(f64, [](const State &a, const State &b) { return max(a["m"], b["m"]); })
+                       .to_base([=](const State &s, const Expr &r) {
                          return std::vector<Expr>{s["m"], s["l"] * rescale(s["m"], r)};
                        })
-                       .from_base([](const State& b, const Expr&) { return b.vars(); })
+                       .from_base([](const State &b, const Expr &) { return b.vars(); })
                        .build();
   CheckOptions options;
   LawTester tester(m, options);
@@ -136,9 +136,9 @@ TEST_CASE("a twist with a reference proves associativity only if its transport d
   CHECK(v.to_string().find("depends on the reference r") != std::string::npos);
 
   // The library's twists pass every premise.
-  for (const Monoid& good : {twisted_softmax(f64), twisted_attention(f64, 2), twisted_welford(f64)}) {
+  for (const Monoid &good : {twisted_softmax(f64), twisted_attention(f64, 2), twisted_welford(f64)}) {
     LawTester t(good, options);
-    for (const LawResult& r : t.twist_premises()) {
+    for (const LawResult &r : t.twist_premises()) {
       CAPTURE(good.name);
       CAPTURE(r.summary());
       CHECK(r.passed(options.trials));

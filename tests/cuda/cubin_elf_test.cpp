@@ -17,10 +17,10 @@ using namespace twist::cuda;
 
 namespace {
 
-std::string error_of(const std::vector<char>& bytes) {
+std::string error_of(const std::vector<char> &bytes) {
   try {
     read_cubin_info(bytes);
-  } catch (const Error& e) {
+  } catch (const Error &e) {
     return e.what();
   }
   return "";
@@ -30,7 +30,7 @@ std::vector<char> bytes_of(std::string_view text) {
   return {text.begin(), text.end()};
 }
 
-void set_u32(std::vector<char>& bytes, size_t offset, uint32_t value) {
+void set_u32(std::vector<char> &bytes, size_t offset, uint32_t value) {
   std::memcpy(bytes.data() + offset, &value, sizeof(value));
 }
 

@@ -16,7 +16,7 @@ using namespace twist::cuda;
 TEST_CASE("the device reports sane properties and the architecture to compile for") {
   TWIST_REQUIRE_GPU();
   Device device;
-  const DeviceProperties& p = device.properties();
+  const DeviceProperties &p = device.properties();
   MESSAGE(p.name, " compute capability ", p.compute_capability_major, ".", p.compute_capability_minor, ", ",
           p.sm_count, " SMs, ", p.max_shared_memory_per_block_optin, " bytes opt-in shared memory, ",
           p.l2_cache_bytes, " bytes L2");
@@ -46,7 +46,7 @@ TEST_CASE("a device buffer round-trips bytes, and fill poisons every byte") {
 
   std::mt19937 random(std::random_device{}());
   std::vector<uint8_t> data(bytes);
-  for (uint8_t& b : data) b = static_cast<uint8_t>(random());
+  for (uint8_t &b : data) b = static_cast<uint8_t>(random());
   buffer.upload(data);
   CHECK(buffer.download<uint8_t>() == data);
 
@@ -76,7 +76,7 @@ TEST_CASE("a cubin for another architecture is refused with both architectures n
   try {
     Module module(device, cubin, "scale_add.cu");
     FAIL("the driver loaded a cubin for ", other, " on ", device.arch());
-  } catch (const Error& e) {
+  } catch (const Error &e) {
     std::string message = e.what();
     CHECK(message.find("cuModuleLoadData failed while loading module 'scale_add.cu'") != std::string::npos);
     CHECK(message.find("SASS for " + other.substr(0, 5)) != std::string::npos);
@@ -105,7 +105,7 @@ TEST_CASE("a timer measures the work between its events") {
   DeviceBuffer a(device, n * sizeof(float)), b(device, n * sizeof(float));
   b.fill(0);
   CUdeviceptr a_address = a.address(), b_address = b.address();
-  void* args[] = {&a_address, &b_address, &n};
+  void *args[] = {&a_address, &b_address, &n};
   Timer timer(device);
   timer.start();
   kernel.launch({static_cast<unsigned>(n / 256)}, {256}, 0, args);

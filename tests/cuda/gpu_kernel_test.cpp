@@ -48,12 +48,12 @@ TEST_CASE("scale_add writes a[i] = 2 * b[i] + i for every i, through the kernel 
   std::mt19937 random(std::random_device{}());
   std::uniform_real_distribution<float> values(-100.0f, 100.0f);
   std::vector<float> b(n);
-  for (float& x : b) x = values(random);
+  for (float &x : b) x = values(random);
   DeviceBuffer a_device(device, n * sizeof(float)), b_device(device, n * sizeof(float));
   a_device.fill(0xff);  // NaN everywhere, so an element the kernel skips cannot pass
   b_device.upload(b);
   CUdeviceptr a_address = a_device.address(), b_address = b_device.address();
-  void* args[] = {&a_address, &b_address, &n};
+  void *args[] = {&a_address, &b_address, &n};
   kernel.launch_and_wait({blocks_for(n, 256)}, {256}, 0, args);
 
   std::vector<float> a = a_device.download<float>();
@@ -76,8 +76,8 @@ TEST_CASE("the cp.async + ldmatrix + mma.sync tile computes A * B exactly, in f3
   std::mt19937 random(std::random_device{}());
   std::uniform_int_distribution<int> values(-3, 3);
   std::vector<int> a(16 * 16), b(16 * 8);
-  for (int& x : a) x = values(random);
-  for (int& x : b) x = values(random);
+  for (int &x : a) x = values(random);
+  for (int &x : b) x = values(random);
   std::vector<uint16_t> a_f16(a.size()), b_f16(b.size());
   std::transform(a.begin(), a.end(), a_f16.begin(), f16_of_small_integer);
   std::transform(b.begin(), b.end(), b_f16.begin(), f16_of_small_integer);
@@ -90,7 +90,7 @@ TEST_CASE("the cp.async + ldmatrix + mma.sync tile computes A * B exactly, in f3
   c_bf16_device.fill(0xff);
   CUdeviceptr addresses[] = {a_device.address(), b_device.address(), c_device.address(),
                              c_bf16_device.address()};
-  void* args[] = {&addresses[0], &addresses[1], &addresses[2], &addresses[3]};
+  void *args[] = {&addresses[0], &addresses[1], &addresses[2], &addresses[3]};
   kernel.launch_and_wait({1}, {32}, 0, args);
 
   std::vector<float> c = c_device.download<float>();
@@ -123,12 +123,12 @@ TEST_CASE("a launch with more than 48 KB of dynamic shared memory uses all of it
 
   std::mt19937 random(std::random_device{}());
   std::vector<uint32_t> in(words);
-  for (uint32_t& x : in) x = static_cast<uint32_t>(random());
+  for (uint32_t &x : in) x = static_cast<uint32_t>(random());
   DeviceBuffer in_device(device, words * 4), out_device(device, words * 4);
   in_device.upload(in);
   out_device.fill(0);
   CUdeviceptr in_address = in_device.address(), out_address = out_device.address();
-  void* args[] = {&in_address, &out_address, &words};
+  void *args[] = {&in_address, &out_address, &words};
   kernel.launch_and_wait({1}, {1024}, shared_bytes, args);
   CHECK(kernel.attributes().max_dynamic_shared_bytes == static_cast<int>(shared_bytes));
 
@@ -150,7 +150,7 @@ TEST_CASE("a launch the driver rejects is an error naming the kernel and its con
   DeviceBuffer a(device, 4), b(device, 4);
   CUdeviceptr a_address = a.address(), b_address = b.address();
   int n = 1;
-  void* args[] = {&a_address, &b_address, &n};
+  void *args[] = {&a_address, &b_address, &n};
   CHECK_THROWS_WITH_AS(
       kernel.launch({1}, {4096}, 0, args),
       doctest::Contains("cuLaunchKernel failed while launching kernel 'scale_add' of module "
@@ -170,7 +170,7 @@ TEST_CASE("a kernel that faults is reported by launch_and_wait with its name") {
                 "write_through.cu");
   Kernel kernel = module.kernel("write_through");
   CUdeviceptr null_pointer = 0;
-  void* args[] = {&null_pointer};
+  void *args[] = {&null_pointer};
   CHECK_THROWS_WITH_AS(
       kernel.launch_and_wait({1}, {32}, 0, args),
       doctest::Contains("cuCtxSynchronize failed while running kernel 'write_through' of module "

@@ -33,30 +33,30 @@ struct TemporaryDirectory {
 struct ScopedVariable {
   std::string name;
   std::optional<std::string> saved;
-  ScopedVariable(std::string variable, const char* value) : name(std::move(variable)) {
-    if (const char* old = std::getenv(name.c_str())) saved = old;
+  ScopedVariable(std::string variable, const char *value) : name(std::move(variable)) {
+    if (const char *old = std::getenv(name.c_str())) saved = old;
     value ? setenv(name.c_str(), value, 1) : unsetenv(name.c_str());
   }
   ~ScopedVariable() { saved ? setenv(name.c_str(), saved->c_str(), 1) : unsetenv(name.c_str()); }
 };
 
-std::string read_bytes(const std::filesystem::path& path) {
+std::string read_bytes(const std::filesystem::path &path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
+void write_bytes(const std::filesystem::path &path, const std::string &bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-std::vector<std::string> files_in(const std::filesystem::path& dir) {
+std::vector<std::string> files_in(const std::filesystem::path &dir) {
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  for (const auto &entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
   std::sort(names.begin(), names.end());
   return names;
 }
 
-bool same_stats(const CacheStats& a, const CacheStats& b) {
+bool same_stats(const CacheStats &a, const CacheStats &b) {
   return a.hits == b.hits && a.compiles == b.compiles && a.rejected == b.rejected;
 }
 
@@ -88,7 +88,7 @@ TEST_CASE("a second compile of the same kernel is a verified hit with the same c
 TEST_CASE("every part of the key selects its own entry") {
   TemporaryDirectory dir;
   KernelCache cache(dir.path);
-  const std::string& source = test_kernels::kScaleAdd;
+  const std::string &source = test_kernels::kScaleAdd;
   std::vector<std::filesystem::path> paths = {
       cache.entry_path(source, "scale_add.cu", kSm90a),
       cache.entry_path(source, "scale_add.cu", {.arch = "sm_80"}),
@@ -108,7 +108,7 @@ TEST_CASE("every part of the key selects its own entry") {
 TEST_CASE("a corrupted, truncated or empty entry is rejected and recompiled, and then valid again") {
   TemporaryDirectory dir;
   KernelCache cache(dir.path);
-  const std::string& source = test_kernels::kScaleAdd;
+  const std::string &source = test_kernels::kScaleAdd;
   std::vector<char> original = cache.compile(source, "scale_add.cu", kSm90a).cubin;
   std::filesystem::path entry = cache.entry_path(source, "scale_add.cu", kSm90a);
   std::string whole = read_bytes(entry);
@@ -117,7 +117,7 @@ TEST_CASE("a corrupted, truncated or empty entry is rejected and recompiled, and
   flipped[flipped.size() - original.size() / 2] ^= 0x01;  // a byte inside the cubin
   std::string truncated = whole.substr(0, whole.size() - 100);
   int64_t rounds = 0;
-  for (const std::string& damaged : {flipped, truncated, std::string()}) {
+  for (const std::string &damaged : {flipped, truncated, std::string()}) {
     write_bytes(entry, damaged);
     CHECK(cache.compile(source, "scale_add.cu", kSm90a).cubin == original);
     ++rounds;
@@ -152,7 +152,7 @@ TEST_CASE("concurrent writers of one entry leave exactly one whole entry and no 
       KernelCache cache(dir.path);
       results[i] = cache.compile(test_kernels::kTensorCoreTile, "tile.cu", kSm90a).cubin;
     });
-  for (std::thread& writer : writers) writer.join();
+  for (std::thread &writer : writers) writer.join();
   for (int i = 1; i < kWriters; ++i) CHECK(results[i] == results[0]);
   KernelCache reader(dir.path);
   CHECK(files_in(dir.path) ==
@@ -169,7 +169,7 @@ TEST_CASE("an unwritable cache directory is an error that says where and what to
   std::string error;
   try {
     cache.compile(test_kernels::kScaleAdd, "scale_add.cu", kSm90a);
-  } catch (const Error& e) {
+  } catch (const Error &e) {
     error = e.what();
   }
   CHECK(error.find((dir.path / "a_file" / "cache").string()) != std::string::npos);

@@ -21,7 +21,7 @@ TEST_CASE(
     CAPTURE(arch);
     CompileResult result = compile(test_kernels::kTensorCoreTile, "tensor_core_tile.cu", {.arch = arch});
     INFO("NVRTC's log:\n", result.log);
-    const std::vector<char>& cubin = result.cubin;
+    const std::vector<char> &cubin = result.cubin;
     REQUIRE(cubin.size() > 64);
     CHECK(std::equal(cubin.begin(), cubin.begin() + 4,
                      "\x7f"
@@ -136,7 +136,7 @@ TEST_CASE("sm_number reads real architectures and refuses everything else") {
   CHECK(sm_number("sm_80") == 80);
   CHECK(sm_number("sm_90a") == 90);
   CHECK(sm_number("sm_100f") == 100);
-  for (const char* bad : {"compute_90", "sm_", "sm_90x", "90", "", "sm_-1"}) {
+  for (const char *bad : {"compute_90", "sm_", "sm_90x", "90", "", "sm_-1"}) {
     CAPTURE(bad);
     CHECK(contains(error_of([&] { sm_number(bad); }), "is not a real GPU architecture"));
   }

@@ -6,7 +6,7 @@ using namespace twist::cuda;
 
 // Verbatim from NVRTC 13.0 with --ptxas-options=-v: a spilling extern "C" kernel, a templated (mangled)
 // kernel calling a non-inlined device function, and the device function's own properties.
-constexpr const char* kSpillingReport =
+constexpr const char *kSpillingReport =
     R"(ptxas info    : Overriding maximum register limit 256 for '_Z2tkILi3EEvPf' with  32 of maxrregcount option
 ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'spill' for 'sm_90a'
@@ -24,7 +24,7 @@ ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loa
 )";
 
 // A kernel with static shared memory and a barrier, for sm_80, after a front-end warning.
-constexpr const char* kSharedMemoryReport =
+constexpr const char *kSharedMemoryReport =
     R"(k.cu(3): warning #177-D: variable "unused" was declared but never referenced
 ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'k' for 'sm_80'

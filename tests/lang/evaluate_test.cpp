@@ -18,22 +18,22 @@ using namespace Halide::Internal;
 
 namespace {
 
-Expr var(const Type& t, const std::string& name) {
+Expr var(const Type &t, const std::string &name) {
   return Expr(Variable::make(t, name));
 }
 
 // Compiles e once and evaluates it with the given variable values.
-Real evaluate(Arithmetic arithmetic, const Halide::Expr& e, const std::map<std::string, Real>& values = {}) {
+Real evaluate(Arithmetic arithmetic, const Halide::Expr &e, const std::map<std::string, Real> &values = {}) {
   ExprCompiler compiler(arithmetic);
   std::vector<std::pair<int, Real>> bound;
-  for (const auto& [name, value] : values) bound.emplace_back(compiler.slot(name), value);
+  for (const auto &[name, value] : values) bound.emplace_back(compiler.slot(name), value);
   CompiledExpr f = compiler.compile(e);
   Slots slots(compiler.num_slots());
-  for (const auto& [k, value] : bound) slots[k] = value;
+  for (const auto &[k, value] : bound) slots[k] = value;
   return f(slots);
 }
 
-Real exact(const Halide::Expr& e, const std::map<std::string, Real>& values = {}) {
+Real exact(const Halide::Expr &e, const std::map<std::string, Real> &values = {}) {
   return evaluate(Arithmetic::exact, e, values);
 }
 
@@ -143,7 +143,7 @@ TEST_CASE("comparisons, logic and select") {
 TEST_CASE("select, && and || evaluate only the side they need") {
   int calls = 0;
   ExprCompiler compiler(Arithmetic::exact);
-  compiler.on_call([&](const Call*) -> ExprCompiler::CallFn {
+  compiler.on_call([&](const Call *) -> ExprCompiler::CallFn {
     return [&](std::span<const Real>) -> Real {
       ++calls;
       return 1;
@@ -229,11 +229,11 @@ TEST_CASE("abs, bitwise and shift intrinsics, and likely") {
 TEST_CASE("calls and loads go through the resolvers with evaluated arguments") {
   ExprCompiler compiler(Arithmetic::exact);
   std::vector<std::string> resolved;
-  compiler.on_call([&](const Call* c) -> ExprCompiler::CallFn {
+  compiler.on_call([&](const Call *c) -> ExprCompiler::CallFn {
     resolved.push_back(c->name);
     return [](std::span<const Real> args) { return args[0] * 100 + args[1]; };
   });
-  compiler.on_load([&](const Load* l) -> ExprCompiler::LoadFn {
+  compiler.on_load([&](const Load *l) -> ExprCompiler::LoadFn {
     resolved.push_back(l->name);
     return [](Real index) { return index * 2; };
   });
@@ -322,7 +322,7 @@ TEST_CASE("errors name the node and say what to do") {
   CHECK(contains(error_of([&] { exact(call); }), "the call to func 'producer' has no resolver"));
   {
     ExprCompiler compiler(Arithmetic::exact);
-    compiler.on_call([](const Call*) { return ExprCompiler::CallFn(); });
+    compiler.on_call([](const Call *) { return ExprCompiler::CallFn(); });
     CHECK(contains(error_of([&] { compiler.compile(call); }),
                    "the resolver does not know the func 'producer'"));
   }

@@ -15,14 +15,14 @@ namespace {
 const double kInf = std::numeric_limits<double>::infinity();
 
 // The independent reference: LLVM's software floating point, rounding to nearest with ties to even.
-uint16_t apfloat_bits(const llvm::fltSemantics& semantics, double x) {
+uint16_t apfloat_bits(const llvm::fltSemantics &semantics, double x) {
   llvm::APFloat v(x);
   bool lost = false;
   v.convert(semantics, llvm::APFloat::rmNearestTiesToEven, &lost);
   return static_cast<uint16_t>(v.bitcastToAPInt().getZExtValue());
 }
 
-double apfloat_value(const llvm::fltSemantics& semantics, uint16_t bits) {
+double apfloat_value(const llvm::fltSemantics &semantics, uint16_t bits) {
   llvm::APFloat v(semantics, llvm::APInt(16, bits));
   bool lost = false;
   v.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
@@ -37,8 +37,8 @@ bool is_nan_bf16(uint16_t b) {
 }
 
 struct FormatUnderTest {
-  const char* name;
-  const llvm::fltSemantics& semantics;
+  const char *name;
+  const llvm::fltSemantics &semantics;
   uint16_t (*to_bits)(double);
   double (*from_bits)(uint16_t);
   uint16_t max_finite_bits;
@@ -160,7 +160,7 @@ TEST_CASE("round_to_type rounds to each floating-point type and refuses others")
 
 TEST_CASE(
     "every 16-bit pattern decodes as LLVM's APFloat decodes it, and encodes back to itself (NaNs quiet)") {
-  for (const FormatUnderTest& f : formats()) {
+  for (const FormatUnderTest &f : formats()) {
     CAPTURE(std::string(f.name));
     int mismatches = 0;
     for (uint32_t b = 0; b <= 0xFFFF; ++b) {
@@ -178,7 +178,7 @@ TEST_CASE(
 
 TEST_CASE("conversion from double agrees bit for bit with LLVM's APFloat on a million values") {
   std::mt19937_64 rng(20240611);
-  for (const FormatUnderTest& f : formats()) {
+  for (const FormatUnderTest &f : formats()) {
     CAPTURE(std::string(f.name));
     std::vector<double> values;
     // Random doubles across the whole exponent range of the format, from far below the smallest subnormal

@@ -3,8 +3,8 @@
 
 #include "backends/reference/evaluate_funcs.h"
 #include "lang/twist.h"
-#include "tests/reference/test_monoids.h"
 #include "tests/error_capture.h"
+#include "tests/reference/test_monoids.h"
 
 using twist::testing::contains;
 using twist::testing::error_of;
@@ -129,6 +129,6 @@ TEST_CASE("reading an input out of bounds is an error naming the input, the inde
   guarded(i) = select(i + 1 < N, X(i + 1), 0.0) - X(i);
   guarded.set_shape({N});
   const HostTensor got = evaluate(guarded, args, Arithmetic::exact)[0];
-  const HostTensor& x = args.inputs.at("oob_X");
+  const HostTensor &x = args.inputs.at("oob_X");
   for (int64_t k = 0; k < 5; ++k) CHECK(got.get({k}) == (k + 1 < 5 ? x.get({k + 1}) : 0.0) - x.get({k}));
 }

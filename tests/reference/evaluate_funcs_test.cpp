@@ -20,7 +20,7 @@ namespace {
 // The number of elements where got differs from want(index...), which is called with the row-major
 // multi-index of each element.
 template <typename Want>
-int mismatches(const HostTensor& got, Want want) {
+int mismatches(const HostTensor &got, Want want) {
   int count = 0;
   std::vector<int64_t> index(got.rank(), 0);
   for (int64_t k = 0; k < got.size(); ++k) {
@@ -51,11 +51,11 @@ TEST_CASE("a pointwise func with a scalar parameter") {
   REQUIRE(exact.size() == 1);
   CHECK(exact[0].type() == f64);
   CHECK(exact[0].shape() == std::vector<int64_t>{5, 7});
-  CHECK(mismatches(exact[0], [&](auto& x) { return a.get(x) * 0.37 + b.get(x); }) == 0);
+  CHECK(mismatches(exact[0], [&](auto &x) { return a.get(x) * 0.37 + b.get(x); }) == 0);
 
   const std::vector<HostTensor> typed = evaluate(f, args, Arithmetic::typed);
   CHECK(typed[0].type() == f32);
-  CHECK(mismatches(typed[0], [&](auto& x) {
+  CHECK(mismatches(typed[0], [&](auto &x) {
           const float product = static_cast<float>(a.get(x)) * 0.37f;
           return static_cast<double>(product + static_cast<float>(b.get(x)));
         }) == 0);
@@ -70,10 +70,10 @@ TEST_CASE("a func calling a func") {
   f(i) = g(i) * g(i + 1) - g(i);
   f.set_shape({N - 1});
   const Arguments args{{{"fc_A", random_normal(f64, {33}, 3)}}, {}};
-  const HostTensor& a = args.inputs.at("fc_A");
+  const HostTensor &a = args.inputs.at("fc_A");
   const HostTensor out = evaluate(f, args, Arithmetic::exact)[0];
   CHECK(out.shape() == std::vector<int64_t>{32});
-  CHECK(mismatches(out, [&](auto& x) {
+  CHECK(mismatches(out, [&](auto &x) {
           const double g0 = a.get({x[0]}) * 2 + 1, g1 = a.get({x[0] + 1}) * 2 + 1;
           return g0 * g1 - g0;
         }) == 0);
@@ -88,8 +88,8 @@ TEST_CASE("row sums: a sum over one RVar") {
   rows(i) = reduce(sum_monoid(f64), r, A(i, r.x));
   rows.set_shape({M});
   const Arguments args{{{"rs_A", random_normal(f64, {9, 100}, 4)}}, {}};
-  const HostTensor& a = args.inputs.at("rs_A");
-  CHECK(mismatches(evaluate(rows, args, Arithmetic::exact)[0], [&](auto& x) {
+  const HostTensor &a = args.inputs.at("rs_A");
+  CHECK(mismatches(evaluate(rows, args, Arithmetic::exact)[0], [&](auto &x) {
           double s = 0;
           for (int64_t k = 0; k < 100; ++k) s += a.get({x[0], k});
           return s;
@@ -110,10 +110,10 @@ TEST_CASE("reductions over two RVars: a 3x3 window and the whole matrix, r.x inn
   total.set_shape({});
 
   const Arguments args{{{"w_A", random_normal(f64, {12, 10}, 5)}}, {}};
-  const HostTensor& a = args.inputs.at("w_A");
+  const HostTensor &a = args.inputs.at("w_A");
   const HostTensor got = evaluate(window, args, Arithmetic::exact)[0];
   CHECK(got.shape() == std::vector<int64_t>{10, 8});
-  CHECK(mismatches(got, [&](auto& x) {
+  CHECK(mismatches(got, [&](auto &x) {
           double s = 0;
           for (int64_t y = 0; y < 3; ++y)
             for (int64_t z = 0; z < 3; ++z)
@@ -140,7 +140,7 @@ TEST_CASE("max and min reductions") {
   largest.set_shape({M});
   smallest.set_shape({M});
   const Arguments args{{{"mm_A", random_normal(f32, {6, 50}, 6)}}, {}};
-  const HostTensor& a = args.inputs.at("mm_A");
+  const HostTensor &a = args.inputs.at("mm_A");
   auto row_extreme = [&](int64_t row, bool want_max) {
     double m = want_max ? -INFINITY : INFINITY;
     for (int64_t k = 0; k < 50; ++k)
@@ -149,9 +149,9 @@ TEST_CASE("max and min reductions") {
   };
   for (Arithmetic arithmetic : {Arithmetic::exact, Arithmetic::typed}) {
     CHECK(mismatches(evaluate(largest, args, arithmetic)[0],
-                     [&](auto& x) { return row_extreme(x[0], true); }) == 0);
+                     [&](auto &x) { return row_extreme(x[0], true); }) == 0);
     CHECK(mismatches(evaluate(smallest, args, arithmetic)[0],
-                     [&](auto& x) { return row_extreme(x[0], false); }) == 0);
+                     [&](auto &x) { return row_extreme(x[0], false); }) == 0);
   }
 }
 
@@ -172,7 +172,7 @@ TEST_CASE("GEMM with f16 inputs and an f32 sum, 128x128x128") {
   const HostTensor exact = evaluate(C, args, Arithmetic::exact)[0];
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   MESSAGE("128x128x128 GEMM in exact arithmetic took ", seconds, " s");
-  CHECK(mismatches(exact, [&](auto& x) {
+  CHECK(mismatches(exact, [&](auto &x) {
           double s = 0;
           for (int64_t q = 0; q < n; ++q) s += a.get({x[0], q}) * b.get({q, x[1]});
           return s;
@@ -180,7 +180,7 @@ TEST_CASE("GEMM with f16 inputs and an f32 sum, 128x128x128") {
 
   const HostTensor typed = evaluate(C, args, Arithmetic::typed)[0];
   CHECK(typed.type() == f32);
-  CHECK(mismatches(typed, [&](auto& x) {
+  CHECK(mismatches(typed, [&](auto &x) {
           float s = 0;
           for (int64_t q = 0; q < n; ++q) {
             const float product = static_cast<float>(a.get({x[0], q})) * static_cast<float>(b.get({q, x[1]}));
@@ -204,7 +204,7 @@ TEST_CASE("softmax over rows: a max and a sum reduction feeding a pure func") {
   softmax.set_shape({M, N});
   const int64_t rows = 7, cols = 300;
   const Arguments args{{{"sm_X", random_normal(f64, {rows, cols}, 9, 0.0, 4.0)}}, {}};
-  const HostTensor& x = args.inputs.at("sm_X");
+  const HostTensor &x = args.inputs.at("sm_X");
 
   HostTensor want(f64, {rows, cols});
   for (int64_t row = 0; row < rows; ++row) {
@@ -238,12 +238,12 @@ TEST_CASE("a reduction with a predicate: causal (triangular) sums") {
   const Arguments args{{{"cs_A", random_normal(f64, {40}, 10)}, {"cs_S", random_normal(f64, {40, 40}, 11)}},
                        {}};
   const HostTensor &a = args.inputs.at("cs_A"), &s = args.inputs.at("cs_S");
-  CHECK(mismatches(evaluate(prefix, args, Arithmetic::exact)[0], [&](auto& x) {
+  CHECK(mismatches(evaluate(prefix, args, Arithmetic::exact)[0], [&](auto &x) {
           double total = 0;
           for (int64_t k = 0; k <= x[0]; ++k) total += a.get({k});
           return total;
         }) == 0);
-  CHECK(mismatches(evaluate(masked, args, Arithmetic::exact)[0], [&](auto& x) {
+  CHECK(mismatches(evaluate(masked, args, Arithmetic::exact)[0], [&](auto &x) {
           double m = -INFINITY;  // row 3 keeps only positions 0..2, row 0 position 0
           for (int64_t k = 0; k <= x[0]; ++k)
             if (k != 3) m = std::max(m, s.get({x[0], k}));
@@ -264,12 +264,12 @@ TEST_CASE("a batched matrix product: three pure dimensions") {
   const HostTensor &a = args.inputs.at("bm_A"), &bb = args.inputs.at("bm_B");
   const HostTensor exact = evaluate(C, args, Arithmetic::exact)[0];
   CHECK(exact.shape() == std::vector<int64_t>{3, 5, 4});
-  CHECK(mismatches(exact, [&](auto& x) {
+  CHECK(mismatches(exact, [&](auto &x) {
           double s = 0;
           for (int64_t q = 0; q < 17; ++q) s += a.get({x[0], x[1], q}) * bb.get({x[0], q, x[2]});
           return s;
         }) == 0);
-  CHECK(mismatches(evaluate(C, args, Arithmetic::typed)[0], [&](auto& x) {
+  CHECK(mismatches(evaluate(C, args, Arithmetic::typed)[0], [&](auto &x) {
           float s = 0;
           for (int64_t q = 0; q < 17; ++q) {
             const float product =
@@ -292,7 +292,7 @@ TEST_CASE("i32 funcs: Halide's division on negative values, and an integer sum")
   z(i) = reduce(sum_monoid(i32), r, V(i, r.x) * V(i, r.x) - 7);
   z.set_shape({M});
   const Arguments args{{{"int_V", random_uniform(i32, {6, 20}, 14, -50, 50)}}, {}};
-  const HostTensor& v = args.inputs.at("int_V");
+  const HostTensor &v = args.inputs.at("int_V");
   auto floor_div = [](int64_t value) {
     const int64_t remainder = ((value % 3) + 3) % 3;
     return (value - remainder) / 3 * 10 + remainder;
@@ -300,11 +300,11 @@ TEST_CASE("i32 funcs: Halide's division on negative values, and an integer sum")
   for (Arithmetic arithmetic : {Arithmetic::exact, Arithmetic::typed}) {
     const HostTensor got = evaluate(q, args, arithmetic)[0];
     CHECK(got.type() == (arithmetic == Arithmetic::typed ? i32 : f64));
-    CHECK(mismatches(got, [&](auto& x) {
+    CHECK(mismatches(got, [&](auto &x) {
             return static_cast<double>(floor_div(static_cast<int64_t>(v.get(x))));
           }) == 0);
   }
-  CHECK(mismatches(evaluate(z, args, Arithmetic::typed)[0], [&](auto& x) {
+  CHECK(mismatches(evaluate(z, args, Arithmetic::typed)[0], [&](auto &x) {
           int64_t s = 0;
           for (int64_t k = 0; k < 20; ++k) s += static_cast<int64_t>(v.get({x[0], k}) * v.get({x[0], k})) - 7;
           return static_cast<double>(s);
@@ -325,12 +325,12 @@ TEST_CASE("typed arithmetic: an f16 accumulator stalls, an f32 one stays close, 
   half_sum(i) = reduce(sum_monoid(f16), r, X(i, r.x));
   float_sum(i) = reduce(sum_monoid(f32), r, cast(f32, X(i, r.x)));
   double_sum(i) = reduce(sum_monoid(f64), r, cast(f64, X(i, r.x)));
-  for (Func* f : {&half_sum, &float_sum, &double_sum}) f->set_shape({M});
+  for (Func *f : {&half_sum, &float_sum, &double_sum}) f->set_shape({M});
   // Values in (0.1, 0.9), about 8192 * 0.5 = 4096 per row: past 2048 the spacing of f16 is 2, and adding
   // less than 1 rounds back.
   const int64_t rows = 3, cols = 8192;
   const Arguments args{{{"acc_X", random_uniform(f16, {rows, cols}, 15, 0.1, 0.9)}}, {}};
-  const HostTensor& x = args.inputs.at("acc_X");
+  const HostTensor &x = args.inputs.at("acc_X");
 
   const HostTensor typed = evaluate(half_sum, args, Arithmetic::typed)[0];
   const HostTensor exact = evaluate(half_sum, args, Arithmetic::exact)[0];
@@ -352,14 +352,14 @@ TEST_CASE("typed arithmetic: an f16 accumulator stalls, an f32 one stays close, 
   CHECK(float_typed.type() == f32);
   CHECK(relative_l2_error(float_typed, exact) < 1e-5);
   CHECK(relative_l2_error(float_typed, exact) > 0);
-  CHECK(mismatches(float_typed, [&](auto& index) {
+  CHECK(mismatches(float_typed, [&](auto &index) {
           float s = 0;
           for (int64_t c = 0; c < cols; ++c) s += static_cast<float>(x.get({index[0], c}));
           return static_cast<double>(s);
         }) == 0);
 
   const HostTensor extended = evaluate(double_sum, args, Arithmetic::extended)[0];
-  CHECK(mismatches(extended, [&](auto& index) {
+  CHECK(mismatches(extended, [&](auto &index) {
           long double s = 0;
           for (int64_t c = 0; c < cols; ++c) s += x.get({index[0], c});
           return static_cast<double>(s);
@@ -375,14 +375,14 @@ TEST_CASE("a multi-valued reduction with finalize: the mean and the count of pos
                           .state({{"n", f64}, {"sum", f64}, {"positive", i32}})
                           .elements({{"x", f64}})
                           .identity({0.0, 0.0, 0})
-                          .combine([](const State& a, const State& b) {
+                          .combine([](const State &a, const State &b) {
                             return std::vector<Expr>{a[0] + b[0], a[1] + b[1], a[2] + b[2]};
                           })
-                          .lift([](const State& x) {
+                          .lift([](const State &x) {
                             return std::vector<Expr>{Expr(1.0), x[0], select(x[0] > 0.0, Expr(1), Expr(0))};
                           })
                           .finalize({{"mean", f64}, {"positive", i32}},
-                                    [](const State& s) {
+                                    [](const State &s) {
                                       return std::vector<Expr>{s[1] / s[0], s[2]};
                                     })
                           .build();
@@ -390,7 +390,7 @@ TEST_CASE("a multi-valued reduction with finalize: the mean and the count of pos
   stats(i) = reduce(mean, r, X(i, r.x));
   stats.set_shape({M});
   const Arguments args{{{"mv_X", random_normal(f64, {4, 31}, 16)}}, {}};
-  const HostTensor& x = args.inputs.at("mv_X");
+  const HostTensor &x = args.inputs.at("mv_X");
   const std::vector<HostTensor> got = evaluate(stats, args, Arithmetic::typed);
   REQUIRE(got.size() == 2);
   CHECK(got[0].type() == f64);
@@ -419,7 +419,7 @@ TEST_CASE("a producer is evaluated once per point, however often it is called th
   chain[0](i) = A(i);
   for (int level = 1; level <= 40; ++level) {
     chain.emplace_back(fmt::format("memo_{}", level));
-    const Func& producer = chain[level - 1];
+    const Func &producer = chain[level - 1];
     if (level % 2) {
       RDom r(0, 2, fmt::format("memo_r{}", level));
       chain[level](i) = reduce(sum_monoid(f64), r, producer(i) * 0.5);
@@ -434,5 +434,5 @@ TEST_CASE("a producer is evaluated once per point, however often it is called th
   MESSAGE("40 levels took ", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
           " s");
   // Halves and quarters of a double add up exactly, so every level reproduces its input.
-  CHECK(mismatches(got, [&](auto& x) { return args.inputs.at("memo_A").get(x); }) == 0);
+  CHECK(mismatches(got, [&](auto &x) { return args.inputs.at("memo_A").get(x); }) == 0);
 }

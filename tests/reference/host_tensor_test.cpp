@@ -17,7 +17,7 @@ using namespace twist::reference;
 namespace {
 
 template <typename T>
-T raw(const HostTensor& t, int64_t storage_offset) {
+T raw(const HostTensor &t, int64_t storage_offset) {
   T value;
   std::memcpy(&value, t.bytes().data() + storage_offset * sizeof(T), sizeof(T));
   return value;

@@ -55,7 +55,8 @@ std::vector<std::string> compile_for_both_targets(const LoweredProgram &program)
     // (an unsigned j - i is a huge number, as an ALiBi bias once found out on the GPU).
     for (const char *index : {"threadIdx.x", "blockIdx.x", "blockIdx.y", "blockIdx.z"})
       for (size_t at = source.find(index); at != std::string::npos; at = source.find(index, at + 1))
-        CHECK_MESSAGE(source.compare(at - 17, 17, "static_cast<int>(") == 0, k->name << " uses " << index << " unsigned");
+        CHECK_MESSAGE(source.compare(at - 17, 17, "static_cast<int>(") == 0,
+                      k->name << " uses " << index << " unsigned");
     for (const std::string &instruction : k->required_instructions)
       CHECK_MESSAGE(source.find(instruction) != std::string::npos, k->name << " lacks " << instruction);
     sources.push_back(source);

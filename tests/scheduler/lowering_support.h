@@ -14,7 +14,8 @@ namespace twist::testing {
 
 using Tensors = std::map<std::string, reference::HostTensor>;
 
-// Normal(0, 1) tensors for every input of `output`'s graph, with extents from `sizes` (size parameter values).
+// Normal(0, 1) tensors for every input of `output`'s graph, with extents from `sizes` (size parameter
+// values).
 Tensors random_inputs(const Func &output, const std::map<std::string, double> &sizes, uint64_t seed);
 
 // The relative L2 error of the interpreted loop nest (typed arithmetic) against the oracle (exact).

@@ -43,16 +43,20 @@ TEST_CASE("splitting a non-associative reduction is refused with a counterexampl
   Input x("ne_x", f32, {N});
   Var i("i");
   RDom r({{0, N}}, "ne_r");
-  const Monoid difference = MonoidBuilder("difference")
-                                .state({{"v", f32}})
-                                .identity({0.0f})
-                                .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] - b[0]}; })
-                                .build();
+  const Monoid difference =
+      MonoidBuilder("difference")
+          .state({{"v", f32}})
+          .identity({0.0f})
+          .combine([](const State &a, const State &b) { return std::vector<Expr>{a[0] - b[0]}; })
+          .build();
   Func f("ne_f");
   f(i) = reduce(difference, r, x(r.x + i * 0));
   f.set_shape({1});
   Schedule s;
-  s[f].split("i", "io", "it", 1).bind("io", Binding::block_x).bind("it", Binding::thread).split_reduction("ne_r.x", 4);
+  s[f].split("i", "io", "it", 1)
+      .bind("io", Binding::block_x)
+      .bind("it", Binding::thread)
+      .split_reduction("ne_r.x", 4);
   const std::string msg = lowering_error(f, s);
   CHECK(msg.find("split_reduction of ne_f") != std::string::npos);
   CHECK(msg.find("difference") != std::string::npos);
@@ -63,7 +67,8 @@ TEST_CASE("splitting a non-associative reduction is refused with a counterexampl
   CHECK(p.kernels[0].schedule_summary.find("testing the override") != std::string::npos);
 }
 
-TEST_CASE("a matrix atom over loops of the wrong size, or over a reduction that is not a contraction, is refused") {
+TEST_CASE(
+    "a matrix atom over loops of the wrong size, or over a reduction that is not a contraction, is refused") {
   Gemm g = make_gemm();
   Schedule s = schedule_tensor_core(g, GemmTiling{});
   Func relu("relu_C");
@@ -88,7 +93,8 @@ TEST_CASE("a matrix atom over loops of the wrong size, or over a reduction that 
 TEST_CASE("hybrid accumulation whose promotion count fits no k-step loop is refused") {
   Gemm g = make_gemm();
   GemmTiling t;
-  t.accumulation = Accumulation::hybrid(3);  // 2 k-steps per 32-deep tile: neither divides nor is divided by 3
+  t.accumulation =
+      Accumulation::hybrid(3);  // 2 k-steps per 32-deep tile: neither divides nor is divided by 3
   const std::string msg = lowering_error(g.out, schedule_tensor_core(g, t));
   CHECK(msg.find("promotes every 3 k-steps") != std::string::npos);
   t.accumulation = Accumulation::hybrid(4);  // every second tile: fine

@@ -16,7 +16,7 @@ constexpr int kCudaElfAbiLowByteSm = 7;
 constexpr int kCudaElfAbiSecondByteSm = 8;
 
 template <typename T>
-T read_at(std::span<const char> bytes, uint64_t offset, const char* what) {
+T read_at(std::span<const char> bytes, uint64_t offset, const char *what) {
   if (offset > bytes.size() || bytes.size() - offset < sizeof(T))
     fail("the cubin ({} bytes) is truncated: its {} at byte {} runs past the end; recompile it", bytes.size(),
          what, offset);

@@ -17,7 +17,7 @@ void report_cleanup_failure(CUresult result, std::string_view call, std::string_
     std::fprintf(stderr, "twist: %s\n", describe_driver_failure(result, call, doing).c_str());
 }
 
-int device_attribute(CUdevice device, CUdevice_attribute which, const char* what) {
+int device_attribute(CUdevice device, CUdevice_attribute which, const char *what) {
   int value = 0;
   check(driver().cuDeviceGetAttribute(&value, which, device), "cuDeviceGetAttribute",
         fmt::format("reading the device's {}", what));
@@ -30,7 +30,7 @@ int device_attribute(CUdevice device, CUdevice_attribute which, const char* what
 class DeviceContext {
  public:
   explicit DeviceContext(int ordinal) {
-    const DriverApi& api = driver();
+    const DriverApi &api = driver();
     int count = 0;
     check(api.cuDeviceGetCount(&count), "cuDeviceGetCount", "counting devices");
     if (ordinal < 0 || ordinal >= count)
@@ -60,8 +60,8 @@ class DeviceContext {
     report_cleanup_failure(driver().cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease",
                            fmt::format("releasing the primary context of device {}", properties.ordinal));
   }
-  DeviceContext(const DeviceContext&) = delete;
-  DeviceContext& operator=(const DeviceContext&) = delete;
+  DeviceContext(const DeviceContext &) = delete;
+  DeviceContext &operator=(const DeviceContext &) = delete;
 
   CUdevice device = 0;
   CUcontext context = nullptr;
@@ -77,8 +77,8 @@ class ModuleImage {
     report_cleanup_failure(driver().cuModuleUnload(module), "cuModuleUnload",
                            fmt::format("unloading module '{}'", label));
   }
-  ModuleImage(const ModuleImage&) = delete;
-  ModuleImage& operator=(const ModuleImage&) = delete;
+  ModuleImage(const ModuleImage &) = delete;
+  ModuleImage &operator=(const ModuleImage &) = delete;
 
   std::shared_ptr<DeviceContext> context;
   CUmodule module;
@@ -87,12 +87,12 @@ class ModuleImage {
 
 Device::Device(int ordinal) : context_(std::make_shared<DeviceContext>(ordinal)) {}
 
-const DeviceProperties& Device::properties() const {
+const DeviceProperties &Device::properties() const {
   return context_->properties;
 }
 
 std::string Device::arch() const {
-  const DeviceProperties& p = properties();
+  const DeviceProperties &p = properties();
   // Every compute capability from 9.0 on has an arch-specific variant ("a") with the features only that
   // chip has (wgmma and setmaxnreg on 9.0); a cubin built for this very device may use them.
   return fmt::format("sm_{}{}{}", p.compute_capability_major, p.compute_capability_minor,
@@ -109,12 +109,12 @@ void Device::synchronize() const {
         fmt::format("waiting for the work queued on device {}", properties().ordinal));
 }
 
-Module::Module(const Device& device, std::span<const char> cubin, std::string label) {
+Module::Module(const Device &device, std::span<const char> cubin, std::string label) {
   CubinInfo info = read_cubin_info(cubin);
   CUmodule module = nullptr;
   CUresult loaded = driver().cuModuleLoadData(&module, cubin.data());
   if (loaded != CUDA_SUCCESS) {
-    const DeviceProperties& p = device.properties();
+    const DeviceProperties &p = device.properties();
     throw Error(fmt::format(
         "{} The cubin holds SASS for sm_{}; the device {} is compute capability {}.{} "
         "(compile for {}).",
@@ -124,7 +124,7 @@ Module::Module(const Device& device, std::span<const char> cubin, std::string la
   image_ = std::make_shared<const ModuleImage>(device.context_, module, std::move(label));
 }
 
-Kernel Module::kernel(const std::string& name) const {
+Kernel Module::kernel(const std::string &name) const {
   CUfunction function = nullptr;
   check(driver().cuModuleGetFunction(&function, image_->module, name.c_str()), "cuModuleGetFunction",
         fmt::format("looking up kernel '{}' in module '{}'", name, image_->label));
@@ -137,7 +137,7 @@ Kernel::Kernel(std::shared_ptr<const ModuleImage> module, CUfunction function, s
       attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, "dynamic shared memory limit");
 }
 
-int Kernel::attribute(CUfunction_attribute which, const char* what) const {
+int Kernel::attribute(CUfunction_attribute which, const char *what) const {
   int value = 0;
   check(driver().cuFuncGetAttribute(&value, which, function_), "cuFuncGetAttribute",
         fmt::format("reading the {} of kernel '{}'", what, name_));
@@ -183,12 +183,12 @@ void check_cluster_shape(Dim3 grid, Dim3 cluster, std::string_view kernel) {
 }
 
 void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster) {
-  const DriverApi& api = driver();
+  const DriverApi &api = driver();
   const std::string launch = describe_launch(grid, block, dynamic_shared_bytes, cluster);
   const bool clustered = cluster.x * cluster.y * cluster.z != 1;
   if (clustered) check_cluster_shape(grid, cluster, name_);
   if (static_cast<int64_t>(dynamic_shared_bytes) > opted_in_dynamic_shared_bytes_) {
-    const DeviceProperties& device = module_->context->properties;
+    const DeviceProperties &device = module_->context->properties;
     int static_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "static shared memory");
     if (static_cast<int64_t>(dynamic_shared_bytes) + static_bytes > device.max_shared_memory_per_block_optin)
       fail(
@@ -243,7 +243,7 @@ void Kernel::launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_byte
         "running " + describe_launch(grid, block, dynamic_shared_bytes, cluster));
 }
 
-DeviceBuffer::DeviceBuffer(const Device& device, size_t bytes) : context_(device.context_), size_(bytes) {
+DeviceBuffer::DeviceBuffer(const Device &device, size_t bytes) : context_(device.context_), size_(bytes) {
   if (bytes == 0) return;
   check(driver().cuMemAlloc(&address_, bytes), "cuMemAlloc",
         fmt::format("allocating {} bytes on {}", bytes, device.properties().name));
@@ -253,12 +253,12 @@ DeviceBuffer::~DeviceBuffer() {
   release();
 }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
     : context_(std::move(other.context_)),
       address_(std::exchange(other.address_, 0)),
       size_(std::exchange(other.size_, 0)) {}
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   if (this != &other) {
     release();
     context_ = std::move(other.context_);
@@ -275,7 +275,7 @@ void DeviceBuffer::release() noexcept {
   address_ = 0;
 }
 
-void DeviceBuffer::upload(const void* host, size_t bytes) {
+void DeviceBuffer::upload(const void *host, size_t bytes) {
   if (bytes > size_)
     fail("cannot upload {} bytes into a device buffer of {} bytes; allocate a larger buffer", bytes, size_);
   if (bytes == 0) return;
@@ -283,7 +283,7 @@ void DeviceBuffer::upload(const void* host, size_t bytes) {
         fmt::format("uploading {} bytes to a device buffer", bytes));
 }
 
-void DeviceBuffer::download(void* host, size_t bytes) const {
+void DeviceBuffer::download(void *host, size_t bytes) const {
   if (bytes > size_)
     fail("cannot download {} bytes from a device buffer of {} bytes; ask for at most its size", bytes, size_);
   if (bytes == 0) return;
@@ -306,8 +306,8 @@ size_t DeviceBuffer::element_count(size_t element_bytes) const {
   return size_ / element_bytes;
 }
 
-Timer::Timer(const Device& device) : context_(device.context_) {
-  const DriverApi& api = driver();
+Timer::Timer(const Device &device) : context_(device.context_) {
+  const DriverApi &api = driver();
   check(api.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate", "creating a timer's start event");
   check(api.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate", "creating a timer's stop event");
 }
@@ -327,7 +327,7 @@ void Timer::stop() {
 }
 
 float Timer::elapsed_ms() const {
-  const DriverApi& api = driver();
+  const DriverApi &api = driver();
   check(api.cuEventSynchronize(stop_), "cuEventSynchronize", "waiting for a timer's stop event");
   float ms = 0;
   check(api.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime",

@@ -43,7 +43,7 @@ class Device {
   // twist::Error saying why when there is no usable GPU (see gpu_unavailable_reason()).
   explicit Device(int ordinal = 0);
 
-  const DeviceProperties& properties() const;
+  const DeviceProperties &properties() const;
   // The architecture to compile kernels for this device with: "sm_90a" for compute capability 9.0 (the
   // arch-specific variant, since the cubin is for this device only), "sm_80" for 8.0.
   std::string arch() const;
@@ -72,7 +72,7 @@ struct KernelAttributes {
 // from one thread at a time (as one would a stream).
 class Kernel {
  public:
-  const std::string& name() const { return name_; }
+  const std::string &name() const { return name_; }
   KernelAttributes attributes() const;
 
   // Launches on the default stream. args[i] points at the i-th kernel parameter (as in cuLaunchKernel).
@@ -87,7 +87,7 @@ class Kernel {
  private:
   friend class Module;
   Kernel(std::shared_ptr<const ModuleImage> module, CUfunction function, std::string name);
-  int attribute(CUfunction_attribute which, const char* what) const;
+  int attribute(CUfunction_attribute which, const char *what) const;
   std::string describe_launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, Dim3 cluster) const;
 
   std::shared_ptr<const ModuleImage> module_;
@@ -105,10 +105,10 @@ class Module {
  public:
   // Loads a cubin into the device's context. `label` names the module in messages (its program name).
   // When the driver refuses the cubin, the message gives the cubin's architecture and the device's.
-  Module(const Device& device, std::span<const char> cubin, std::string label);
+  Module(const Device &device, std::span<const char> cubin, std::string label);
 
   // The kernel with this symbol name (extern "C" kernels have their plain name).
-  Kernel kernel(const std::string& name) const;
+  Kernel kernel(const std::string &name) const;
 
  private:
   std::shared_ptr<const ModuleImage> image_;
@@ -117,26 +117,26 @@ class Module {
 class DeviceBuffer {
  public:
   // `bytes` of device memory, uninitialized (fill() it to poison outputs).
-  DeviceBuffer(const Device& device, size_t bytes);
+  DeviceBuffer(const Device &device, size_t bytes);
   ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer &&other) noexcept;
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
 
   size_t size() const { return size_; }
   // The device address, to pass to kernels (take the address of a copy for Kernel::launch's args).
   CUdeviceptr address() const { return address_; }
 
   // Copies host bytes to the start of the buffer; `bytes` may not exceed size().
-  void upload(const void* host, size_t bytes);
+  void upload(const void *host, size_t bytes);
   // Copies the first `bytes` of the buffer to the host; waits for work before it on the default stream.
-  void download(void* host, size_t bytes) const;
+  void download(void *host, size_t bytes) const;
   // Sets every byte to `pattern`, e.g. 0xff (f32 NaN) before a kernel that should overwrite everything.
   void fill(uint8_t pattern);
 
   template <typename T>
-  void upload(const std::vector<T>& host) {
+  void upload(const std::vector<T> &host) {
     upload(host.data(), host.size() * sizeof(T));
   }
   // The whole buffer as elements of T; its size must be a multiple of sizeof(T).
@@ -159,10 +159,10 @@ class DeviceBuffer {
 // A pair of events on the default stream, for timing the work between start() and stop().
 class Timer {
  public:
-  explicit Timer(const Device& device);
+  explicit Timer(const Device &device);
   ~Timer();
-  Timer(const Timer&) = delete;
-  Timer& operator=(const Timer&) = delete;
+  Timer(const Timer &) = delete;
+  Timer &operator=(const Timer &) = delete;
 
   void start();
   void stop();

@@ -13,7 +13,7 @@ namespace {
 #define TWIST_EXPANDED_SYMBOL_NAME(function) TWIST_SYMBOL_NAME(function)
 
 // The driver's name and description of an error: "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
-std::string explain(const DriverApi& api, CUresult result) {
+std::string explain(const DriverApi &api, CUresult result) {
   const char *name = nullptr, *text = nullptr;
   if (api.cuGetErrorName(result, &name) == CUDA_SUCCESS && name != nullptr) {
     bool described = api.cuGetErrorString(result, &text) == CUDA_SUCCESS && text != nullptr;
@@ -62,8 +62,8 @@ std::string_view advice_for(CUresult result) {
 
 }  // namespace
 
-DriverLoad load_driver(const std::string& library) {
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+DriverLoad load_driver(const std::string &library) {
+  void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr)
     return {std::nullopt, fmt::format("the CUDA driver library {} cannot be loaded ({}); this machine has no "
                                       "NVIDIA driver",
@@ -98,7 +98,7 @@ DriverLoad load_driver(const std::string& library) {
 
 namespace {
 
-const DriverLoad& process_driver() {
+const DriverLoad &process_driver() {
   static const DriverLoad load = load_driver("libcuda.so.1");
   return load;
 }
@@ -106,13 +106,13 @@ const DriverLoad& process_driver() {
 }  // namespace
 
 std::optional<std::string> gpu_unavailable_reason() {
-  const DriverLoad& load = process_driver();
+  const DriverLoad &load = process_driver();
   if (load.api) return std::nullopt;
   return load.unavailable_reason;
 }
 
-const DriverApi& driver() {
-  const DriverLoad& load = process_driver();
+const DriverApi &driver() {
+  const DriverLoad &load = process_driver();
   if (!load.api)
     fail(
         "no usable GPU: {}. Run GPU work on a machine with an NVIDIA GPU and driver, and check "

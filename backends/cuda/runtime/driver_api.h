@@ -45,7 +45,7 @@ struct DriverLoad {
 
 // Loads `library` (the real driver is "libcuda.so.1"), resolves the functions, calls cuInit(0) and counts
 // devices. Never throws: every failure is a reason. The library stays loaded for the life of the process.
-DriverLoad load_driver(const std::string& library);
+DriverLoad load_driver(const std::string &library);
 
 // nullopt when this process can use a GPU; otherwise a sentence saying why not: libcuda.so.1 cannot be
 // loaded, cuInit failed (with the driver's error name), or the driver sees no device.
@@ -53,7 +53,7 @@ std::optional<std::string> gpu_unavailable_reason();
 
 // The process's driver, from libcuda.so.1, loaded on first use. Throws twist::Error with the reason when
 // there is no usable GPU.
-const DriverApi& driver();
+const DriverApi &driver();
 
 // What went wrong in a driver call, as a twist error message: the call, the driver's name and description
 // of the error, what twist was doing ("allocating 4096 bytes"), and what to do about that kind of error.

@@ -27,17 +27,17 @@ struct Key {
   std::string nvrtc;
   std::string name;
   std::string options;
-  const std::string& source;
+  const std::string &source;
   int sm;
 };
 
-Key key_of(const std::string& source, const std::string& name, const CompileOptions& options) {
+Key key_of(const std::string &source, const std::string &name, const CompileOptions &options) {
   std::string joined;
-  for (const std::string& option : nvrtc_options(options)) joined += option + "\n";
+  for (const std::string &option : nvrtc_options(options)) joined += option + "\n";
   return {nvrtc_version(), name, std::move(joined), source, sm_number(options.arch)};
 }
 
-uint64_t hash_of(const Key& key) {
+uint64_t hash_of(const Key &key) {
   uint64_t hash = fnv1a64(fmt::format("{} {}", kMagic, kFormatVersion));
   // Each part is length-prefixed, so that moving bytes from one part to the next changes the hash.
   for (std::string_view part : {std::string_view(key.nvrtc), std::string_view(key.name),
@@ -46,7 +46,7 @@ uint64_t hash_of(const Key& key) {
   return hash;
 }
 
-std::string encode(const Key& key, const CompileResult& result) {
+std::string encode(const Key &key, const CompileResult &result) {
   std::string_view cubin(result.cubin.data(), result.cubin.size());
   std::string body = key.name + key.options + key.source + result.log;
   body.append(cubin);
@@ -57,7 +57,7 @@ std::string encode(const Key& key, const CompileResult& result) {
 }
 
 // The cached result when `entry` is whole and for exactly `key`; nullopt for anything else.
-std::optional<CompileResult> decode(const std::string& entry, const Key& key) {
+std::optional<CompileResult> decode(const std::string &entry, const Key &key) {
   size_t header_end = entry.find('\n');
   if (header_end == std::string::npos) return std::nullopt;
   std::istringstream header(entry.substr(0, header_end));
@@ -87,18 +87,18 @@ std::optional<CompileResult> decode(const std::string& entry, const Key& key) {
   result.cubin.assign(sections[4].begin(), sections[4].end());
   try {
     if (read_cubin_info(result.cubin).sm != key.sm) return std::nullopt;
-  } catch (const Error&) {
+  } catch (const Error &) {
     return std::nullopt;
   }
   result.resources = parse_ptxas_report(result.log);
   return result;
 }
 
-std::filesystem::path entry_file(const std::filesystem::path& directory, const Key& key) {
+std::filesystem::path entry_file(const std::filesystem::path &directory, const Key &key) {
   return directory / fmt::format("{:016x}.kernel", hash_of(key));
 }
 
-std::optional<std::string> read_file(const std::filesystem::path& path) {
+std::optional<std::string> read_file(const std::filesystem::path &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::ostringstream contents;
@@ -108,7 +108,7 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
 }
 
 // Writes next to `path` under a name no other thread or process uses, then renames over `path`.
-void write_atomically(const std::filesystem::path& path, const std::string& contents) {
+void write_atomically(const std::filesystem::path &path, const std::string &contents) {
   static std::atomic<uint64_t> writes = 0;
   std::filesystem::path temporary = path;
   temporary += fmt::format(".tmp-{}-{}", getpid(), writes++);
@@ -137,13 +137,13 @@ void write_atomically(const std::filesystem::path& path, const std::string& cont
 
 KernelCache::KernelCache(std::filesystem::path directory) : directory_(std::move(directory)) {}
 
-std::filesystem::path KernelCache::entry_path(const std::string& source, const std::string& name,
-                                              const CompileOptions& options) const {
+std::filesystem::path KernelCache::entry_path(const std::string &source, const std::string &name,
+                                              const CompileOptions &options) const {
   return entry_file(directory_, key_of(source, name, options));
 }
 
-CompileResult KernelCache::compile(const std::string& source, const std::string& name,
-                                   const CompileOptions& options) {
+CompileResult KernelCache::compile(const std::string &source, const std::string &name,
+                                   const CompileOptions &options) {
   Key key = key_of(source, name, options);
   std::filesystem::path path = entry_file(directory_, key);
   std::error_code ec;
@@ -171,8 +171,8 @@ CacheStats KernelCache::stats() const {
 }
 
 std::filesystem::path default_cache_directory() {
-  auto variable = [](const char* name) -> std::optional<std::filesystem::path> {
-    const char* value = std::getenv(name);
+  auto variable = [](const char *name) -> std::optional<std::filesystem::path> {
+    const char *value = std::getenv(name);
     if (value == nullptr || *value == '\0') return std::nullopt;
     return std::filesystem::path(value);
   };
@@ -184,13 +184,13 @@ std::filesystem::path default_cache_directory() {
       "TWIST_CACHE_DIR to a writable directory");
 }
 
-KernelCache& default_kernel_cache() {
+KernelCache &default_kernel_cache() {
   static KernelCache cache(default_cache_directory());
   return cache;
 }
 
-std::vector<char> cached_compile(const std::string& source, const std::string& name,
-                                 const CompileOptions& options) {
+std::vector<char> cached_compile(const std::string &source, const std::string &name,
+                                 const CompileOptions &options) {
   return default_kernel_cache().compile(source, name, options).cubin;
 }
 

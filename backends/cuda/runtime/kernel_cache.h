@@ -32,13 +32,13 @@ class KernelCache {
 
   // The kernel from the cache when a valid entry exists, else compile() and store the result. Throws
   // twist::Error when compilation fails or the entry cannot be written.
-  CompileResult compile(const std::string& source, const std::string& name, const CompileOptions& options);
+  CompileResult compile(const std::string &source, const std::string &name, const CompileOptions &options);
 
   // The file that holds (or would hold) the entry for this key.
-  std::filesystem::path entry_path(const std::string& source, const std::string& name,
-                                   const CompileOptions& options) const;
+  std::filesystem::path entry_path(const std::string &source, const std::string &name,
+                                   const CompileOptions &options) const;
 
-  const std::filesystem::path& directory() const { return directory_; }
+  const std::filesystem::path &directory() const { return directory_; }
   CacheStats stats() const;
 
  private:
@@ -51,10 +51,10 @@ class KernelCache {
 std::filesystem::path default_cache_directory();
 
 // The process's cache in default_cache_directory(), chosen when first used.
-KernelCache& default_kernel_cache();
+KernelCache &default_kernel_cache();
 
 // default_kernel_cache().compile(...).cubin.
-std::vector<char> cached_compile(const std::string& source, const std::string& name,
-                                 const CompileOptions& options);
+std::vector<char> cached_compile(const std::string &source, const std::string &name,
+                                 const CompileOptions &options);
 
 }  // namespace twist::cuda

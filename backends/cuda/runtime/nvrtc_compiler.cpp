@@ -15,7 +15,7 @@ namespace twist::cuda {
 
 namespace {
 
-void check_nvrtc(nvrtcResult result, const char* call, const std::string& name) {
+void check_nvrtc(nvrtcResult result, const char *call, const std::string &name) {
   if (result != NVRTC_SUCCESS)
     fail(
         "{} failed for program '{}': {} ({}); NVRTC could not do its job, see its documentation for this "
@@ -28,7 +28,7 @@ struct ProgramDeleter {
 };
 using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
 
-std::string program_log(nvrtcProgram program, const std::string& name) {
+std::string program_log(nvrtcProgram program, const std::string &name) {
   size_t size = 0;
   check_nvrtc(nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize", name);
   std::string log(size, '\0');
@@ -39,11 +39,11 @@ std::string program_log(nvrtcProgram program, const std::string& name) {
 
 // NVRTC writes front-end diagnostics as "<name>(<line>): error: ...". Quotes each line the log points at,
 // with the line before it (a syntax error is often reported at the token after the mistake).
-std::string quote_lines_in_log(const std::string& log, const std::string& source, const std::string& name) {
+std::string quote_lines_in_log(const std::string &log, const std::string &source, const std::string &name) {
   std::set<int> lines;
   std::string marker = name + "(";
   for (size_t at = log.find(marker); at != std::string::npos; at = log.find(marker, at + 1)) {
-    const char* digits = log.data() + at + marker.size();
+    const char *digits = log.data() + at + marker.size();
     int line = 0;
     auto [end, ec] = std::from_chars(digits, log.data() + log.size(), line);
     if (ec == std::errc() && *end == ')') lines.insert(line);
@@ -68,13 +68,13 @@ std::string quote_lines_in_log(const std::string& log, const std::string& source
   return quoted;
 }
 
-bool holds_fp16_headers(const std::filesystem::path& dir) {
+bool holds_fp16_headers(const std::filesystem::path &dir) {
   std::error_code ec;
   return std::filesystem::exists(dir / "cuda_fp16.h", ec) && std::filesystem::exists(dir / "cuda_bf16.h", ec);
 }
 
 std::filesystem::path find_cuda_include_directory() {
-  if (const char* chosen = std::getenv("TWIST_CUDA_INCLUDE")) {
+  if (const char *chosen = std::getenv("TWIST_CUDA_INCLUDE")) {
     if (!holds_fp16_headers(chosen))
       fail(
           "TWIST_CUDA_INCLUDE is '{}', which holds no cuda_fp16.h and cuda_bf16.h; point it at the CUDA "
@@ -84,7 +84,7 @@ std::filesystem::path find_cuda_include_directory() {
   }
   std::vector<std::filesystem::path> candidates;
   Dl_info library{};
-  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &library) != 0 && library.dli_fname) {
+  if (dladdr(reinterpret_cast<void *>(&nvrtcVersion), &library) != 0 && library.dli_fname) {
     // lib64/libnvrtc.so.13 -> include; through the symlinks as written first, then resolved.
     std::filesystem::path as_loaded(library.dli_fname);
     candidates.push_back(as_loaded.parent_path().parent_path() / "include");
@@ -93,10 +93,10 @@ std::filesystem::path find_cuda_include_directory() {
     if (!ec) candidates.push_back(resolved.parent_path().parent_path() / "include");
   }
   candidates.emplace_back(TWIST_BUILD_CUDA_INCLUDE);
-  for (const auto& dir : candidates)
+  for (const auto &dir : candidates)
     if (holds_fp16_headers(dir)) return dir.lexically_normal();
   std::string looked;
-  for (const auto& dir : candidates) looked += fmt::format("\n  {}", dir.string());
+  for (const auto &dir : candidates) looked += fmt::format("\n  {}", dir.string());
   fail(
       "NVRTC needs cuda_fp16.h and cuda_bf16.h from the CUDA toolkit, and none of these directories has "
       "them:{}\nInstall the toolkit's headers or set TWIST_CUDA_INCLUDE to the directory that holds them",
@@ -141,7 +141,7 @@ std::string nvrtc_version() {
   return fmt::format("{}.{}", major, minor);
 }
 
-std::vector<std::string> nvrtc_options(const CompileOptions& options) {
+std::vector<std::string> nvrtc_options(const CompileOptions &options) {
   if (options.arch.empty())
     fail("CompileOptions.arch is empty; name the GPU architecture to compile for, such as sm_80 or sm_90a");
   sm_number(options.arch);
@@ -160,19 +160,19 @@ std::vector<std::string> nvrtc_options(const CompileOptions& options) {
   return list;
 }
 
-CompileResult compile(const std::string& source, const std::string& name, const CompileOptions& options) {
+CompileResult compile(const std::string &source, const std::string &name, const CompileOptions &options) {
   std::vector<std::string> option_list = nvrtc_options(options);
   nvrtcProgram raw = nullptr;
   check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), name.c_str(), 0, nullptr, nullptr),
               "nvrtcCreateProgram", name);
   Program program(raw);
-  std::vector<const char*> argv;
-  for (const std::string& option : option_list) argv.push_back(option.c_str());
+  std::vector<const char *> argv;
+  for (const std::string &option : option_list) argv.push_back(option.c_str());
   nvrtcResult compiled = nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
   std::string log = program_log(raw, name);
   if (compiled != NVRTC_SUCCESS) {
     std::string options_text;
-    for (const std::string& option : option_list) options_text += " " + option;
+    for (const std::string &option : option_list) options_text += " " + option;
     std::string hint =
         compiled == NVRTC_ERROR_INVALID_OPTION
             ? fmt::format("check the options; this NVRTC compiles for {}", supported_architectures())
@@ -195,8 +195,8 @@ CompileResult compile(const std::string& source, const std::string& name, const 
   return result;
 }
 
-std::vector<char> compile_to_cubin(const std::string& source, const std::string& name,
-                                   const CompileOptions& options) {
+std::vector<char> compile_to_cubin(const std::string &source, const std::string &name,
+                                   const CompileOptions &options) {
   return compile(source, name, options).cubin;
 }
 

@@ -35,14 +35,14 @@ struct CompileResult {
 
 // Compiles `source`; `name` is the program's file name in messages ("gemm_128x128.cu"). Throws
 // twist::Error with the NVRTC log and the source lines the log points at when compilation fails.
-CompileResult compile(const std::string& source, const std::string& name, const CompileOptions& options);
+CompileResult compile(const std::string &source, const std::string &name, const CompileOptions &options);
 
 // compile(...).cubin, for callers that need only the binary.
-std::vector<char> compile_to_cubin(const std::string& source, const std::string& name,
-                                   const CompileOptions& options);
+std::vector<char> compile_to_cubin(const std::string &source, const std::string &name,
+                                   const CompileOptions &options);
 
 // The exact option list compile() gives NVRTC for `options`; it is also part of the kernel cache's key.
-std::vector<std::string> nvrtc_options(const CompileOptions& options);
+std::vector<std::string> nvrtc_options(const CompileOptions &options);
 
 // The version of the NVRTC library loaded at run time, "13.0".
 std::string nvrtc_version();

@@ -18,14 +18,14 @@ const std::regex kUsageLine(R"(^ptxas info\s*: Used (\d+) registers(.*))");
 // The items after "Used N registers": "used 1 barriers", "4000 bytes smem", "360 bytes cmem[0]", ...
 const std::regex kUsageItem(R"((\d+) bytes smem|(\d+) bytes cmem\[0\]|used (\d+) barriers)");
 
-int to_int(const std::ssub_match& m) {
+int to_int(const std::ssub_match &m) {
   return std::stoi(m.str());
 }
 
 template <typename Kernels>
-auto find_named(Kernels& kernels, std::string_view name) {
+auto find_named(Kernels &kernels, std::string_view name) {
   return std::find_if(kernels.begin(), kernels.end(),
-                      [&](const KernelResources& k) { return k.kernel == name; });
+                      [&](const KernelResources &k) { return k.kernel == name; });
 }
 
 }  // namespace
@@ -54,11 +54,11 @@ std::vector<KernelResources> parse_ptxas_report(std::string_view log) {
         k->spill_load_bytes = to_int(m[3]);
       }
     } else if (std::regex_search(line, m, kUsageLine) && !kernels.empty()) {
-      KernelResources& k = kernels.back();
+      KernelResources &k = kernels.back();
       k.registers = to_int(m[1]);
       std::string items = m[2].str();
       for (std::sregex_iterator it(items.begin(), items.end(), kUsageItem), done; it != done; ++it) {
-        const std::smatch& item = *it;
+        const std::smatch &item = *it;
         if (item[1].matched) k.shared_bytes = to_int(item[1]);
         if (item[2].matched) k.constant_bytes = to_int(item[2]);
         if (item[3].matched) k.barriers = to_int(item[3]);
@@ -68,7 +68,7 @@ std::vector<KernelResources> parse_ptxas_report(std::string_view log) {
   return kernels;
 }
 
-std::optional<KernelResources> find_kernel(const std::vector<KernelResources>& report,
+std::optional<KernelResources> find_kernel(const std::vector<KernelResources> &report,
                                            std::string_view kernel) {
   auto it = find_named(report, kernel);
   if (it == report.end()) return std::nullopt;

@@ -27,7 +27,7 @@ struct KernelResources {
 std::vector<KernelResources> parse_ptxas_report(std::string_view log);
 
 // The entry named `kernel` in `report`, if ptxas compiled one.
-std::optional<KernelResources> find_kernel(const std::vector<KernelResources>& report,
+std::optional<KernelResources> find_kernel(const std::vector<KernelResources> &report,
                                            std::string_view kernel);
 
 }  // namespace twist::cuda

@@ -6,11 +6,11 @@
 
 namespace twist::reference::interpreter {
 
-Exec compile_barrier(StatementCompiler& sc, int id, int threads, Where where) {
-  Machine* m = &sc.machine();
+Exec compile_barrier(StatementCompiler &sc, int id, int threads, Where where) {
+  Machine *m = &sc.machine();
   if (threads > m->threads)
     fail("barrier {} waits for {} threads, but the block has {}", id, threads, m->threads);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     const int arriving = static_cast<int>(active.size());
     // Accesses before the barrier are ordered before those after it: a new epoch of the race checks.
@@ -35,7 +35,7 @@ Exec compile_barrier(StatementCompiler& sc, int id, int threads, Where where) {
     };
     // A barrier reached by part of the block completes when other groups of threads (the other roles of a
     // warp-specialized kernel) bring the count up.
-    Machine::BarrierState& b = m->barriers[id];
+    Machine::BarrierState &b = m->barriers[id];
     b.arrived += arriving;
     if (b.arrived > threads) fail("{}", describe(b.arrived));
     if (b.arrived == threads) {
@@ -51,9 +51,9 @@ Exec compile_barrier(StatementCompiler& sc, int id, int threads, Where where) {
   };
 }
 
-Exec compile_atomic_add(StatementCompiler& sc, const intrinsic::AtomicAdd& op, Where where) {
-  Machine* m = &sc.machine();
-  Array* a = &sc.writable_buffer(op.buffer, "atomic_add to");
+Exec compile_atomic_add(StatementCompiler &sc, const intrinsic::AtomicAdd &op, Where where) {
+  Machine *m = &sc.machine();
+  Array *a = &sc.writable_buffer(op.buffer, "atomic_add to");
   if (a->space != Space::global || (a->type != f32 && a->type != i32))
     fail("atomic_add adds to f32 or i32 global buffers; {} is neither", a->describe());
   if (op.value.type() != a->type)
@@ -64,7 +64,7 @@ Exec compile_atomic_add(StatementCompiler& sc, const intrinsic::AtomicAdd& op, W
     Real index, value;
   };
   std::vector<Addition> additions;
-  return [=](const ActiveThreads& active) mutable {
+  return [=](const ActiveThreads &active) mutable {
     m->where = where;
     additions.resize(active.size());
     for (size_t k = 0; k < active.size(); ++k) {
@@ -72,7 +72,7 @@ Exec compile_atomic_add(StatementCompiler& sc, const intrinsic::AtomicAdd& op, W
       additions[k] = {t, index(m->slots[t]), value(m->slots[t])};
     }
     // The hardware serializes the additions in some order; thread order is one of them.
-    for (const Addition& add : additions) {
+    for (const Addition &add : additions) {
       m->thread = add.thread;
       const int64_t e = m->element(*a, add.index, "atomic_add to");
       const Real old = m->read(*a, e);

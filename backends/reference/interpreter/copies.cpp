@@ -14,10 +14,10 @@ struct CopyByThread {
 
 }  // namespace
 
-Exec compile_copy(StatementCompiler& sc, const intrinsic::Copy& op, Where where) {
-  Machine* m = &sc.machine();
-  Array* dst = &sc.writable_buffer(op.dst, "copy into");
-  Array* src = &sc.buffer(op.src, "copy from");
+Exec compile_copy(StatementCompiler &sc, const intrinsic::Copy &op, Where where) {
+  Machine *m = &sc.machine();
+  Array *dst = &sc.writable_buffer(op.dst, "copy into");
+  Array *src = &sc.buffer(op.src, "copy from");
   if (dst->type != src->type)
     fail(
         "the copy from {} into {} changes the element type; a copy moves bytes, so both buffers must hold "
@@ -38,7 +38,7 @@ Exec compile_copy(StatementCompiler& sc, const intrinsic::Copy& op, Where where)
 
   // Both addresses must be aligned to the copy's size; every array starts at an address aligned to at least
   // 16 bytes (cudaMalloc and the shared-memory layout both guarantee it), so the offset decides.
-  auto check_aligned = [=](const Array& a, int64_t e, const char* side) {
+  auto check_aligned = [=](const Array &a, int64_t e, const char *side) {
     if ((e * element_bytes) % bytes != 0)
       fail(
           "the {}-byte copy {} {}[{}] is not {}-byte aligned (its byte offset in {} is {}); copies need "
@@ -47,7 +47,7 @@ Exec compile_copy(StatementCompiler& sc, const intrinsic::Copy& op, Where where)
   };
 
   std::vector<CopyByThread> issued;
-  return [=](const ActiveThreads& active) mutable {
+  return [=](const ActiveThreads &active) mutable {
     m->where = where;
     issued.resize(active.size());
     for (size_t k = 0; k < active.size(); ++k) {
@@ -66,7 +66,7 @@ Exec compile_copy(StatementCompiler& sc, const intrinsic::Copy& op, Where where)
       check_aligned(*dst, d, "into");
       const auto s = static_cast<int64_t>(src_index(m->slots[t]));
       check_aligned(*src, s, "from");
-      PendingCopy& copy = issued[k].copy;
+      PendingCopy &copy = issued[k].copy;
       issued[k].thread = t;
       copy = PendingCopy{dst, d, elements, {}, where};
       // Only the bytes actually read must be in bounds: that is how copies at a tensor's edge stay legal.
@@ -74,7 +74,7 @@ Exec compile_copy(StatementCompiler& sc, const intrinsic::Copy& op, Where where)
         copy.values[j] = m->read(*src, m->element(*src, static_cast<Real>(s + j), "copy from"));
       for (int j = read; j < elements; ++j) copy.values[j] = 0;
     }
-    for (const CopyByThread& c : issued) {
+    for (const CopyByThread &c : issued) {
       m->thread = c.thread;
       if (async) {
         for (int j = 0; j < elements; ++j) m->begin_copy_into(*dst, c.copy.dst_index + j);
@@ -87,31 +87,31 @@ Exec compile_copy(StatementCompiler& sc, const intrinsic::Copy& op, Where where)
   };
 }
 
-Exec compile_async_commit(StatementCompiler& sc, Where where) {
-  Machine* m = &sc.machine();
-  return [=](const ActiveThreads& active) {
+Exec compile_async_commit(StatementCompiler &sc, Where where) {
+  Machine *m = &sc.machine();
+  return [=](const ActiveThreads &active) {
     m->where = where;
     // A commit with no copies since the last one still closes a group (an empty one), as on the GPU: waits
     // count groups, not copies.
     for (int t : active) {
-      AsyncCopies& copies = m->async[t];
+      AsyncCopies &copies = m->async[t];
       copies.committed.push_back(std::move(copies.uncommitted));
       copies.uncommitted.clear();
     }
   };
 }
 
-Exec compile_async_wait(StatementCompiler& sc, int pending, Where where) {
-  Machine* m = &sc.machine();
+Exec compile_async_wait(StatementCompiler &sc, int pending, Where where) {
+  Machine *m = &sc.machine();
   if (pending < 0) fail("async_wait({}) waits for a negative number of groups", pending);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     // Copies not yet committed belong to no group, so a wait does not complete them.
     for (int t : active) {
       m->thread = t;
-      AsyncCopies& copies = m->async[t];
+      AsyncCopies &copies = m->async[t];
       while (static_cast<int>(copies.committed.size()) > pending) {
-        for (const PendingCopy& copy : copies.committed.front()) m->land_copy(copy, t);
+        for (const PendingCopy &copy : copies.committed.front()) m->land_copy(copy, t);
         copies.committed.pop_front();
       }
     }

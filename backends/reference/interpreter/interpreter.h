@@ -22,17 +22,17 @@ namespace twist::reference {
 // and shape its BufferArgs declare: inputs are read, outputs and workspaces written (in place, when the
 // kernel completes). `scalars` holds the scalar arguments (size parameters and Params) by name. A kernel
 // whose requirements (Kernel::requirements) do not hold for them is refused, as the GPU runtime refuses it.
-void run_kernel(const Kernel& kernel, std::map<std::string, HostTensor>& buffers,
-                const std::map<std::string, double>& scalars, const InterpretOptions& options = {});
+void run_kernel(const Kernel &kernel, std::map<std::string, HostTensor> &buffers,
+                const std::map<std::string, double> &scalars, const InterpretOptions &options = {});
 
 // Runs a lowered program's kernels in order, each as the variant the GPU runtime would launch for these
 // shapes (select_variant in scheduler/arguments.h). Size parameters are bound from the inputs' shapes
 // (bind_arguments), so `scalars` needs only the others. Outputs and workspaces are allocated from their
 // shapes and poisoned first (NaN, or the largest value of an integer type), so that an element no kernel
 // writes cannot pass a comparison; returns the outputs by name.
-std::map<std::string, HostTensor> run_program(const LoweredProgram& program,
-                                              const std::map<std::string, HostTensor>& inputs,
-                                              const std::map<std::string, double>& scalars,
-                                              const InterpretOptions& options = {});
+std::map<std::string, HostTensor> run_program(const LoweredProgram &program,
+                                              const std::map<std::string, HostTensor> &inputs,
+                                              const std::map<std::string, double> &scalars,
+                                              const InterpretOptions &options = {});
 
 }  // namespace twist::reference

@@ -7,19 +7,19 @@ namespace twist::reference::interpreter {
 
 // barrier_and_atomics.cpp
 // Barrier `id` (0: the block-wide one) waits for `threads` threads.
-Exec compile_barrier(StatementCompiler& sc, int id, int threads, Where where);
-Exec compile_atomic_add(StatementCompiler& sc, const intrinsic::AtomicAdd& op, Where where);
+Exec compile_barrier(StatementCompiler &sc, int id, int threads, Where where);
+Exec compile_atomic_add(StatementCompiler &sc, const intrinsic::AtomicAdd &op, Where where);
 
 // copies.cpp
-Exec compile_copy(StatementCompiler& sc, const intrinsic::Copy& op, Where where);
-Exec compile_async_commit(StatementCompiler& sc, Where where);
-Exec compile_async_wait(StatementCompiler& sc, int pending, Where where);
+Exec compile_copy(StatementCompiler &sc, const intrinsic::Copy &op, Where where);
+Exec compile_async_commit(StatementCompiler &sc, Where where);
+Exec compile_async_wait(StatementCompiler &sc, int pending, Where where);
 
 // warp_intrinsics.cpp
-Exec compile_ldmatrix(StatementCompiler& sc, const intrinsic::Ldmatrix& op, Where where);
+Exec compile_ldmatrix(StatementCompiler &sc, const intrinsic::Ldmatrix &op, Where where);
 Exec compile_stmatrix(StatementCompiler &sc, const intrinsic::Stmatrix &op, Where where);
-Exec compile_mma(StatementCompiler& sc, const intrinsic::Mma& op, Where where);
-Exec compile_shuffle_xor(StatementCompiler& sc, const intrinsic::ShuffleXor& op, Where where);
+Exec compile_mma(StatementCompiler &sc, const intrinsic::Mma &op, Where where);
+Exec compile_shuffle_xor(StatementCompiler &sc, const intrinsic::ShuffleXor &op, Where where);
 
 // hopper_intrinsics.cpp: mbarriers, TMA copies, wgmma. fence.proxy.async is a no-op here: the interpreter
 // does not tell the generic proxy from the asynchronous one.

@@ -30,7 +30,7 @@ Where Machine::describe(std::string text) {
   return &texts_.emplace_back(std::move(text));
 }
 
-Array& Machine::add_array(Array array) {
+Array &Machine::add_array(Array array) {
   return arrays_.emplace_back(std::move(array));
 }
 
@@ -42,7 +42,7 @@ std::string Machine::location() const {
   return s;
 }
 
-int64_t Machine::element(const Array& a, Real index, const char* access) const {
+int64_t Machine::element(const Array &a, Real index, const char *access) const {
   if (!(index >= 0 && index < static_cast<Real>(a.size)))
     fail(
         "the {} {}[{}] is out of bounds: {} has {} elements (indices 0 to {}); guard the access or size the "
@@ -51,7 +51,7 @@ int64_t Machine::element(const Array& a, Real index, const char* access) const {
   return static_cast<int64_t>(index);
 }
 
-Real Machine::read(Array& a, int64_t e) {
+Real Machine::read(Array &a, int64_t e) {
   switch (a.space) {
     case Space::registers:
       if (!a.wgmma_holds.empty() && a.wgmma_holds[thread * a.size + e] > 0) held_register(a, e, "read of");
@@ -65,7 +65,7 @@ Real Machine::read(Array& a, int64_t e) {
   return 0;
 }
 
-void Machine::write(Array& a, int64_t e, Real value) {
+void Machine::write(Array &a, int64_t e, Real value) {
   switch (a.space) {
     case Space::registers:
       if (!a.wgmma_holds.empty() && a.wgmma_holds[thread * a.size + e] > 0) held_register(a, e, "write of");
@@ -74,7 +74,7 @@ void Machine::write(Array& a, int64_t e, Real value) {
     case Space::shared:
       if (!a.accesses.empty()) {
         check_write(a, e, "write of");
-        SharedAccess& access = a.accesses[e];
+        SharedAccess &access = a.accesses[e];
         access.write_epoch = epoch;
         access.writer = thread;
         access.written_at = where;
@@ -92,20 +92,20 @@ void Machine::write(Array& a, int64_t e, Real value) {
 void Machine::begin_copy_into(Array &a, int64_t e, bool by_tma) {
   if (a.accesses.empty()) return;
   check_write(a, e, by_tma ? "TMA load into" : "cp.async into");
-  SharedAccess& access = a.accesses[e];
+  SharedAccess &access = a.accesses[e];
   ++access.copies_in_flight;
   access.copier = thread;
   access.copied_at = where;
   access.copied_by_tma = by_tma;
 }
 
-void Machine::land_copy(const PendingCopy& copy, int issuer) {
-  Array& a = *copy.dst;
+void Machine::land_copy(const PendingCopy &copy, int issuer) {
+  Array &a = *copy.dst;
   for (int k = 0; k < copy.elements; ++k) {
     const int64_t e = copy.dst_index + k;
     a.values[e] = copy.values[k];
     if (a.accesses.empty()) continue;
-    SharedAccess& access = a.accesses[e];
+    SharedAccess &access = a.accesses[e];
     --access.copies_in_flight;
     access.write_epoch = epoch;
     access.writer = issuer;
@@ -114,8 +114,8 @@ void Machine::land_copy(const PendingCopy& copy, int issuer) {
   }
 }
 
-void Machine::in_flight(const Array& a, int64_t e, const char* access) const {
-  const SharedAccess& s = a.accesses[e];
+void Machine::in_flight(const Array &a, int64_t e, const char *access) const {
+  const SharedAccess &s = a.accesses[e];
   if (s.copied_by_tma)
     fail(
         "{} {}[{}] by thread {} while a TMA load into it (issued by thread {} at {}) is in flight: missing "
@@ -178,8 +178,8 @@ void Machine::land_tma(Array &a, int64_t e, Real value, const TmaOrigin &origin,
   access.writer_fences = -1;
 }
 
-void Machine::check_read(Array& a, int64_t e) {
-  SharedAccess& s = a.accesses[e];
+void Machine::check_read(Array &a, int64_t e) {
+  SharedAccess &s = a.accesses[e];
   if (s.copies_in_flight > 0) in_flight(a, e, "read of");
   if (s.write_epoch == epoch && s.writer != thread)
     fail(
@@ -197,8 +197,8 @@ void Machine::check_read(Array& a, int64_t e) {
   }
 }
 
-void Machine::check_write(Array& a, int64_t e, const char* access) {
-  const SharedAccess& s = a.accesses[e];
+void Machine::check_write(Array &a, int64_t e, const char *access) {
+  const SharedAccess &s = a.accesses[e];
   if (s.copies_in_flight > 0) in_flight(a, e, access);
   if (s.async_readers > 0)
     fail(

@@ -20,7 +20,7 @@ namespace twist::reference::interpreter {
 // The threads that execute a statement together, in ascending order: the block's active mask.
 using ActiveThreads = std::vector<int>;
 // A compiled statement: executes it for every active thread, in lockstep.
-using Exec = std::function<void(const ActiveThreads&)>;
+using Exec = std::function<void(const ActiveThreads &)>;
 
 inline constexpr int kWarpSize = 32;
 
@@ -28,7 +28,7 @@ inline constexpr int kWarpSize = 32;
 // values land in `dst` when a wait completes its group.
 struct PendingCopy {
   static constexpr int kMaxElements = 16;  // 16 bytes of 1-byte elements
-  Array* dst = nullptr;
+  Array *dst = nullptr;
   int64_t dst_index = 0;
   int elements = 0;
   std::array<Real, kMaxElements> values{};
@@ -55,9 +55,9 @@ struct HeldGroups {
 
 class Machine {
  public:
-  Machine(const Kernel& kernel, const InterpretOptions& options);
+  Machine(const Kernel &kernel, const InterpretOptions &options);
 
-  const Kernel& kernel;
+  const Kernel &kernel;
   const InterpretOptions options;
   ExprCompiler compiler;
   const int threads;
@@ -69,11 +69,11 @@ class Machine {
   std::vector<HeldGroups> wgmma_groups, bulk_store_groups;  // each thread's wgmmas and TMA stores
   // Each thread's fence_proxy_async count: a TMA store may read a thread's write only after a later fence.
   std::vector<int64_t> proxy_fences;
-  std::array<int64_t, 3> block{};                           // the block now running
-  int thread = -1;        // the thread now executing; -1 for a step of the whole block or warp
-  Where where = nullptr;  // the statement now executing (or being compiled)
-  int64_t epoch = 0;      // barriers the block has passed: accesses in one epoch are unordered
-  bool running = false;   // false while the kernel is being compiled
+  std::array<int64_t, 3> block{};  // the block now running
+  int thread = -1;                 // the thread now executing; -1 for a step of the whole block or warp
+  Where where = nullptr;           // the statement now executing (or being compiled)
+  int64_t epoch = 0;               // barriers the block has passed: accesses in one epoch are unordered
+  bool running = false;            // false while the kernel is being compiled
   // The divergent roles of the running block, as groups of threads that take turns (thread_groups.h).
   ThreadGroups groups{where, thread};
   // A barrier that part of the block has reached while other groups run: the threads arrived at it, and
@@ -86,15 +86,15 @@ class Machine {
 
   // Keeps a description of a statement for messages; the pointer stays valid as long as the machine.
   Where describe(std::string text);
-  Array& add_array(Array array);
+  Array &add_array(Array array);
 
   // The element `index` of `a` as the current thread sees it, bounds-checked; `access` names the operation
   // for the message ("load", "store", "copy into").
-  int64_t element(const Array& a, Real index, const char* access) const;
-  Real read(Array& a, int64_t element);
-  void write(Array& a, int64_t element, Real value);
+  int64_t element(const Array &a, Real index, const char *access) const;
+  Real read(Array &a, int64_t element);
+  void write(Array &a, int64_t element, Real value);
   // The write of a completed asynchronous copy, made by the thread that issued it.
-  void land_copy(const PendingCopy& copy, int issuer);
+  void land_copy(const PendingCopy &copy, int issuer);
   // An asynchronous operation takes or gives back its hold on an element (see AsyncHold).
   void hold(HeldGroups &groups, Array &a, int64_t index);
   static void release(const AsyncHold &h);
@@ -110,10 +110,10 @@ class Machine {
   std::string location() const;
 
  private:
-  void check_read(Array& a, int64_t element);
+  void check_read(Array &a, int64_t element);
   // `access` says what the access is, as in "write of" or "cp.async into".
-  void check_write(Array& a, int64_t element, const char* access);
-  [[noreturn]] void in_flight(const Array& a, int64_t element, const char* access) const;
+  void check_write(Array &a, int64_t element, const char *access);
+  [[noreturn]] void in_flight(const Array &a, int64_t element, const char *access) const;
   [[noreturn]] void held_register(const Array &a, int64_t element, const char *access) const;
 
   std::deque<std::string> texts_;

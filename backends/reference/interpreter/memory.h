@@ -12,12 +12,12 @@
 namespace twist::reference::interpreter {
 
 // The text of the statement that made an access, kept for error messages (owned by the Machine).
-using Where = const std::string*;
+using Where = const std::string *;
 
 struct Array;
 
 enum class Space { global, shared, registers };
-const char* space_name(Space space);
+const char *space_name(Space space);
 
 // Who touched one shared element since the last barrier, and which asynchronous copies will still write
 // it: what the race checks compare each new access with.
@@ -37,7 +37,7 @@ struct SharedAccess {
   // The writer's count of fence_proxy_async when it wrote (Machine::proxy_fences); -1 for a write by the
   // async proxy (a TMA load), which the async proxy sees without a fence.
   int64_t writer_fences = -1;
-  int async_readers = 0;       // wgmma and TMA stores that read it and are not yet retired by their wait
+  int async_readers = 0;  // wgmma and TMA stores that read it and are not yet retired by their wait
   Where async_read_at = nullptr;
 };
 
@@ -93,9 +93,9 @@ struct Array {
 // What an unwritten element holds: NaN for floating-point types, the largest value of an integer type (an
 // index made from it lands out of bounds, a sum with it is visibly wrong), true for bool. GPUs do not clear
 // shared memory or registers, so reading what nobody wrote must not look like a plausible zero.
-Real poison(const Type& t);
+Real poison(const Type &t);
 
 // Fills an array with poison and forgets its access history, as a fresh allocation.
-void reset(Array& a, int threads, bool track_accesses);
+void reset(Array &a, int threads, bool track_accesses);
 
 }  // namespace twist::reference::interpreter

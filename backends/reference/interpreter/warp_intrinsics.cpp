@@ -12,7 +12,7 @@ namespace {
 // Calls run_warp(first thread of the warp) for every warp with an active thread, after checking that all
 // its lanes are active: warp-collective instructions are undefined on a GPU otherwise.
 template <typename RunWarp>
-void for_each_warp(Machine& m, const ActiveThreads& active, const char* instruction, RunWarp run_warp) {
+void for_each_warp(Machine &m, const ActiveThreads &active, const char *instruction, RunWarp run_warp) {
   for (size_t k = 0; k < active.size(); k += kWarpSize) {
     const int warp = active[k] / kWarpSize, first = warp * kWarpSize;
     if (first + kWarpSize > m.threads)
@@ -32,15 +32,15 @@ void for_each_warp(Machine& m, const ActiveThreads& active, const char* instruct
   m.thread = -1;
 }
 
-void require_space(const Array& a, Space space, const char* instruction, const char* operand) {
+void require_space(const Array &a, Space space, const char *instruction, const char *operand) {
   if (a.space != space)
     fail("the {} operand of {} is {}, which is not in {} memory", operand, instruction, a.describe(),
          space_name(space));
 }
 
 // The first element of a lane's fragment, with every element of it in bounds.
-int64_t fragment(Machine& m, const Array& a, const CompiledExpr& index, int thread, int elements,
-                 const char* access) {
+int64_t fragment(Machine &m, const Array &a, const CompiledExpr &index, int thread, int elements,
+                 const char *access) {
   m.thread = thread;
   const int64_t first = m.element(a, index(m.slots[thread]), access);
   m.element(a, static_cast<Real>(first + elements - 1), access);
@@ -66,10 +66,10 @@ Position c_position(int lane, int i) {
 
 }  // namespace
 
-Exec compile_ldmatrix(StatementCompiler& sc, const intrinsic::Ldmatrix& op, Where where) {
-  Machine* m = &sc.machine();
-  Array* dst = &sc.writable_buffer(op.dst, "ldmatrix into");
-  Array* src = &sc.buffer(op.src, "ldmatrix from");
+Exec compile_ldmatrix(StatementCompiler &sc, const intrinsic::Ldmatrix &op, Where where) {
+  Machine *m = &sc.machine();
+  Array *dst = &sc.writable_buffer(op.dst, "ldmatrix into");
+  Array *src = &sc.buffer(op.src, "ldmatrix from");
   require_space(*src, Space::shared, "ldmatrix", "source");
   require_space(*dst, Space::registers, "ldmatrix", "destination");
   if (src->type.bits() != 16 || dst->type != src->type)
@@ -80,7 +80,7 @@ Exec compile_ldmatrix(StatementCompiler& sc, const intrinsic::Ldmatrix& op, Wher
   const int matrices = op.matrices;
   const bool transpose = op.transpose;
   CompiledExpr dst_index = sc.expr(op.dst_index), src_index = sc.expr(op.src_index);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     for_each_warp(*m, active, "ldmatrix", [&](int first) {
       // Lanes 8j..8j+7 give the rows of matrix j: 8 elements, 16 bytes, aligned to 16 bytes.
@@ -162,18 +162,18 @@ Exec compile_stmatrix(StatementCompiler &sc, const intrinsic::Stmatrix &op, Wher
   };
 }
 
-Exec compile_mma(StatementCompiler& sc, const intrinsic::Mma& op, Where where) {
-  Machine* m = &sc.machine();
-  Array* d = &sc.writable_buffer(op.d, "mma into");
-  Array* a = &sc.buffer(op.a, "mma from");
-  Array* b = &sc.buffer(op.b, "mma from");
-  Array* c = &sc.buffer(op.c, "mma from");
+Exec compile_mma(StatementCompiler &sc, const intrinsic::Mma &op, Where where) {
+  Machine *m = &sc.machine();
+  Array *d = &sc.writable_buffer(op.d, "mma into");
+  Array *a = &sc.buffer(op.a, "mma from");
+  Array *b = &sc.buffer(op.b, "mma from");
+  Array *c = &sc.buffer(op.c, "mma from");
   require_space(*a, Space::registers, "mma", "A");
   require_space(*b, Space::registers, "mma", "B");
   require_space(*c, Space::registers, "mma", "C");
   require_space(*d, Space::registers, "mma", "D");
   const bool inputs_ok = a->type == b->type && (a->type == f16 || a->type == bf16);
-  const auto accumulator_ok = [](const Type& t) { return t == f16 || t == f32; };
+  const auto accumulator_ok = [](const Type &t) { return t == f16 || t == f32; };
   const bool outputs_ok = accumulator_ok(c->type) && accumulator_ok(d->type) &&
                           (a->type != bf16 || (c->type == f32 && d->type == f32));
   if (!inputs_ok || !outputs_ok)
@@ -183,7 +183,7 @@ Exec compile_mma(StatementCompiler& sc, const intrinsic::Mma& op, Where where) {
         a->describe(), b->describe(), c->describe(), d->describe());
   CompiledExpr a_index = sc.expr(op.a_index), b_index = sc.expr(op.b_index), c_index = sc.expr(op.c_index),
                d_index = sc.expr(op.d_index);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     for_each_warp(*m, active, "mma", [&](int first) {
       double A[16][16], B[16][8], C[16][8];
@@ -222,9 +222,9 @@ Exec compile_mma(StatementCompiler& sc, const intrinsic::Mma& op, Where where) {
   };
 }
 
-Exec compile_shuffle_xor(StatementCompiler& sc, const intrinsic::ShuffleXor& op, Where where) {
-  Machine* m = &sc.machine();
-  Array* dst = &sc.writable_buffer(op.dst, "shuffle_xor into");
+Exec compile_shuffle_xor(StatementCompiler &sc, const intrinsic::ShuffleXor &op, Where where) {
+  Machine *m = &sc.machine();
+  Array *dst = &sc.writable_buffer(op.dst, "shuffle_xor into");
   require_space(*dst, Space::registers, "shuffle_xor", "destination");
   if (op.value.type() != dst->type)
     fail("shuffle_xor moves a {} value into {}: the types must match", type_name(op.value.type()),
@@ -233,7 +233,7 @@ Exec compile_shuffle_xor(StatementCompiler& sc, const intrinsic::ShuffleXor& op,
     fail("shuffle_xor's lane mask {} is not a lane of a {}-lane warp", op.lane_mask, kWarpSize);
   const int lane_mask = op.lane_mask;
   CompiledExpr value = sc.expr(op.value), dst_index = sc.expr(op.dst_index);
-  return [=](const ActiveThreads& active) {
+  return [=](const ActiveThreads &active) {
     m->where = where;
     for_each_warp(*m, active, "shuffle_xor", [&](int first) {
       std::array<Real, kWarpSize> values;

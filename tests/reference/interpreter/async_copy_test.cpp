@@ -23,9 +23,9 @@ struct Pipeline {
 
 // out[i][t][j] = 2 * x[i][(t + 1) % 32][j] for `tiles` tiles of 32 x 8 f16, staged through two shared
 // buffers: tile i + 1 is copied while tile i is used, and each thread uses its neighbour's copy.
-Kernel pipeline(int tiles, const Pipeline& p) {
+Kernel pipeline(int tiles, const Pipeline &p) {
   const Expr t = tid(), i = i32_var("i"), j = i32_var("j");
-  auto copy_tile = [&](const Expr& tile) {
+  auto copy_tile = [&](const Expr &tile) {
     return intrinsic::copy({"buf", (tile % 2) * kTile + t * 8, "x", tile * kTile + t * 8, 16, 16, true});
   };
   std::vector<Stmt> prologue = {copy_tile(0)};
@@ -50,10 +50,10 @@ Kernel pipeline(int tiles, const Pipeline& p) {
   return k;
 }
 
-std::string error_of(const Kernel& k, std::map<std::string, HostTensor>& buffers) {
+std::string error_of(const Kernel &k, std::map<std::string, HostTensor> &buffers) {
   try {
     run_kernel(k, buffers, {});
-  } catch (const Error& e) {
+  } catch (const Error &e) {
     return e.what();
   }
   return "";
@@ -65,7 +65,7 @@ std::map<std::string, HostTensor> pipeline_buffers(int tiles) {
 
 // A single-block kernel that copies x into shared memory with one `copy` per thread, then writes the
 // shared array to `out`.
-Kernel stage_and_store(int x_size, const intrinsic::Copy& copy) {
+Kernel stage_and_store(int x_size, const intrinsic::Copy &copy) {
   Kernel k;
   k.name = "stage";
   k.buffers = {buffer("x", f16, {x_size}, BufferArg::Role::input),

@@ -37,7 +37,7 @@ Kernel scale_and_bias(bool guard_tail, Expr column_blocks) {
   return k;
 }
 
-LoweredProgram program_of(const Kernel& k) {
+LoweredProgram program_of(const Kernel &k) {
   LoweredProgram p;
   p.name = k.name;
   p.kernels = {k};
@@ -58,7 +58,7 @@ TEST_CASE("a guarded elementwise kernel over a 2-D grid computes every element, 
   // rows and cols are not given: they are the extents of x, as on the GPU.
   const auto outputs = run_program(program_of(scale_and_bias(true, kColumnBlocks)),
                                    {{"x", x}, {"bias", bias}}, {{"scale", scale}});
-  const HostTensor& out = outputs.at("out");
+  const HostTensor &out = outputs.at("out");
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       // The same operations in C++ floats: each rounds to f32 once, as typed arithmetic does.
@@ -92,7 +92,7 @@ TEST_CASE("elements that no block writes stay poisoned") {
   const auto outputs =
       run_program(program_of(scale_and_bias(true, i32_var("cols") / kThreads)), {{"x", x}, {"bias", bias}},
                   {{"rows", rows}, {"cols", cols}, {"scale", 1.0}});
-  const HostTensor& out = outputs.at("out");
+  const HostTensor &out = outputs.at("out");
   for (int64_t r = 0; r < rows; ++r) {
     CHECK(std::isfinite(out.get({r, 255})));
     for (int64_t c = 256; c < cols; ++c) REQUIRE(std::isnan(out.get({r, c})));
@@ -113,7 +113,7 @@ TEST_CASE(
     run_kernel(scale_and_bias(false, kColumnBlocks), buffers,
                {{"rows", rows}, {"cols", cols}, {"scale", 1.0}});
     FAIL("the unguarded kernel ran");
-  } catch (const Error& e) {
+  } catch (const Error &e) {
     const std::string message = e.what();
     INFO(message);
     CHECK(message.find("kernel 'scale_and_bias'") != std::string::npos);
@@ -135,7 +135,7 @@ TEST_CASE("a store out of bounds of the output is reported with the output's nam
   try {
     run_kernel(k, buffers, {});
     FAIL("the overrunning kernel ran");
-  } catch (const Error& e) {
+  } catch (const Error &e) {
     const std::string message = e.what();
     INFO(message);
     CHECK(message.find("thread 61") != std::string::npos);

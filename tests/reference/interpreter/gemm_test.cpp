@@ -26,7 +26,7 @@ Kernel gemm() {
 
   // Threads 0-127 copy the A tile (64 rows of 16: two 16-byte chunks a row), threads 128-255 the B tile
   // (16 rows of 64: eight chunks a row).
-  auto copy_tiles = [&](const Expr& k_tile) {
+  auto copy_tiles = [&](const Expr &k_tile) {
     const Expr u = t % 128, stage = k_tile % 2;
     const Stmt copy_a = intrinsic::copy({"As", stage * kATile + (u / 2) * BK + (u % 2) * 8, "A",
                                          (bm * BM + u / 2) * K + k_tile * BK + (u % 2) * 8, 16, 16, true});

@@ -27,7 +27,7 @@ using twist::Kernel;
 using twist::LoweredProgram;
 using twist::Type;
 
-inline Expr i32_var(const std::string& name) {
+inline Expr i32_var(const std::string &name) {
   return Halide::Internal::Variable::make(Halide::Int(32), name);
 }
 inline Expr tid() {
@@ -37,49 +37,49 @@ inline Expr bid(int dim) {
   return intrinsic::block_index(dim);
 }
 
-inline Expr load(const Type& type, const std::string& buffer, const Expr& index) {
+inline Expr load(const Type &type, const std::string &buffer, const Expr &index) {
   return Halide::Internal::Load::make(type, buffer, index, Halide::Buffer<>(), Halide::Internal::Parameter(),
                                       Halide::Internal::const_true(), Halide::Internal::ModulusRemainder());
 }
 
-inline Stmt store(const std::string& buffer, const Expr& value, const Expr& index) {
+inline Stmt store(const std::string &buffer, const Expr &value, const Expr &index) {
   return Halide::Internal::Store::make(buffer, value, index, Halide::Internal::Parameter(),
                                        Halide::Internal::const_true(), Halide::Internal::ModulusRemainder());
 }
 
-inline Stmt serial(const std::string& var, const Expr& min, const Expr& extent, const Stmt& body) {
+inline Stmt serial(const std::string &var, const Expr &min, const Expr &extent, const Stmt &body) {
   return Halide::Internal::For::make(var, min, extent, Halide::Internal::ForType::Serial,
                                      Halide::DeviceAPI::None, body);
 }
 
-inline Stmt unrolled(const std::string& var, int extent, const Stmt& body) {
+inline Stmt unrolled(const std::string &var, int extent, const Stmt &body) {
   return Halide::Internal::For::make(var, 0, extent, Halide::Internal::ForType::Unrolled,
                                      Halide::DeviceAPI::None, body);
 }
 
-inline Stmt if_then(const Expr& condition, const Stmt& then_case, const Stmt& else_case = Stmt()) {
+inline Stmt if_then(const Expr &condition, const Stmt &then_case, const Stmt &else_case = Stmt()) {
   return Halide::Internal::IfThenElse::make(condition, then_case, else_case);
 }
 
-inline Stmt let(const std::string& var, const Expr& value, const Stmt& body) {
+inline Stmt let(const std::string &var, const Expr &value, const Stmt &body) {
   return Halide::Internal::LetStmt::make(var, value, body);
 }
 
-inline Stmt shared_array(const std::string& name, const Type& type, int extent, const Stmt& body) {
+inline Stmt shared_array(const std::string &name, const Type &type, int extent, const Stmt &body) {
   return Halide::Internal::Allocate::make(name, type, Halide::MemoryType::GPUShared, {extent},
                                           Halide::Internal::const_true(), body);
 }
 
-inline Stmt register_array(const std::string& name, const Type& type, int extent, const Stmt& body) {
+inline Stmt register_array(const std::string &name, const Type &type, int extent, const Stmt &body) {
   return Halide::Internal::Allocate::make(name, type, Halide::MemoryType::Register, {extent},
                                           Halide::Internal::const_true(), body);
 }
 
-inline Stmt block(const std::vector<Stmt>& stmts) {
+inline Stmt block(const std::vector<Stmt> &stmts) {
   return Halide::Internal::Block::make(stmts);
 }
 
-inline BufferArg buffer(const std::string& name, const Type& type, std::vector<Expr> shape,
+inline BufferArg buffer(const std::string &name, const Type &type, std::vector<Expr> shape,
                         BufferArg::Role role) {
   return BufferArg{name, type, std::move(shape), role};
 }

@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-Kernel single_block_kernel(const std::string& name, std::vector<BufferArg> buffers, int blocks, Stmt body) {
+Kernel single_block_kernel(const std::string &name, std::vector<BufferArg> buffers, int blocks, Stmt body) {
   Kernel k;
   k.name = name;
   k.buffers = std::move(buffers);
@@ -44,7 +44,7 @@ Kernel block_sum(int blocks, int skip_barrier_after = -1) {
 }
 
 // The same tree in plain C++ floats.
-float tree_sum(const HostTensor& x, int64_t first) {
+float tree_sum(const HostTensor &x, int64_t first) {
   std::vector<float> s(kThreads);
   for (int t = 0; t < kThreads; ++t) s[t] = static_cast<float>(x.get({first + t}));
   for (int stride = kThreads / 2; stride >= 1; stride /= 2)
@@ -52,11 +52,11 @@ float tree_sum(const HostTensor& x, int64_t first) {
   return s[0];
 }
 
-std::string error_of(const Kernel& k, std::map<std::string, HostTensor>& buffers,
-                     const InterpretOptions& options = {}) {
+std::string error_of(const Kernel &k, std::map<std::string, HostTensor> &buffers,
+                     const InterpretOptions &options = {}) {
   try {
     run_kernel(k, buffers, {}, options);
-  } catch (const Error& e) {
+  } catch (const Error &e) {
     return e.what();
   }
   return "";

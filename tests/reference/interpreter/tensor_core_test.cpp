@@ -37,7 +37,7 @@ struct Types {
 // A (M x K) and B (K x N) are staged into shared memory row-major; each warp loads its fragments with
 // ldmatrix, multiplies, and writes D and, for inspection, its A and B registers (a_regs[thread][8],
 // b_regs[thread][4]).
-Kernel mma_kernel(const Types& types, bool ldmatrix_in_divergent_branch = false) {
+Kernel mma_kernel(const Types &types, bool ldmatrix_in_divergent_branch = false) {
   const Expr t = tid(), lane = tid() % 32, warp = tid() / 32, g = lane / 4, tig = lane % 4;
   const Expr e = i32_var("e");
   std::vector<Stmt> body;
@@ -89,15 +89,15 @@ Kernel mma_kernel(const Types& types, bool ldmatrix_in_divergent_branch = false)
 
 // Multiples of 1/8 in [-4, 4] (and of 1/16 for C): every product and sum of them is exact in double, so
 // the only rounding of the product is the one rounding of D to its type.
-HostTensor dyadic(const Type& type, std::vector<int64_t> shape, uint64_t seed, double step) {
+HostTensor dyadic(const Type &type, std::vector<int64_t> shape, uint64_t seed, double step) {
   HostTensor t = random_uniform(twist::i32, shape, seed, -32, 32);
   HostTensor out(type, shape);
   for (int64_t i = 0; i < t.size(); ++i) out.set_linear(i, t.get_linear(i) * step);
   return out;
 }
 
-std::map<std::string, HostTensor> run(const Types& types, const HostTensor& A, const HostTensor& B,
-                                      const HostTensor& C) {
+std::map<std::string, HostTensor> run(const Types &types, const HostTensor &A, const HostTensor &B,
+                                      const HostTensor &C) {
   LoweredProgram p;
   p.name = "mma";
   p.kernels = {mma_kernel(types)};
@@ -105,7 +105,7 @@ std::map<std::string, HostTensor> run(const Types& types, const HostTensor& A, c
   return run_program(p, {{"A", A}, {"B", B}, {"C", C}}, {});
 }
 
-void check_fragments(const std::map<std::string, HostTensor>& out, const HostTensor& A, const HostTensor& B) {
+void check_fragments(const std::map<std::string, HostTensor> &out, const HostTensor &A, const HostTensor &B) {
   for (int thread = 0; thread < kThreads; ++thread) {
     const int warp = thread / 32, lane = thread % 32, group = lane / 4, in_group = lane % 4;
     for (int i = 0; i < 8; ++i) {
@@ -120,8 +120,8 @@ void check_fragments(const std::map<std::string, HostTensor>& out, const HostTen
   }
 }
 
-void check_product(const HostTensor& D, const HostTensor& A, const HostTensor& B, const HostTensor& C,
-                   const Type& accumulator) {
+void check_product(const HostTensor &D, const HostTensor &A, const HostTensor &B, const HostTensor &C,
+                   const Type &accumulator) {
   for (int64_t r = 0; r < M; ++r) {
     for (int64_t c = 0; c < N; ++c) {
       long double sum = C.get({r, c});
