@@ -1,5 +1,5 @@
-// The warp-collective intrinsics: ldmatrix, mma.sync m16n8k16 and shuffle_xor. Each runs for whole warps,
-// with the fragment layouts of scheduler/intrinsics.h.
+// The warp-collective intrinsics: ldmatrix, stmatrix, mma.sync m16n8k16 and shuffle_xor. Each runs for whole
+// warps, with the fragment layouts of scheduler/intrinsics.h.
 #include <array>
 
 #include "backends/reference/interpreter/intrinsic_statements.h"
@@ -66,47 +66,68 @@ Position c_position(int lane, int i) {
 
 }  // namespace
 
-Exec compile_ldmatrix(StatementCompiler &sc, const intrinsic::Ldmatrix &op, Where where) {
+namespace {
+
+// ldmatrix and stmatrix move the same 8 x 8 matrices of 16-bit elements between a warp's registers and shared
+// memory, in opposite directions: lanes 8j..8j+7 give, in the shared index, the rows of matrix j (8 elements,
+// 16 bytes, aligned to 16 bytes), and lane l's register elements 2j, 2j+1 are row l/4, columns 2(l%4) and
+// 2(l%4)+1 of matrix j, or with transpose rows 2(l%4) and 2(l%4)+1 of column l/4.
+struct MatrixMove {
+  bool load;  // ldmatrix: shared to registers; stmatrix: registers to shared
+  const std::string &registers, &shared;
+  const Expr &registers_index, &shared_index;
+  int matrices;
+  bool transpose;
+};
+
+Exec compile_matrix_move(StatementCompiler &sc, const MatrixMove &op, Where where) {
+  const char *name = op.load ? "ldmatrix" : "stmatrix";
+  const char *into = op.load ? "ldmatrix into" : "stmatrix into";
+  const char *from = op.load ? "ldmatrix from" : "stmatrix from";
   Machine *m = &sc.machine();
-  Array *dst = &sc.writable_buffer(op.dst, "ldmatrix into");
-  Array *src = &sc.buffer(op.src, "ldmatrix from");
-  require_space(*src, Space::shared, "ldmatrix", "source");
-  require_space(*dst, Space::registers, "ldmatrix", "destination");
+  Array *dst = &sc.writable_buffer(op.load ? op.registers : op.shared, into);
+  Array *src = &sc.buffer(op.load ? op.shared : op.registers, from);
+  Array *shared = op.load ? src : dst, *registers = op.load ? dst : src;
+  require_space(*src, op.load ? Space::shared : Space::registers, name, "source");
+  require_space(*dst, op.load ? Space::registers : Space::shared, name, "destination");
   if (src->type.bits() != 16 || dst->type != src->type)
-    fail("ldmatrix moves 16-bit elements between buffers of one type; it loads from {} into {}",
-         src->describe(), dst->describe());
+    fail("{} moves 16-bit elements between buffers of one type; it {} from {} into {}", name,
+         op.load ? "loads" : "stores", src->describe(), dst->describe());
   if (op.matrices != 1 && op.matrices != 2 && op.matrices != 4)
-    fail("ldmatrix loads 1, 2 or 4 matrices, not {}", op.matrices);
+    fail("{} {} 1, 2 or 4 matrices, not {}", name, op.load ? "loads" : "stores", op.matrices);
   const int matrices = op.matrices;
-  const bool transpose = op.transpose;
-  CompiledExpr dst_index = sc.expr(op.dst_index), src_index = sc.expr(op.src_index);
+  const bool transpose = op.transpose, load = op.load;
+  const char *shared_access = op.load ? from : into, *registers_access = op.load ? into : from;
+  CompiledExpr registers_index = sc.expr(op.registers_index), shared_index = sc.expr(op.shared_index);
   return [=](const ActiveThreads &active) {
     m->where = where;
-    for_each_warp(*m, active, "ldmatrix", [&](int first) {
-      // Lanes 8j..8j+7 give the rows of matrix j: 8 elements, 16 bytes, aligned to 16 bytes.
+    for_each_warp(*m, active, name, [&](int first) {
       std::array<std::array<int64_t, 8>, 4> rows;
       for (int j = 0; j < matrices; ++j) {
         for (int r = 0; r < 8; ++r) {
-          const int64_t row = fragment(*m, *src, src_index, first + 8 * j + r, 8, "ldmatrix from");
+          const int64_t row = fragment(*m, *shared, shared_index, first + 8 * j + r, 8, shared_access);
           if (row % 8 != 0)
             fail(
-                "ldmatrix row {}[{}] (matrix {}, row {}) is not 16-byte aligned: rows must start at a "
+                "{} row {}[{}] (matrix {}, row {}) is not 16-byte aligned: rows must start at a "
                 "multiple of 8 elements",
-                src->name, row, j, r);
+                name, shared->name, row, j, r);
           rows[j][r] = row;
         }
       }
       for (int lane = 0; lane < kWarpSize; ++lane) {
-        const int64_t d = fragment(*m, *dst, dst_index, first + lane, 2 * matrices, "ldmatrix into");
+        // fragment() makes the lane the machine's thread: the access is the lane's (ldmatrix's receiving
+        // lane, whose register depends on the element; stmatrix's giving lane), for the race checks.
+        const int64_t held =
+            fragment(*m, *registers, registers_index, first + lane, 2 * matrices, registers_access);
         for (int j = 0; j < matrices; ++j) {
           for (int half = 0; half < 2; ++half) {
-            // Without transpose the lane holds row lane/4, columns 2(lane%4)+half; with it, the transposed
-            // element: row 2(lane%4)+half of column lane/4.
             const int across = 2 * (lane % 4) + half, down = lane / 4;
             const int r = transpose ? across : down, c = transpose ? down : across;
-            // The read is the receiving lane's, for the race checks: it is that lane's register that depends
-            // on the element.
-            m->write(*dst, d + 2 * j + half, m->read(*src, rows[j][r] + c));
+            const int64_t in_shared = rows[j][r] + c, in_registers = held + 2 * j + half;
+            if (load)
+              m->write(*registers, in_registers, m->read(*shared, in_shared));
+            else
+              m->write(*shared, in_shared, m->read(*registers, in_registers));
           }
         }
       }
@@ -114,52 +135,16 @@ Exec compile_ldmatrix(StatementCompiler &sc, const intrinsic::Ldmatrix &op, Wher
   };
 }
 
+}  // namespace
+
+Exec compile_ldmatrix(StatementCompiler &sc, const intrinsic::Ldmatrix &op, Where where) {
+  return compile_matrix_move(
+      sc, {true, op.dst, op.src, op.dst_index, op.src_index, op.matrices, op.transpose}, where);
+}
+
 Exec compile_stmatrix(StatementCompiler &sc, const intrinsic::Stmatrix &op, Where where) {
-  Machine *m = &sc.machine();
-  Array *dst = &sc.writable_buffer(op.dst, "stmatrix into");
-  Array *src = &sc.buffer(op.src, "stmatrix from");
-  require_space(*dst, Space::shared, "stmatrix", "destination");
-  require_space(*src, Space::registers, "stmatrix", "source");
-  if (src->type.bits() != 16 || dst->type != src->type)
-    fail("stmatrix moves 16-bit elements between buffers of one type; it stores from {} into {}",
-         src->describe(), dst->describe());
-  if (op.matrices != 1 && op.matrices != 2 && op.matrices != 4)
-    fail("stmatrix stores 1, 2 or 4 matrices, not {}", op.matrices);
-  const int matrices = op.matrices;
-  const bool transpose = op.transpose;
-  CompiledExpr dst_index = sc.expr(op.dst_index), src_index = sc.expr(op.src_index);
-  return [=](const ActiveThreads &active) {
-    m->where = where;
-    for_each_warp(*m, active, "stmatrix", [&](int first) {
-      // Lanes 8j..8j+7 give the rows of matrix j: 8 elements, 16 bytes, aligned to 16 bytes.
-      std::array<std::array<int64_t, 8>, 4> rows;
-      for (int j = 0; j < matrices; ++j) {
-        for (int r = 0; r < 8; ++r) {
-          const int64_t row = fragment(*m, *dst, dst_index, first + 8 * j + r, 8, "stmatrix into");
-          if (row % 8 != 0)
-            fail(
-                "stmatrix row {}[{}] (matrix {}, row {}) is not 16-byte aligned: rows must start at a "
-                "multiple of 8 elements",
-                dst->name, row, j, r);
-          rows[j][r] = row;
-        }
-      }
-      for (int lane = 0; lane < kWarpSize; ++lane) {
-        const int64_t s = fragment(*m, *src, src_index, first + lane, 2 * matrices, "stmatrix from");
-        for (int j = 0; j < matrices; ++j) {
-          for (int half = 0; half < 2; ++half) {
-            // The lane's element goes where ldmatrix would have loaded it from: row lane/4, column
-            // 2(lane%4)+half, or transposed, row 2(lane%4)+half of column lane/4. The write is the giving
-            // lane's, for the race checks.
-            const int across = 2 * (lane % 4) + half, down = lane / 4;
-            const int r = transpose ? across : down, c = transpose ? down : across;
-            m->thread = first + lane;
-            m->write(*dst, rows[j][r] + c, m->read(*src, s + 2 * j + half));
-          }
-        }
-      }
-    });
-  };
+  return compile_matrix_move(
+      sc, {false, op.src, op.dst, op.src_index, op.dst_index, op.matrices, op.transpose}, where);
 }
 
 Exec compile_mma(StatementCompiler &sc, const intrinsic::Mma &op, Where where) {
