@@ -481,11 +481,11 @@ std::string cache_key(const Monoid &m, const CheckOptions &options) {
                      static_cast<int>(options.first_level), structural_key(m));
 }
 
-}  // namespace
-
-Verdict check_associativity(const Monoid &m, const CheckOptions &options) {
+// The verdict cached under `key`, named for `m`, or else decide_now(), cached (not under the lock: deciding a
+// product or a twist checks its factors or base first).
+template <typename Decide>
+Verdict cached_verdict(const Monoid &m, const std::string &key, Decide decide_now) {
   VerdictCache &cache = verdict_cache();
-  const std::string key = cache_key(m, options);
   {
     std::lock_guard lock(cache.mutex);
     if (auto it = cache.verdicts.find(key); it != cache.verdicts.end()) {
@@ -494,29 +494,24 @@ Verdict check_associativity(const Monoid &m, const CheckOptions &options) {
       return v;
     }
   }
-  // Not under the lock: deciding a product or a twist checks its factors or base first.
-  Verdict v = decide(m, options);
+  Verdict v = decide_now();
   std::lock_guard lock(cache.mutex);
   cache.verdicts.emplace(key, v);
   return v;
 }
 
+}  // namespace
+
+Verdict check_associativity(const Monoid &m, const CheckOptions &options) {
+  return cached_verdict(m, cache_key(m, options), [&] { return decide(m, options); });
+}
+
 Verdict check_commutativity(const Monoid &m, const CheckOptions &options) {
-  VerdictCache &cache = verdict_cache();
-  const std::string key = "commutativity|" + cache_key(m, options);
-  {
-    std::lock_guard lock(cache.mutex);
-    if (auto it = cache.verdicts.find(key); it != cache.verdicts.end()) {
-      Verdict v = it->second;
-      v.monoid = m.name;
-      return v;
-    }
-  }
-  Verdict v = decide_commutativity(m, options);
-  v.property = "commutative";
-  std::lock_guard lock(cache.mutex);
-  cache.verdicts.emplace(key, v);
-  return v;
+  return cached_verdict(m, "commutativity|" + cache_key(m, options), [&] {
+    Verdict v = decide_commutativity(m, options);
+    v.property = "commutative";
+    return v;
+  });
 }
 
 bool has_cached_verdict(const Monoid &m, const CheckOptions &options) {
