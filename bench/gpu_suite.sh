@@ -17,6 +17,16 @@ wants() { [[ " $parts " == *" $1 "* ]]; }
 cpp() { (source .device-runtime/enter.sh && "$@"); }
 export TWIST_CUDA_INCLUDE=/usr/local/cuda/include TWIST_CACHE_DIR=/tmp/twist-cache PYTHONUNBUFFERED=1
 status=0
+# compute-sanitizer's TOOL on one case of twist_apps_gpu_tests, reported as LABEL (doctest splits filters at
+# commas: '?' matches a name's comma).
+sanitize_case() {  # tool, label, test case
+  local l=/tmp/san_case.log
+  TWIST_LINEINFO=1 cpp compute-sanitizer --tool "$1" --error-exitcode 3 .gpu/bin/twist_apps_gpu_tests \
+    --test-case="${3//,/?}" >"$l" 2>&1
+  local r=$?
+  echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $1 on $2: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$l" | tr '\n' ' ')" | tee -a "$log"
+  [[ $r != 0 ]] && { status=1; tail -30 "$l" >>"$log"; }
+}
 section() { echo -e "\n=== $* ($(date +%T))" | tee -a "$log"; }
 
 section "machine"
@@ -63,28 +73,20 @@ if wants sanitizer; then
     echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $tool: $(grep -E 'ERROR SUMMARY|checks passed|FAILED' /tmp/san_$tool.log | tr '\n' ' ')" | tee -a "$log"
     [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_$tool.log >>"$log"; }
   done
-  # Attention kernels too: split-KV prefill and decoding, small shapes.
-  TWIST_LINEINFO=1 cpp compute-sanitizer --tool memcheck --error-exitcode 3 .gpu/bin/twist_apps_gpu_tests \
-    --test-case="GPU: split-KV prefill and packed grouped-query decoding match the oracle" >/tmp/san_att.log 2>&1
-  r=$?
-  echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] memcheck on attention: $(grep -E 'ERROR SUMMARY|test cases' /tmp/san_att.log | tr '\n' ' ')" | tee -a "$log"
-  [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_att.log >>"$log"; }
-  # The Hopper attention kernel (TMA ring, wgmma from shared memory and from registers): memcheck, racecheck and
-  # synccheck on its small case.
+  # The kernels of the GEMM and attention datapaths, each on its small case.
+  sanitize_case memcheck "attention" "GPU: split-KV prefill and packed grouped-query decoding match the oracle"
   for tool in memcheck racecheck synccheck; do
-    TWIST_LINEINFO=1 cpp compute-sanitizer --tool $tool --error-exitcode 3 .gpu/bin/twist_apps_gpu_tests \
-      --test-case="GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)" >/tmp/san_hatt.log 2>&1
-    r=$?
-    echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $tool on Hopper attention: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' /tmp/san_hatt.log | tr '\n' ' ')" | tee -a "$log"
-    [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_hatt.log >>"$log"; }
+    # The Hopper GEMM: TMA ring, warp specialization, persistent grid, the TMA-store epilogue.
+    sanitize_case $tool "Hopper GEMM" "GPU: Hopper GEMM with the TMA-store epilogue on small problems (for the sanitizers)"
+    # Hopper attention (TMA ring, wgmma from shared memory and from registers), also warp-specialized.
+    sanitize_case $tool "Hopper attention" \
+      "GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)"
+    sanitize_case $tool "warp-specialized Hopper attention" \
+      "GPU: warp-specialized Hopper attention with masked rows and grouped-query heads (for the sanitizers)"
   done
   # Split-KV decoding on the decode rule's ring (apps::decode_tiling: 3 cp.async slots, parts of 24 tiles).
   for tool in memcheck racecheck; do
-    TWIST_LINEINFO=1 cpp compute-sanitizer --tool $tool --error-exitcode 3 .gpu/bin/twist_apps_gpu_tests \
-      --test-case="GPU: decoding on the rule's ring with parts of many tiles (for the sanitizers)" >/tmp/san_dec.log 2>&1
-    r=$?
-    echo "[$([[ $r == 0 ]] && echo PASS || echo FAIL)] $tool on split-KV decode: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' /tmp/san_dec.log | tr '\n' ' ')" | tee -a "$log"
-    [[ $r != 0 ]] && { status=1; tail -30 /tmp/san_dec.log >>"$log"; }
+    sanitize_case $tool "split-KV decode" "GPU: decoding on the rule's ring with parts of many tiles (for the sanitizers)"
   done
 fi
 
