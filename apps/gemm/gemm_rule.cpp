@@ -68,16 +68,16 @@ struct HopperBlock {
   int m, n, warpgroups;
 };
 // Largest first: of plans the model finds equal, the first listed moves the fewest operand bytes per flop.
-constexpr HopperBlock kHopperBlocks[] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2}, {64, 256, 1},
-                                         {64, 128, 1},  {64, 64, 1},   {64, 32, 1}};
+// Nothing narrower than 64 columns: its k-tile takes as long (the wgmma step's latency) and HBM serves its
+// 64-byte rows of B at half the rate (64x32x128 blocks: 24.6 and 22.4 us at 1x4096x4096 and 16x4096x4096,
+// against 20.0-20.5 split on 64x128; bench/results/gemm_rule2.json, gemm_skinny_alternatives.json).
+constexpr HopperBlock kHopperBlocks[] = {{128, 256, 2}, {256, 128, 2}, {128, 128, 2},
+                                         {64, 256, 1},  {64, 128, 1},  {64, 64, 1}};
 // Block K: 64 (one 128-byte swizzled row of 16-bit elements); one-warpgroup blocks may also take 128, which
 // halves their rounds of barriers per byte (a block of two overlaps one warpgroup's round with the other's
 // wgmmas, so deeper k-tiles would buy it only fewer slots).
 constexpr int kBlockK = 64, kDeepBlockK = 128;
 constexpr int kElementBytes = 2;
-// HBM serves rows of a tile narrower than this as if they were this wide: 64x32 blocks (64-byte rows of B)
-// streamed B at 1.4 TB/s against 2.3-2.9 for 64x128 and 64x256 (bench/results/gemm_rule2.json).
-constexpr int kMinRowBytes = 128;
 // A ring of two slots leaves no load in flight while the consumers finish the other: 64x256 blocks of block
 // K 128 (two slots fit) measured 50.6-51.8 us at 1x4096x14336 and 16x4096x14336 against 45.1 for block K 64.
 constexpr int kMinStages = 3;
@@ -95,9 +95,10 @@ int64_t k_tiles_of(const GemmShape &s, int block_k) {
 }
 
 // One plan of the model: `block` tiles of depth `block_k`, K split into `split` slices, warp-specialized and
-// persistent with one block on each SM (its consumers take every register the producer leaves).
-HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int split,
-                 const GemmMachine &mc) {
+// persistent with one block on each SM (its consumers take every register the producer leaves); a ring of
+// `stages` slots, or the depth the rule gives where `stages` is 0.
+HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int split, const GemmMachine &mc,
+                 int stages = 0) {
   HopperPlan p;
   HopperTiling &t = p.tiling;
   t.block_m = block.m, t.block_n = block.n, t.block_k = block_k, t.warpgroups = block.warpgroups;
@@ -118,8 +119,11 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int 
   // also takes no less than its share of what the chip sustains and of what L2 delivers.
   // Each 64-row atom of a warpgroup's rows is its own wgmmas: 256x128 (two atoms of N 128 per warpgroup)
   // measured 15% slower than 128x256 (one of N 256) at 4096^3.
+  // The k-steps of an atom accumulate into the same registers, so each waits for the one before it: no
+  // faster than the step's latency.
   const int atoms = block.m / block.warpgroups / 64;
-  const double wgmma_s = mc.wgmma_round_s * atoms + tile_flops / block.warpgroups / mc.tensor_flops_per_sm;
+  const double step_s = std::max(mc.wgmma_step_s, 2.0 * 64 * block.n * 16 / mc.tensor_flops_per_sm);
+  const double wgmma_s = atoms * (mc.wgmma_round_s + block_k / 16 * step_s);
   const double round_s = std::max(block.warpgroups * wgmma_s, mc.k_tile_sync_s + wgmma_s);
   auto k_tile_s = [&](int64_t busy) {
     const double n = static_cast<double>(busy);
@@ -144,24 +148,28 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int 
                                              static_cast<int>(std::max<int64_t>(kMinStages, slice)))
                              : 0;
   if (t.stages < kMinStages) return p;  // not a plan: the caller drops it
+  if (stages > 0 && stages * stage_bytes > block_budget) {
+    t.stages = 0;  // a ring the budget does not hold
+    return p;
+  }
 
-  // HBM: A and B once (B's rows as wide as HBM serves them), and the output (unsplit; split-K's partials
-  // are the epilogue's and the combine's). The bytes in flight must cover the latency (Little's law) for
-  // the bandwidth to be reached.
+  // HBM: A and B once, and the output (unsplit; split-K's partials are the epilogue's and the combine's).
+  // The bytes in flight must cover the latency (Little's law) for the bandwidth to be reached.
   const double outputs = static_cast<double>(s.m * s.n * s.batch);
-  const double b_row_cost = std::max(1.0, static_cast<double>(kMinRowBytes) / (block.n * kElementBytes));
   const double hbm_bytes =
-      static_cast<double>(s.batch) * kElementBytes *
-          (static_cast<double>(s.m * s.k) + static_cast<double>(s.k * s.n) * b_row_cost) +
+      static_cast<double>(s.batch) * kElementBytes * static_cast<double>(s.m * s.k + s.k * s.n) +
       (split > 1 ? 0.0 : kElementBytes * outputs);
-  auto memory_s = [&](int stages) {
-    const double in_flight = static_cast<double>(active) * (stages - 1) * tile_bytes;
+  auto memory_s = [&](int depth) {
+    const double in_flight = static_cast<double>(active) * (depth - 1) * tile_bytes;
     return hbm_bytes / std::min(mc.hbm_bytes_per_s, in_flight / mc.memory_latency_s);
   };
   // Compute-bound: the depth whose tiles ahead cover the latency; memory-bound: every slot that fits.
   const int covering =
       std::max(kMinStages, 1 + static_cast<int>(std::ceil(mc.memory_latency_s / k_tile_s(active))));
-  if (covering < t.stages && memory_s(covering) < p.compute_s) t.stages = covering;
+  if (stages > 0)
+    t.stages = stages;
+  else if (covering < t.stages && memory_s(covering) < p.compute_s)
+    t.stages = covering;
   p.memory_s = memory_s(t.stages);
   p.combine_s = split > 1 ? mc.second_kernel_s + 4.0 * split * outputs / mc.partial_bytes_per_s +
                                 kElementBytes * outputs / mc.hbm_bytes_per_s
@@ -233,7 +241,7 @@ std::optional<HopperPlan> hopper_plan_of(const GemmShape &s, const HopperTiling 
   if (!t.warp_specialized || t.persistent_blocks != mc.sm_count) return std::nullopt;
   for (const HopperBlock &block : kHopperBlocks)
     if (block.m == t.block_m && block.n == t.block_n && block.warpgroups == t.warpgroups) {
-      HopperPlan p = model(s, block, t.block_k, t.split_k, mc);
+      HopperPlan p = model(s, block, t.block_k, t.split_k, mc, t.stages);
       if (p.tiling.stages >= kMinStages) return p;
     }
   return std::nullopt;

@@ -13,16 +13,17 @@
 // warpgroup beside the consumers; persistent, one block per SM) evaluated over a few tilings and split-K
 // factors; the plan with the least modeled time wins (docs/hopper.md, "The schedule rule", with each term's
 // evidence):
-//  - tilings: block M x N of 128x256, 256x128, 128x128 (two consumer warpgroups) and 64x256, 64x128, 64x64,
-//    64x32 (one), block K 64, and 128 for one-warpgroup blocks; no block with more than one atom of rows or
+//  - tilings: block M x N of 128x256, 256x128, 128x128 (two consumer warpgroups) and 64x256, 64x128, 64x64
+//    (one), block K 64, and 128 for one-warpgroup blocks; no block with more than one atom of rows or
 //    64 columns past the problem's edge (skinny M takes the 64-row blocks);
 //  - compute: the persistent grid deals its work units (tile, K slice) to the SMs round-robin, so the busiest
 //    SM runs its full waves at the rate of a busy chip and its last wave at the rate of the SMs in it (a last
 //    wave of one unit runs alone, fast: the tail costs a unit, not a wave). A k-tile takes the longest of a
-//    consumer warpgroup's chain (its round of barriers, then its wgmmas; a second warpgroup computes
-//    meanwhile), its share of the flops the whole chip sustains, and its share of what L2 delivers;
+//    consumer warpgroup's chain (its round of barriers, then its wgmmas, each k-step no faster than the
+//    atom's latency; a second warpgroup computes meanwhile), its share of the flops the whole chip sustains,
+//    and its share of what L2 delivers;
 //    After its k-tiles each unit writes its output tile from registers at its share of HBM;
-//  - memory: A and B once (B's rows at least 128 bytes wide) and the output, at the least of HBM's streaming
+//  - memory: A and B once and the output, at the least of HBM's streaming
 //    rate and what the bytes in flight sustain (Little's law); compute and memory overlap (their 4-norm);
 //  - split-K: a second kernel, and the f32 partials written and read back; it pays only where the unsplit
 //    grid leaves most SMs idle for a long K (1000x1000x7000), never for a tail of a few tiles
@@ -91,8 +92,17 @@ struct GemmMachine {
   // What a GEMM streams from HBM once launched: 3.1-3.5 TB/s for ours and cuBLAS's skinny GEMMs, past the
   // fixed cost below (torch.sum over 4 GiB reaches 4.35 TB/s).
   double hbm_bytes_per_s = 3.4e12;
-  // A load's latency from HBM under load: what the bytes in flight must cover.
+  // A load's latency from HBM under load: what the bytes in flight must cover. A deeper ring does not help
+  // where the consumers' chain is the limit: 64x64x128 blocks on 64 SMs ran 1x4096x4096 in 23.8 us with 4
+  // slots and 23.0 with 7 (bench/results/gemm_skinny_alternatives.json).
   double memory_latency_s = 1e-6;
+  // The least time of a wgmma m64nNk16 step that waits for the one before it (the k-steps of a k-tile
+  // accumulate into the same registers): about the issue-to-result latency of the atom, which the flops of N
+  // = 128 take at the tensor cores' peak. So N below 128 does not shorten a k-tile: one warpgroup of
+  // 64x64x128 ran a k-tile in 0.53 us (1x4096x4096, 64 SMs; 32 k-tiles in 17 us past the launch) as
+  // 64x128x128 did (0.54, 32 SMs), where the flops alone would take 0.14 and 0.28
+  // (bench/results/gemm_skinny_alternatives.json).
+  double wgmma_step_s = 0.035e-6;
   // What every launch costs in the benchmark's timing besides its work (the launch, the first loads after
   // do_bench's L2 flush, the last epilogue): 6 us, the intercept of the unsplit plans' fit.
   double launch_s = 6e-6;
@@ -128,10 +138,11 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &shape, const GemmMachine &
 // cannot copy the operands or the target has no wgmma.
 HopperPlan hopper_plan_by_rule(const GemmShape &shape, const GemmMachine &machine = {});
 
-// What the cost model expects of a given Hopper tiling at a shape (its block, block K and split; the stages
-// are the model's), or nothing where the model does not describe it: a block shape it does not weigh, or a
-// kernel that is not warp-specialized and persistent over the machine's SMs. `twist export gemm` writes it
-// into the manifest's notes (modeled_us) so that apps/gemm/bench_gemm.py reports it beside the measurement.
+// What the cost model expects of a given Hopper tiling at a shape (its block, block K, split and stages), or
+// nothing where the model does not describe it: a block shape it does not weigh, a ring the shared memory
+// does not hold, or a kernel that is not warp-specialized and persistent over the machine's SMs. `twist
+// export gemm` writes it into the manifest's notes (modeled_us) so that apps/gemm/bench_gemm.py reports it
+// beside the measurement.
 std::optional<HopperPlan> hopper_plan_of(const GemmShape &shape, const HopperTiling &tiling,
                                          const GemmMachine &machine = {});
 
