@@ -131,15 +131,15 @@ if wants gemm_rule; then
 fi
 
 # Where the rule is least sure (f16), the tilings its model ranks next or that a measurement preferred
-# (bench/results/gemm_merged_1712.json, gemm_rule2.json). Skinny shapes (M = 1, 16 at N = K = 4096, the drawn M =
-# 8 and 48, and 16x4096x14336) are memory-bound, and which of these streams B fastest is what the model's
-# streaming latency and combine terms decide: 64x64 blocks of block K 128 unsplit with the ring that covered
-# the compute (4 slots) and with every slot (7), or split 2 ways; 64x128x128 (4 slots) unsplit and split 2 and 4
-# ways; 64x256x64 (5 slots) split 4 and 8 ways. Mid-size: 1024^3 with block K 64 beside the pick's 128;
-# 896x4864x4096 on 128x256 (133 tiles) and 64x128x128 beside 128x128 (266); 1000x1000x7000 on 128x256 split 4
-# and 64x128x128 unsplit beside 128x128 split 2; 2645x1672x9216 (147 tiles of 128x256) unsplit, split 3 and on
-# 128x128; 4016x5336x1000 and 4755x5272x11736 on 128x128 and 256x128; 777x3333x1240 (mma.sync) on 64x128
-# blocks beside the pick's 128x128 with 64x32 warp tiles.
+# (bench/results/gemm_skinny_alternatives.json). Skinny shapes (M = 1 and 16 against 4096 x 4096, 4096 x 14336 and
+# 14336 x 4096 weights, the drawn M = 8 and 48): which of these streams B fastest is what the model's wgmma step
+# and combine terms decide: 64x64 blocks of block K 128 unsplit with 4 slots and with every slot (7), or split 2
+# ways; 64x128x128 (4 slots) unsplit and split 2 and 4 ways (the rule's split 3 lies between); 64x256x64 (5
+# slots) split 4 and 8 ways. Mid-size: 1024^3 with block K 64 beside the pick's 128; 896x4864x4096 on 128x256
+# (133 tiles) and 64x128x128 beside 128x128 (266); 1000x1000x7000 on 128x256 split 4 and 64x128x128 unsplit
+# beside 128x128 split 2; 2645x1672x9216 (147 tiles of 128x256) on 128x256 unsplit, split 2 (the previous pick)
+# and split 3 beside the pick's 128x128; 4016x5336x1000 and 4755x5272x11736 on 128x128 and 256x128;
+# 777x3333x1240 (mma.sync) on 64x128 blocks beside the pick's 128x128 with 64x32 warp tiles.
 explore() {  # SHAPE FLAGS...
   export_gemm --shape "$1" --dtype f16 "${@:2}" --out "$out/gemm_alternatives"
 }
@@ -164,7 +164,7 @@ if wants gemm_alternatives; then
   explore 1000x1000x7000 "${ws1[@]}" --block 64x128x128 --stages 3
   explore 2645x1672x9216 "${ws2[@]}" --block 128x256x64 --stages 3
   explore 2645x1672x9216 "${ws2[@]}" --block 128x256x64 --stages 3 --split-k 3
-  explore 2645x1672x9216 "${ws2[@]}" --block 128x128x64 --stages 4
+  explore 2645x1672x9216 "${ws2[@]}" --block 128x256x64 --stages 3 --split-k 2
   explore 4016x5336x1000 "${ws2[@]}" --block 128x128x64 --stages 4
   explore 4016x5336x1000 "${ws2[@]}" --block 256x128x64 --stages 3
   explore 4755x5272x11736 "${ws2[@]}" --block 128x128x64 --stages 4

@@ -106,11 +106,15 @@ struct GemmMachine {
   // What every launch costs in the benchmark's timing besides its work (the launch, the first loads after
   // do_bench's L2 flush, the last epilogue): 6 us, the intercept of the unsplit plans' fit.
   double launch_s = 6e-6;
-  // Split-K's combine: the second kernel's launch and ramp (4 us), and the f32 partial sums read back at 2
-  // TB/s (the first kernel's epilogue writes them, at its share of HBM like any output tile): fitted to
-  // 896x4864x4096 split 2 and 4, 1000x1000x7000 split 2 and 4, 1024^3 split 2, 2645x1672x9216 split 2.
+  // Split-K's combine: the second kernel's launch and ramp (4 us: the skinny splits of 4096x4096, whose
+  // partials are a few hundred KB, ran 20.0-20.4 us against 6 us of launch and 9.9 of B at the rate above),
+  // and the f32 partial sums read back at 1.5 TB/s (the first kernel's epilogue writes them, at its share of
+  // HBM like any output tile). At 2 TB/s every measured split of a mid-size shape ran 6-12% slower than
+  // modeled (1000x1000x7000 split 2 and 4, 2645x1672x9216 split 2 and 3, 896x4864x4096 split 4), and the
+  // rule split 2645x1672x9216, which ran 218.7 us split against 203.0 unsplit
+  // (bench/results/gemm_skinny_alternatives.json, gemm_rule_skinny.json).
   double second_kernel_s = 4e-6;
-  double partial_bytes_per_s = 2e12;
+  double partial_bytes_per_s = 1.5e12;
 };
 
 // Split-K slices for a grid of `tiles` blocks of `block_k`-deep k-steps, `blocks_per_sm` of which fit an SM

@@ -202,6 +202,9 @@ TEST_CASE("the Hopper rule: wide blocks for large shapes, one-unit tails unsplit
   // A long K over 64 tiles of 128x128: the idle SMs cost more than the combine (split 2: 49.3 us; unsplit
   // 128x256: 79.7 us).
   CHECK(hopper_plan_by_rule({1000, 1000, 7000}, h200).tiling.split_k > 1);
+  // 147 tiles of 128x256, 294 of 128x128: a tail that 35 MB of f32 partials per slice do not pay for
+  // (measured 218.7 us split 2 ways, 217.5 split 3, 203.0 and 204.6 unsplit).
+  CHECK(hopper_plan_by_rule({2645, 1672, 9216}, h200).tiling.split_k == 1);
   // 1024^3: 64 tiles of 128x128 leave half the SMs idle; one-warpgroup blocks of 64 rows make 128 (measured
   // 11.8 us against 13.2).
   const HopperTiling small = hopper_plan_by_rule({1024, 1024, 1024}, h200).tiling;
