@@ -115,14 +115,14 @@ for m in (8, 48):
     n, k = r.randint(2048, 16384) // 64 * 64, r.randint(2048, 16384) // 64 * 64
     print(f"{m}x{n}x{k}")')
 midsize=(2048x5120x5120 3000x5000x2000 896x4864x4096 1000x1000x7000 777x3333x1240)
-skinny=(1x4096x14336 1x14336x4096 16x4096x4096 16x4096x14336 16x14336x4096 "${skinny_drawn[@]}")
+skinny=(1x4096x14336 1x14336x4096 16x4096x4096 16x4096x14336 16x14336x4096)
 if wants gemm_rule; then
   for dtype in f16 bf16; do
     for shape in "${shapes[@]}"; do
       export_gemm --shape "$shape" --dtype "$dtype" --rule true --out "$out/gemm_rule"
     done
   done
-  for shape in "${drawn[@]}" "${midsize[@]}" "${skinny[@]}"; do
+  for shape in "${drawn[@]}" "${midsize[@]}" "${skinny[@]}" "${skinny_drawn[@]}"; do
     export_gemm --shape "$shape" --dtype f16 --rule true --out "$out/gemm_rule"
   done
   for shape in "${drawn[@]:0:4}"; do

@@ -216,8 +216,10 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
   check_shape(s, "hopper_plans");
   std::vector<HopperPlan> plans;
   for (const HopperBlock &block : kHopperBlocks) {
-    // A block reaching more than one atom of rows, or 64 columns, past the edge computes only padding there.
-    if (block.m > ceil_div(s.m, 64) * 64 || block.n > ceil_div(s.n, 64) * 64) continue;
+    // No block taller or wider than the problem, but the smallest (64 rows, 64 columns): the staging sizes a
+    // TMA box by an extent known when lowering, and a box smaller than the block leaves the wgmma reading
+    // past its slot (the interpreter refuses Gemma's gate and up projection, N = 80, on 64x128x128).
+    if (block.m > std::max<int64_t>(64, s.m) || block.n > std::max<int64_t>(64, s.n)) continue;
     HopperTiling consumers;
     consumers.warpgroups = block.warpgroups;
     const int accumulators = block.m * block.n / (128 * block.warpgroups);

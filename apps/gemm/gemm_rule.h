@@ -14,8 +14,8 @@
 // factors; the plan with the least modeled time wins (docs/hopper.md, "The schedule rule", with each term's
 // evidence):
 //  - tilings: block M x N of 128x256, 256x128, 128x128 (two consumer warpgroups) and 64x256, 64x128, 64x64
-//    (one), block K 64, and 128 for one-warpgroup blocks; no block with more than one atom of rows or
-//    64 columns past the problem's edge (skinny M takes the 64-row blocks);
+//    (one), block K 64, and 128 for one-warpgroup blocks; no block taller or wider than the problem but the
+//    smallest, 64x64 (skinny M takes the 64-row blocks);
 //  - compute: the persistent grid deals its work units (tile, K slice) to the SMs round-robin, so the busiest
 //    SM runs its full waves at the rate of a busy chip and its last wave at the rate of the SMs in it (a last
 //    wave of one unit runs alone, fast: the tail costs a unit, not a wave). A k-tile takes the longest of a

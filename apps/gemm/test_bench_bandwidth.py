@@ -75,12 +75,15 @@ class RuleExportSet(unittest.TestCase):
         self.assertIn(1, ms)
         self.assertIn(16, ms)
         self.assertGreaterEqual(sum(int(s.split("x")[0]) > 64 for s in extra), 4)
-        # 8 more drawn at random with a fixed seed, so that every export measures the same shapes.
+        # 8 more drawn at random with a fixed seed, so that every export measures the same shapes, and two
+        # skinny ones (M = 8 and 48) at weights drawn with another.
         self.assertIn("r = random.Random(13)", self.script())
         self.assertIn("for _ in range(8):", self.script())
+        self.assertIn("r = random.Random(16)", self.script())
+        self.assertIn("for m in (8, 48):", self.script())
         # What the final run measures stays small: the suite in f16 and bf16, the drawn 8 (4 of them in bf16
-        # too), the mid-size and skinny shapes.
-        self.assertLessEqual(2 * len(suite) + 8 + 4 + len(extra), 40)
+        # too), the mid-size and skinny shapes, the drawn skinny 2.
+        self.assertLessEqual(2 * len(suite) + 8 + 4 + len(extra) + 2, 40)
 
     @unittest.skipUnless(TWIST.is_file(), f"no twist binary at {TWIST} (set TWIST to one)")
     def test_a_rule_manifest_reads_as_the_benchmark_expects(self):

@@ -155,7 +155,8 @@ TEST_CASE(
     Gemm g = make_gemm({.input = type, .output = f32, .prefix = "rule" + type_name(type)});
     // Every element of the small ones; a sample of the rest. The rule takes the Hopper schedule for all but
     // the last two (N or K not a multiple of 8: the mma.sync fallback); at M = 1 and 16 on 132 SMs, 64-row
-    // blocks with block K 128, unsplit where N gives every SM a column of B (1x4096x4096: 64x32), else split.
+    // blocks of 64x128x128, unsplit where N gives the SMs enough of them (64x14336x4096), else split
+    // (1x4096x4096, 16x4096x14336).
     for (auto [s, samples] : {std::pair{Shape{1, 304, 2000}, 0}, std::pair{Shape{16, 104, 4096}, 0},
                               std::pair{Shape{100, 104, 104}, 0}, std::pair{Shape{1, 4096, 4096}, 512},
                               std::pair{Shape{16, 4096, 14336}, 512}, std::pair{Shape{64, 14336, 4096}, 512},
