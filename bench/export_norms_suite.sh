@@ -6,8 +6,10 @@
 #
 # OUT_DIR gets softmax, layernorm, rmsnorm, add_rmsnorm and swiglu at the shapes issue 12 holds to its target
 # (rows x hidden >= 8192 x 4096): 8192x4096, 16384x8192 and 32768x16384 in f16, 8192x4096 and 32768x16384 in
-# bf16 (25 manifests, a little over a minute of bench_norms.py with torch.compile's compilations). Any other
-# shape: twist export norms --op OP --rows R --hidden H --dtype T --out DIR.
+# bf16, and LayerNorm by shifted sums (--layernorm shifted_sums) at 32768x16384 beside the default two-pass
+# one (27 manifests, 25 problems: a little over a minute of bench_norms.py with torch.compile's compilations;
+# the variant shares its problem's PyTorch timings). Any other shape: twist export norms --op OP --rows R
+# --hidden H --dtype T --out DIR.
 #
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
 set -euo pipefail
@@ -29,5 +31,8 @@ for dtype in f16 bf16; do
       count=$((count + 1))
     done
   done
+  "$twist" export norms --op layernorm --layernorm shifted_sums --rows 32768 --hidden 16384 --dtype "$dtype" \
+    --out "$out" >/dev/null
+  count=$((count + 1))
 done
 echo "$count manifests in $out ($(du -sh "$out" | cut -f1))"

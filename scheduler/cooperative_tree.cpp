@@ -63,6 +63,16 @@ void deal_to_threads(LoopStructure &loops, int threads, const std::string &prefi
     for (auto &[name, v] : *m) v = simplify(substitute(values, v));
   for (Halide::Expr &g : loops.reduction_guards) g = simplify(substitute(values, g));
   loops.reduction_guards.push_back(simplify(flat < points));
+  // Guards that the dealt loops' ranges imply (where the threads' points tile the reduction exactly) are
+  // dropped: each is a compare and a branch around every element of a row kept in registers.
+  Scope<Interval> ranges;
+  ranges.push(lane_dim.name, Interval(0, threads - 1));
+  if (runs) ranges.push(vector_dim.name, Interval(0, width - 1));
+  if (is_const(run)) ranges.push(serial_dim.name, Interval(0, simplify(run - 1)));
+  std::vector<Halide::Expr> needed;
+  for (const Halide::Expr &g : loops.reduction_guards)
+    if (!can_prove(g, ranges)) needed.push_back(g);
+  loops.reduction_guards = needed;
   LoopDim s = serial_dim;
   s.extent = run;
   loops.dims.erase(loops.dims.begin() + at.front(), loops.dims.begin() + at.back() + 1);
@@ -281,7 +291,9 @@ Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then
   steps.push_back(intrinsic::barrier());
   Stmt tree = block(steps);
   if (!t.warp_loop.empty()) tree = LetStmt::make(t.warp_loop, warp, tree);
-  tree = LetStmt::make(t.lane_loop, t.warp_loop.empty() ? intrinsic::thread_index() : lane, tree);
+  // (A default tree whose points the threads tile exactly may not read its lane at all.)
+  if (stmt_uses_var(tree, t.lane_loop))
+    tree = LetStmt::make(t.lane_loop, t.warp_loop.empty() ? intrinsic::thread_index() : lane, tree);
   for (const Component &c : m.state) {
     tree =
         Allocate::make(array(t, "state", c), c.type, Halide::MemoryType::Register, {1}, const_true(), tree);

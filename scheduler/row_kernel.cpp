@@ -483,9 +483,18 @@ class RowKernelBuilder {
     at.push_back(chunk * width_);
     return unrolled(
         "fill.s", runs_,
-        guarded(chunk < columns_ / width_,
+        guarded(run_in_row(chunk),
                 vector_copies(register_row(c), var("fill.s") * width_, c.input.name(),
                               flat_index(at, to_halide(c.input.shape())), c.input.type(), width_)));
+  }
+
+  // Whether the thread's run `chunk` lies in the row: no test where the threads' runs tile the row exactly.
+  // Each test is a branch around the run's code, and a load inside one cannot be issued before the branch:
+  // with tests, the epilogue loads each run's weights only after the run before it was computed and stored,
+  // a round trip to L2 per run.
+  Halide::Expr run_in_row(const Halide::Expr &chunk) const {
+    if (runs_ * threads_ * width_ == columns_) return const_true();
+    return chunk < columns_ / width_;
   }
 
   static std::string register_row(const CachedRow &c) { return c.input.name() + ".regs"; }
@@ -539,7 +548,7 @@ class RowKernelBuilder {
                                     Halide::cast(req_.output_buffers[o].type, lowering.lower(def_.values[o])),
                                     flat_index(at, req_.extents), run));
     const Halide::Expr chunk = var("column.s") * threads_ + intrinsic::thread_index();
-    return unrolled("column.s", runs_, guarded(chunk < columns_ / width_, reads.around(block(stores))));
+    return unrolled("column.s", runs_, guarded(run_in_row(chunk), reads.around(block(stores))));
   }
 
   VectorRun epilogue_run() const {
@@ -661,7 +670,10 @@ class RowKernelBuilder {
 
   // The registers a row kernel's thread needs besides its runs of the rows and vectors: the trees' states,
   // indices, the row's statistics and the values in flight. Measured with ptxas on the norms of apps/norms
-  // at hidden 2048 to 16384 in f16 and bf16, none of which spills under it (16 spilled LayerNorm in bf16).
+  // at hidden 2048 to 16384 in f16 and bf16 when every run was tested for its place in the row (16 spilled
+  // LayerNorm in bf16). Without those tests ptxas hoists the epilogue's loads, and under it spills 4 to 8
+  // bytes in some at hidden 4096 to 16384 (RMSNorm, bf16 softmax, LayerNorm and add + RMSNorm in bf16) and
+  // 12 to 48 at 2048; measured so (bench/RESULTS.md, "Norms: runs without tests"), not refitted.
   static constexpr int kRowThreadRegisters = 24;
 
   // Shared memory kept for the trees' arrays (a state per warp and the result, per component).

@@ -9,7 +9,8 @@ manifest's dtype (weights and biases too); twist's outputs (poisoned with NaN fi
 computed by PyTorch in fp32 from the same inputs, by relative L2 error; then twist, and the op as a PyTorch user
 writes it (pytorch_op) eager and under torch.compile, are timed the same way (triton.testing.do_bench medians). GB/s counts each input read once and each output
 written once (the manifest's "bytes" note, which apps/norms/norms.cpp computes); the copy bandwidth is that of
-torch's copy_ of a buffer of the same size (read + write). Prints a table and writes the records as JSON;
+torch's copy_ of a buffer of the same size (read + write). PyTorch's timings are taken once per problem (op,
+dtype, shape) and shared by the manifests of other labels for it (variants of one kernel). Prints a table and writes the records as JSON;
 exits 1 if any check failed.
 
 Everything but measure() and main's GPU setup runs without torch (apps/norms/test_bench_norms.py).
@@ -146,7 +147,7 @@ def format_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def measure(manifest: Manifest, generator, gpu: str, date: str, copy_cache: dict) -> dict:
+def measure(manifest: Manifest, generator, gpu: str, date: str, copy_cache: dict, pytorch_cache: dict) -> dict:
     import torch
     p = problem(manifest)
     r = new_record(p, manifest, gpu, date)
@@ -169,15 +170,18 @@ def measure(manifest: Manifest, generator, gpu: str, date: str, copy_cache: dict
         if isinstance(e, CudaError) and e.sticky:
             raise
         return r
-    r["pytorch_rel_l2_error"] = max(bench_gemm.relative_l2_error(g, want[name])
-                                    for name, g in pytorch_op(p["op"], inputs).items())
-    eager_ms = bench_gemm.do_bench(lambda: pytorch_op(p["op"], inputs))
-    # A fresh compilation per case: recompiling one function for every shape would hit dynamo's recompile limit
-    # and fall back to eager without saying so.
-    torch._dynamo.reset()
-    fn = torch.compile(pytorch_op)
-    fn(p["op"], inputs)  # compiles outside the timing
-    compiled_ms = bench_gemm.do_bench(lambda: fn(p["op"], inputs))
+    key = (p["op"], p["dtype"], p["rows"], p["hidden"])
+    if key not in pytorch_cache:  # measured once per problem, shared by its variants (kernels of other labels)
+        pytorch_rel_l2_error = max(bench_gemm.relative_l2_error(g, want[name])
+                                   for name, g in pytorch_op(p["op"], inputs).items())
+        eager_ms = bench_gemm.do_bench(lambda: pytorch_op(p["op"], inputs))
+        # A fresh compilation per problem: recompiling one function for every shape would hit dynamo's
+        # recompile limit and fall back to eager without saying so.
+        torch._dynamo.reset()
+        fn = torch.compile(pytorch_op)
+        fn(p["op"], inputs)  # compiles outside the timing
+        pytorch_cache[key] = (pytorch_rel_l2_error, eager_ms, bench_gemm.do_bench(lambda: fn(p["op"], inputs)))
+    r["pytorch_rel_l2_error"], eager_ms, compiled_ms = pytorch_cache[key]
     half = p["bytes"] // 2
     if half not in copy_cache:
         src = torch.empty(half, dtype=torch.uint8, device="cuda")
@@ -209,10 +213,10 @@ def main(argv: list[str]) -> int:
     gpu = torch.cuda.get_device_name()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     generator = torch.Generator(device="cuda").manual_seed(args.seed)
-    records, copy_cache = [], {}
+    records, copy_cache, pytorch_cache = [], {}, {}
     try:
         for m in manifests:
-            records.append(measure(m, generator, gpu, date, copy_cache))
+            records.append(measure(m, generator, gpu, date, copy_cache, pytorch_cache))
             r = records[-1]
             print(f"  {m.label}: " + (f"{r['ours_gbps']:.0f} GB/s ({r['fraction_of_copy']:.0%} of copy), "
                                       f"{r['vs_compiled']:.2f}x torch.compile" if r["status"] == "PASS"

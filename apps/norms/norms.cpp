@@ -23,7 +23,22 @@ const char *to_string(NormKind k) {
 }
 
 const char *to_string(LayerNormStatistics s) {
-  return s == LayerNormStatistics::welford ? "welford" : "two_pass";
+  switch (s) {
+    case LayerNormStatistics::two_pass:
+      return "two_pass";
+    case LayerNormStatistics::welford:
+      return "welford";
+    case LayerNormStatistics::shifted_sums:
+      return "shifted_sums";
+  }
+  return "?";
+}
+
+std::optional<LayerNormStatistics> parse_layernorm_statistics(const std::string &name) {
+  for (LayerNormStatistics s :
+       {LayerNormStatistics::two_pass, LayerNormStatistics::welford, LayerNormStatistics::shifted_sums})
+    if (name == to_string(s)) return s;
+  return std::nullopt;
 }
 
 std::vector<NormKind> all_norm_kinds() {
@@ -84,6 +99,17 @@ Norm make_norm(NormKind kind, const NormOptions &o) {
         stats(i) = reduce(algebra::welford(f32), r, f32_of(x(i, r.x)));
         n.out(i, j) = normalized(stats(i)[0], stats(i)[1]);
         n.reductions = {stats};
+        break;
+      }
+      if (o.layernorm == LayerNormStatistics::shifted_sums) {
+        Func sums(p + "layernorm_sums");
+        const Expr shift = f32_of(x(i, 0));
+        const Expr d = f32_of(x(i, r.x)) - shift;
+        sums(i) =
+            reduce(algebra::product({algebra::sum(f32), algebra::sum(f32)}, {"s1", "s2"}), r, {d, d * d});
+        const Expr mean_shift = sums(i)[0] / float(o.hidden);
+        n.out(i, j) = normalized(shift + mean_shift, sums(i)[1] / float(o.hidden) - mean_shift * mean_shift);
+        n.reductions = {sums};
         break;
       }
       Func total(p + "layernorm_sum"), deviations(p + "layernorm_m2");

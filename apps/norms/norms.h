@@ -31,7 +31,15 @@ enum class LayerNormStatistics {
   // One fold of the Welford monoid (count, mean, M2): one pass, but a division per element on the fold's
   // critical path.
   welford,
+  // One fold of two sums, of d = x - K and of d^2, with K the row's first element (the shifted-data
+  // algorithm): mean = K + S1 / n, var = S2 / n - (S1 / n)^2. One tree, where two_pass has two; subtracting a
+  // value of the row keeps S2 / n and (S1 / n)^2 within (n - 1) times the variance (no element lies further
+  // than sqrt(n - 1) deviations from the mean), so the difference does not cancel as the plain sum of
+  // squares does for rows far from zero: var's relative error is at worst about n times f32's epsilon.
+  shifted_sums,
 };
+// The statistics named `name` ("two_pass", "welford", "shifted_sums"), or nothing.
+std::optional<LayerNormStatistics> parse_layernorm_statistics(const std::string &name);
 const char *to_string(LayerNormStatistics s);
 
 struct NormOptions {

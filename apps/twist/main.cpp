@@ -424,23 +424,22 @@ int export_norms(const Options &o) {
   if (dtype != f16 && dtype != bf16) fail("--dtype {}: use f16 or bf16", type_name(dtype));
   const int rows = std::stoi(o.get("rows", "")), hidden = std::stoi(o.get("hidden", ""));
   const std::string statistics = o.get("layernorm", "two_pass");
-  if (statistics != "two_pass" && statistics != "welford")
-    fail("--layernorm {}: use two_pass (a mean, then the deviations around it) or welford (one fold)",
-         statistics);
-  const apps::Norm n =
-      apps::make_norm(*kind, {.dtype = dtype,
-                              .hidden = hidden,
-                              .eps = 1e-6f,
-                              .prefix = "",
-                              .layernorm = statistics == "welford" ? apps::LayerNormStatistics::welford
-                                                                   : apps::LayerNormStatistics::two_pass});
+  const std::optional<apps::LayerNormStatistics> layernorm = apps::parse_layernorm_statistics(statistics);
+  if (!layernorm)
+    fail(
+        "--layernorm {}: use two_pass (a mean, then the deviations around it), welford (one fold of the "
+        "Welford monoid) or shifted_sums (one fold of the sums of x - x[0] and its square)",
+        statistics);
+  const apps::Norm n = apps::make_norm(
+      *kind, {.dtype = dtype, .hidden = hidden, .eps = 1e-6f, .prefix = "", .layernorm = *layernorm});
   const Schedule s = apps::schedule_norm(n);
   const LoweredProgram p = lower(n.out, s, Target::sm90a());
   dump(o, n.out, s, p);
   cuda::ExportRequest r;
   r.label = o.get(
-      "label", fmt::format("{}_{}_{}x{}{}", op, type_name(dtype), rows, hidden,
-                           statistics == "welford" && *kind == apps::NormKind::layernorm ? "_welford" : ""));
+      "label",
+      fmt::format("{}_{}_{}x{}{}", op, type_name(dtype), rows, hidden,
+                  statistics != "two_pass" && *kind == apps::NormKind::layernorm ? "_" + statistics : ""));
   r.scalars = {{n.rows.name(), rows}};
   r.notes = {{"op", op},
              {"dtype", type_name(dtype)},
@@ -557,7 +556,7 @@ int usage() {
                "                         [--rule true (the tiling by apps::hopper_attention_tiling, or with --decode\n"
                "                          true by apps::decode_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"
-               "                         [--dtype f16|bf16] [--layernorm two_pass|welford] [--label NAME]\n"
+               "                         [--dtype f16|bf16] [--layernorm two_pass|welford|shifted_sums] [--label NAME]\n"
                "                         [--dump=funcs,schedule,realization,loopnest,cuda]\n"
                "       twist export gemma --layer sliding|full --batch B --tokens S --out DIR [--config 31b|tiny]\n"
                "                         [--phase prefill|decode [--kv-len L]] [--layer-scalar X] [--dump=...]\n";

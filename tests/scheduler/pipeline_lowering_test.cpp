@@ -405,6 +405,76 @@ TEST_CASE("row kernels keep the row in registers and move it with 16-byte loads 
   CHECK(!contains(k.schedule_summary, "16-byte stores"));
 }
 
+TEST_CASE("row kernels test a run's place in the row only where the threads' runs do not tile it") {
+  // 4096 columns of f16: 128 threads with 4 runs of 8 each tile the row, so neither the loads, the fold nor
+  // the stores test their run (a branch around each run would keep the weights' loads of one run from being
+  // issued before the run before it was stored). 264 columns: 32 threads with 2 runs, the runs past the
+  // row's 33 skipped, and the fold's points past 264.
+  struct Case {
+    int cols;
+    bool tested;
+  };
+  for (const Case c : {Case{4096, false}, Case{264, true}, Case{256, false}}) {
+    Rms n(c.cols, f16);
+    const LoweredProgram p = lower(n.y, Schedule(), Target::sm90a());
+    const std::string source = compile_for_both_targets(p).front();
+    INFO("cols ", c.cols, "\n", source);
+    const int runs = c.cols / 8;
+    CHECK(contains(source, fmt::format("< {}))", runs)) == c.tested);
+    CHECK(contains(source, fmt::format("< {}))", c.cols)) == c.tested);
+    if (c.cols != 4096) {
+      const std::map<std::string, double> sizes = {{"rms_rows", 3}};
+      CHECK(lowered_error(n.y, Schedule(), random_inputs(n.y, sizes, 17), sizes) < 2e-3);
+    }
+  }
+  // A tree kernel whose threads tile its points exactly folds without tests too, and one whose threads do not
+  // keeps them; both match the oracle.
+  for (const int cols : {512, 500}) {
+    // The default tree: 32 threads, each folding 16 points dealt in turn.
+    SizeParam rows("tt_rows");
+    Input x("tt_x", f32, {rows, Expr(cols)});
+    Var i("i");
+    RDom r({{0, Expr(cols)}}, "tt_r");
+    Func total("tt_total");
+    total(i) = reduce(algebra::sum(f32), r, x(i, r.x));
+    total.set_shape({rows});
+    const Schedule s;
+    const LoweredProgram p = lower(total, s, Target::sm90a());
+    REQUIRE(p.kernels.size() == 1);
+    CHECK(p.kernels[0].threads == 32);
+    INFO("cols ", cols);
+    CHECK(contains(compile_for_both_targets(p).front(), fmt::format("< {}))", cols)) == (cols == 500));
+    const std::map<std::string, double> sizes = {{"tt_rows", 3}};
+    CHECK(lowered_error(total, s, random_inputs(total, sizes, 23), sizes) < 1e-5);
+  }
+}
+
+TEST_CASE("LayerNorm by shifted sums: one tree, accurate for rows far from zero") {
+  for (const Type &t : {f16, bf16})
+    for (const int hidden : {77, 256, 264}) {
+      const apps::Norm n =
+          apps::make_norm(apps::NormKind::layernorm, {.dtype = t,
+                                                      .hidden = hidden,
+                                                      .prefix = "sh_",
+                                                      .layernorm = apps::LayerNormStatistics::shifted_sums});
+      const Schedule s = apps::schedule_norm(n);
+      const LoweredProgram p = lower(n.out, s, Target::sm90a());
+      INFO(type_name(t), " hidden ", hidden);
+      REQUIRE(p.kernels.size() == 1);
+      CHECK(contains(p.kernels[0].schedule_summary, "cooperative tree of sh_layernorm_sums"));
+      CHECK(!contains(p.kernels[0].schedule_summary, "layernorm_m2"));
+      const std::map<std::string, double> sizes = {{"sh_rows", 3}};
+      Tensors inputs = random_inputs(n.out, sizes, 29);
+      CHECK(lowered_error(n.out, s, inputs, sizes) < (t == f16 ? 2e-3 : 1.6e-2));
+      // Rows around 64 with a spread of about 1 (the plain sum of squares would cancel: 64^2 against 1),
+      // one of them starting at an outlier 30 above the rest.
+      reference::HostTensor &x = inputs.at("sh_x");
+      for (int64_t e = 0; e < x.size(); ++e) x.set_linear(e, 64 + x.get_linear(e));
+      x.set_linear(0, 94);
+      CHECK(lowered_error(n.out, s, inputs, sizes) < (t == f16 ? 2e-3 : 1.6e-2));
+    }
+}
+
 TEST_CASE("row kernels ask for as many resident blocks as their rows' registers allow") {
   // Registers per thread: its runs of the rows kept (packed), one per value of the epilogue's 16-byte
   // vectors, and 24 more, rounded up to 8; blocks = 65536 / (threads * that), at most 2048 threads per SM.
