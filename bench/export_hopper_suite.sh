@@ -14,6 +14,9 @@
 #                         persistent): stores of whole rows from the shared tile, a TMA store of the tile
 #                         written element by element, and written by stmatrix (HopperTiling::tma_store,
 #                         stmatrix); 4096^3, 8192^3 f16 and bf16, 2048^3 and two shapes outside the suite
+# OUT_DIR/hopper_cluster  2-block clusters with B multicast (HopperTiling::cluster) against none, on the default
+#                         tiling and with raster groups of 16, at 4096^3 f16 and bf16, 8192^3 f16, 2048^3 f16
+#                         and two shapes outside the suite
 #
 # HOPPER_SUITES (default "hopper hopper_configs hopper_epilogue") picks the folders to export.
 # apps/gemm/bench_gemm.py measures each folder against cuBLAS.
@@ -73,6 +76,20 @@ wants hopper_epilogue && for case in "${epilogue_cases[@]}"; do
     export_hopper --shape "${case#*:}" --dtype "${case%%:*}" --block 128x256x64 --warpgroups 2 --stages 3 \
       --warp-specialize true --persistent 132 ${epilogue#*: } --out "$out/hopper_epilogue" \
       --label "gemm_${case%%:*}_${case#*:}_${epilogue%%:*}"
+  done
+done
+
+# name: flags
+clusters=("nocluster: --cluster 1" "cluster2: --cluster 2" "nocluster_r16: --cluster 1 --raster 16"
+          "cluster2_r16: --cluster 2 --raster 16")
+cluster_cases=(f16:4096x4096x4096 bf16:4096x4096x4096 f16:8192x8192x8192 f16:2048x2048x2048
+               f16:4096x11008x4096 f16:3000x5000x2000)
+wants hopper_cluster && for case in "${cluster_cases[@]}"; do
+  for cluster in "${clusters[@]}"; do
+    # shellcheck disable=SC2086
+    export_hopper --shape "${case#*:}" --dtype "${case%%:*}" --block 128x256x64 --warpgroups 2 --stages 3 \
+      --warp-specialize true --persistent 132 ${cluster#*: } --out "$out/hopper_cluster" \
+      --label "gemm_${case%%:*}_${case#*:}_${cluster%%:*}"
   done
 done
 
