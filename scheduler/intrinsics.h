@@ -136,7 +136,7 @@ Stmt mbarrier_arrive(const MbarrierRef &b, Expr expect_tx_bytes = Expr());
 Stmt mbarrier_wait(const MbarrierRef &b, Expr parity);
 // Each executing thread arrives once on the barrier at the same shared address in CTA `cta` of its cluster
 // (its rank, 0 to the cluster's size - 1; its own included): mapa.shared::cluster, then
-// mbarrier.arrive.release.cluster.shared::cluster. How a consumer releases a ring slot that a peer CTA
+// mbarrier.arrive.shared::cluster. How a consumer releases a ring slot that a peer CTA
 // multicasts into.
 Stmt mbarrier_arrive_cluster(const MbarrierRef &b, Expr cta);
 struct MbarrierOp {

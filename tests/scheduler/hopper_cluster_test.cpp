@@ -113,7 +113,7 @@ TEST_CASE("the clustered Hopper GEMM's source: multicast copies, remote releases
   INFO(source);
   for (const char *instruction :
        {"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster",
-        "mapa.shared::cluster.u32", "mbarrier.arrive.release.cluster.shared::cluster.b64",
+        "mapa.shared::cluster.u32", "mbarrier.arrive.shared::cluster.b64",
         "barrier.cluster.arrive.release.aligned", "barrier.cluster.wait.acquire.aligned",
         "fence.mbarrier_init.release.cluster",
         // The empty barriers count both blocks' two consumer warpgroups.
