@@ -185,4 +185,12 @@ TEST_CASE("the interpreter refuses a cluster kernel without one of the protocol'
     return intrinsic::mbarrier_arrive_cluster(op->barrier, intrinsic::block_index(0) % 2);
   });
   CHECK(contains(e, "TMA load into B_smem[4096] by thread 256 while a TMA load into it"));
+  // A multicast mask naming a block outside the cluster of 2.
+  e = edited_kernel_error([](const Stmt &s) -> std::optional<Stmt> {
+    std::optional<intrinsic::TmaCopy> copy = intrinsic::as_tma_copy(s);
+    if (!copy || !copy->multicast.defined()) return std::nullopt;
+    copy->multicast = 5;
+    return intrinsic::tma_copy(*copy);
+  });
+  CHECK(contains(e, "the block reaches the shared memory of cluster CTA 2, but its cluster has 2 block(s)"));
 }
