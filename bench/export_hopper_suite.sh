@@ -14,6 +14,10 @@
 #                         persistent): stores of whole rows from the shared tile, a TMA store of the tile
 #                         written element by element, and written by stmatrix (HopperTiling::tma_store,
 #                         stmatrix); 4096^3, 8192^3 f16 and bf16, 2048^3 and two shapes outside the suite
+# OUT_DIR/hopper_cluster  2-block clusters with B multicast (HopperTiling::cluster) against none, on the default
+#                         tiling at 4096^3 f16 and bf16, 8192^3 f16, 2048^3 f16 and two shapes outside the
+#                         suite, with a raster group of 16 at 4096^3 f16, and clusters over 128 persistent
+#                         blocks at 4096^3 and 8192^3 f16
 #
 # HOPPER_SUITES (default "hopper hopper_configs hopper_epilogue") picks the folders to export.
 # apps/gemm/bench_gemm.py measures each folder against cuBLAS.
@@ -74,6 +78,27 @@ wants hopper_epilogue && for case in "${epilogue_cases[@]}"; do
       --warp-specialize true --persistent 132 ${epilogue#*: } --out "$out/hopper_epilogue" \
       --label "gemm_${case%%:*}_${case#*:}_${epilogue%%:*}"
   done
+done
+
+# name: flags
+clusters=("nocluster: --cluster 1" "cluster2: --cluster 2")
+cluster_cases=(f16:4096x4096x4096 bf16:4096x4096x4096 f16:8192x8192x8192 f16:2048x2048x2048
+               f16:4096x11008x4096 f16:3000x5000x2000)
+cluster_export() {  # case, label suffix, flags
+  # shellcheck disable=SC2086
+  export_hopper --shape "${1#*:}" --dtype "${1%%:*}" --block 128x256x64 --warpgroups 2 --stages 3 \
+    --warp-specialize true --persistent 132 $3 --out "$out/hopper_cluster" --label "gemm_${1%%:*}_${1#*:}_$2"
+}
+wants hopper_cluster && for case in "${cluster_cases[@]}"; do
+  for cluster in "${clusters[@]}"; do cluster_export "$case" "${cluster%%:*}" "${cluster#*: }"; done
+done
+# The raster group (the L2 reuse of the tiles a wave computes) with and without clusters, at 4096^3 f16; and
+# clusters over 128 persistent blocks, in case the GPCs cannot hold 66 clusters of 2 at once.
+wants hopper_cluster && for cluster in "${clusters[@]}"; do
+  cluster_export f16:4096x4096x4096 "${cluster%%:*}_r16" "${cluster#*: } --raster 16"
+done
+wants hopper_cluster && for case in f16:4096x4096x4096 f16:8192x8192x8192; do
+  cluster_export "$case" cluster2_p128 "--cluster 2 --persistent 128"
 done
 
 for sub in "${subs[@]}"; do

@@ -152,16 +152,23 @@ Stmt mbarrier_wait(const MbarrierRef &b, Expr parity) {
   return make("mbarrier_wait", {name(b.array), b.index, std::move(parity)});
 }
 
+Stmt mbarrier_arrive_cluster(const MbarrierRef &b, Expr cta) {
+  return make("mbarrier_arrive_cluster", {name(b.array), b.index, std::move(cta)});
+}
+
 std::optional<MbarrierOp> as_mbarrier(const Stmt &s) {
   using Kind = MbarrierOp::Kind;
   if (const Call *c = match(s, "mbarrier_init"))
-    return MbarrierOp{Kind::init, {name_of(c->args[0]), c->args[1]}, int_of(c->args[2]), Expr(), Expr()};
+    return MbarrierOp{Kind::init, {name_of(c->args[0]), c->args[1]}, int_of(c->args[2]), Expr(), Expr(),
+                      Expr()};
   if (const Call *c = match(s, "mbarrier_arrive"))
-    return MbarrierOp{Kind::arrive, {name_of(c->args[0]), c->args[1]}, 0, Expr(), Expr()};
+    return MbarrierOp{Kind::arrive, {name_of(c->args[0]), c->args[1]}, 0, Expr(), Expr(), Expr()};
   if (const Call *c = match(s, "mbarrier_arrive_expect_tx"))
-    return MbarrierOp{Kind::arrive, {name_of(c->args[0]), c->args[1]}, 0, c->args[2], Expr()};
+    return MbarrierOp{Kind::arrive, {name_of(c->args[0]), c->args[1]}, 0, c->args[2], Expr(), Expr()};
+  if (const Call *c = match(s, "mbarrier_arrive_cluster"))
+    return MbarrierOp{Kind::arrive, {name_of(c->args[0]), c->args[1]}, 0, Expr(), Expr(), c->args[2]};
   if (const Call *c = match(s, "mbarrier_wait"))
-    return MbarrierOp{Kind::wait, {name_of(c->args[0]), c->args[1]}, 0, Expr(), c->args[2]};
+    return MbarrierOp{Kind::wait, {name_of(c->args[0]), c->args[1]}, 0, Expr(), c->args[2], Expr()};
   return std::nullopt;
 }
 
@@ -169,26 +176,33 @@ Stmt tma_copy(const TmaCopy &c) {
   const size_t dims = c.coordinates.size();
   TWIST_CHECK(dims >= 1 && dims <= 5, "a TMA copy has 1 to 5 coordinates, not {}", dims);
   TWIST_CHECK(c.load == !c.barrier.array.empty(), "a TMA load names an mbarrier and a store does not");
+  TWIST_CHECK(c.load || !c.multicast.defined(), "a TMA store does not multicast");
   std::vector<Expr> args = {name(c.tensor_map), name(c.shared), c.shared_index};
   if (c.load) {
     args.push_back(name(c.barrier.array));
     args.push_back(c.barrier.index);
   }
+  if (c.multicast.defined()) args.push_back(c.multicast);
   args.insert(args.end(), c.coordinates.begin(), c.coordinates.end());
-  return make(c.load ? "tma_load" : "tma_store", args);
+  return make(c.multicast.defined() ? "tma_load_multicast" : c.load ? "tma_load" : "tma_store", args);
 }
 
+// Arguments: the map, the shared array and index, then a load's barrier and index, a multicast's CTA mask,
+// then the coordinates.
 std::optional<TmaCopy> as_tma_copy(const Stmt &s) {
   const Call *c = match(s, "tma_load");
+  const Call *multicast = c ? nullptr : match(s, "tma_load_multicast");
+  if (multicast) c = multicast;
   const bool load = c != nullptr;
   if (!c) c = match(s, "tma_store");
   if (!c) return std::nullopt;
-  TmaCopy copy{load, name_of(c->args[0]), name_of(c->args[1]), c->args[2], {}, {}};
+  TmaCopy copy{load, name_of(c->args[0]), name_of(c->args[1]), c->args[2], {}, {}, {}};
   size_t first = 3;
   if (load) {
     copy.barrier = {name_of(c->args[3]), c->args[4]};
     first = 5;
   }
+  if (multicast) copy.multicast = c->args[first++];
   copy.coordinates.assign(c->args.begin() + static_cast<std::ptrdiff_t>(first), c->args.end());
   return copy;
 }
@@ -213,6 +227,20 @@ Stmt fence_proxy_async() {
 }
 bool is_fence_proxy_async(const Stmt &s) {
   return match(s, "fence_proxy_async") != nullptr;
+}
+
+Stmt cluster_sync() {
+  return make("cluster_sync", {});
+}
+bool is_cluster_sync(const Stmt &s) {
+  return match(s, "cluster_sync") != nullptr;
+}
+
+Stmt fence_mbarrier_init() {
+  return make("fence_mbarrier_init", {});
+}
+bool is_fence_mbarrier_init(const Stmt &s) {
+  return match(s, "fence_mbarrier_init") != nullptr;
 }
 
 namespace {

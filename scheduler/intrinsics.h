@@ -134,12 +134,18 @@ Stmt mbarrier_arrive(const MbarrierRef &b, Expr expect_tx_bytes = Expr());
 // barrier's current phase has the other parity. A thread passes the phases of a barrier in order, flipping
 // its parity after each wait.
 Stmt mbarrier_wait(const MbarrierRef &b, Expr parity);
+// Each executing thread arrives once on the barrier at the same shared address in CTA `cta` of its cluster
+// (its rank, 0 to the cluster's size - 1; its own included): mapa.shared::cluster, then
+// mbarrier.arrive.shared::cluster. How a consumer releases a ring slot that a peer CTA
+// multicasts into.
+Stmt mbarrier_arrive_cluster(const MbarrierRef &b, Expr cta);
 struct MbarrierOp {
   enum class Kind { init, arrive, wait } kind;
   MbarrierRef barrier;
   int arrivals = 0;      // init
   Expr expect_tx_bytes;  // arrive: undefined for a plain arrive
   Expr parity;           // wait
+  Expr cta = Expr();     // arrive: the cluster rank of the barrier's CTA; undefined for the thread's own CTA
 };
 std::optional<MbarrierOp> as_mbarrier(const Stmt &s);
 
@@ -150,13 +156,19 @@ std::optional<MbarrierOp> as_mbarrier(const Stmt &s);
 // out row-major and swizzled by the map's swizzle (hopper_layouts.h). A load fills out-of-bounds elements
 // with zero and completes its bytes on the mbarrier `barrier` (issued by one thread); a store writes only
 // the in-bounds elements and belongs to the issuing thread's bulk groups (tma_store_commit/wait).
+//
+// A load with `multicast` defined (a 16-bit CTA mask, bit r for cluster rank r) writes the box into every
+// masked CTA of the cluster, at the same shared offset, and completes its bytes on each one's barrier at
+// the same offset (.multicast::cluster): each CTA's barrier expects the bytes that land in it, whoever
+// issued them.
 struct TmaCopy {
   bool load = true;
   std::string tensor_map;
   std::string shared;
   Expr shared_index;
   std::vector<Expr> coordinates;
-  MbarrierRef barrier;  // loads only
+  MbarrierRef barrier;      // loads only
+  Expr multicast = Expr();  // loads only: the CTA mask; undefined for a copy into the issuing CTA only
 };
 Stmt tma_copy(const TmaCopy &c);
 std::optional<TmaCopy> as_tma_copy(const Stmt &s);
@@ -215,6 +227,17 @@ struct SetMaxNreg {
   bool increase;
 };
 std::optional<SetMaxNreg> as_setmaxnreg(const Stmt &s);
+
+// barrier.cluster.arrive.release then barrier.cluster.wait.acquire, by every thread of the block: every
+// thread of every CTA of the cluster waits here. Before the first multicast or remote arrive (so that no
+// CTA's copy lands in a peer whose barriers are not initialized) and before a CTA exits (so that none
+// exits while a peer may still write its shared memory or arrive on its barriers).
+Stmt cluster_sync();
+bool is_cluster_sync(const Stmt &s);
+// fence.mbarrier_init.release.cluster: this thread's mbarrier_inits become visible to the cluster (before
+// the cluster_sync that lets peers use them).
+Stmt fence_mbarrier_init();
+bool is_fence_mbarrier_init(const Stmt &s);
 
 bool is_barrier(const Stmt &s);
 bool is_async_commit(const Stmt &s);

@@ -1,5 +1,6 @@
 #include "scheduler/reduction_kernel.h"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <map>
@@ -110,6 +111,11 @@ class ReductionKernelBuilder {
   std::vector<std::pair<std::string, Halide::Expr>> tile_coordinates_;
   // Makes the grid persistent (FuncSchedule::persistent): the block loops become functions of a tile index.
   void plan_persistent_grid();
+  // Thread-block clusters (FuncSchedule::cluster): the blocks of a cluster take consecutive tiles of the
+  // raster order, vertically adjacent, and the TMA stages whose tiles they share are multicast.
+  int cluster_ = 1;
+  std::vector<std::string> multicast_inputs_;  // the inputs whose tiles a cluster's blocks share
+  void plan_cluster();
   std::string summary_;
 };
 
@@ -134,7 +140,8 @@ void ReductionKernelBuilder::plan_loops() {
           f.name(), d.name, to_string(d.binding));
   atom_ = req_.schedule && req_.schedule->atom().has_value();
   const int raster = req_.schedule ? req_.schedule->raster_group() : 1;
-  mapping_ = map_threads(loops_, raster, atom_, req_.target);
+  cluster_ = req_.schedule ? req_.schedule->cluster_blocks() : 1;
+  mapping_ = map_threads(loops_, raster, atom_, req_.target, cluster_);
   summary_ += mapping_.summary;
   consumer_threads_ = mapping_.threads;
   // A warp-specialized kernel's producer warpgroup comes after the warpgroups the loops are bound to.
@@ -176,6 +183,62 @@ void ReductionKernelBuilder::plan_persistent_grid() {
   summary_ +=
       fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
                   blocks, blocks);
+}
+
+void ReductionKernelBuilder::plan_cluster() {
+  if (cluster_ == 1) return;
+  const std::string &fname = req_.reduction.name();
+  const FuncSchedule &schedule = *req_.schedule;
+  if (!schedule.warp_specialization() || schedule.persistent_blocks() == 0 || !wgmma_n_)
+    fail(
+        "schedule of '{}': cluster({}) is lowered for persistent warp-specialized wgmma kernels, whose "
+        "producers multicast the tiles the cluster's blocks share; add warp_specialize() and persistent() "
+        "(apps::schedule_hopper with HopperTiling::cluster), or drop cluster()",
+        fname, cluster_);
+  if (schedule.persistent_blocks() % cluster_ != 0)
+    fail(
+        "schedule of '{}': persistent({}) with cluster({}): the grid must be a whole number of clusters; "
+        "give persistent() a multiple of {} blocks",
+        fname, schedule.persistent_blocks(), cluster_, cluster_);
+  if (schedule.raster_group() % cluster_ != 0)
+    fail(
+        "schedule of '{}': cluster({}) gives a cluster consecutive tiles of the raster order, which are "
+        "vertically adjacent (one column of tiles, sharing its tile of the operand indexed by block_x's "
+        "loop) only when the raster group is a multiple of {}, not {}; use raster({}), for example",
+        fname, cluster_, cluster_, schedule.raster_group(), 4 * cluster_);
+  const LoopDim *rows = nullptr;
+  for (const LoopDim &d : loops_.dims)
+    if (d.binding == Binding::block_y) rows = &d;
+  if (!rows)
+    fail(
+        "schedule of '{}': cluster({}) pairs tiles along the loop bound to Binding::block_y, and no loop is "
+        "bound there; bind the output's row tiles to block_y",
+        fname, cluster_);
+  // The cluster's tiles differ only in the block_y loop: a stage whose box does not move with it is the
+  // same tile for every block of the cluster.
+  for (const StagePlan &p : stages_) {
+    if (p.directive.transport != Transport::tma) continue;
+    bool moves = false;
+    for (const Halide::Expr &e : p.box_min) moves = moves || expr_uses_var(e, rows->name);
+    if (moves) continue;
+    if (p.tma_box_count() % cluster_ != 0)
+      fail(
+          "schedule of '{}': cluster({}) multicasts the tile of '{}', each block copying an equal share of "
+          "its TMA boxes, but the tile is {} box(es) of {} columns; make its columns a multiple of {}",
+          fname, cluster_, p.input, p.tma_box_count(), p.box_cols, cluster_ * p.box_cols);
+    multicast_inputs_.push_back(p.input);
+  }
+  if (multicast_inputs_.empty())
+    fail(
+        "schedule of '{}': cluster({}): every TMA stage moves with the block_y loop '{}', so the cluster's "
+        "blocks share no tile to multicast; drop cluster()",
+        fname, cluster_, rows->name);
+  std::string inputs;
+  for (const std::string &i : multicast_inputs_) inputs += (inputs.empty() ? "'" : ", '") + i + "'";
+  summary_ += fmt::format(
+      "  clusters of {} blocks on consecutive tiles of '{}': {} loaded a share by each block and "
+      "multicast to the cluster\n",
+      cluster_, rows->name, inputs);
 }
 
 void ReductionKernelBuilder::plan_atom() {
@@ -641,6 +704,7 @@ Kernel ReductionKernelBuilder::build() {
   plan_loops();
   plan_atom();
   plan_stages();
+  plan_cluster();
   // Pure serial loops inside the reduction nest keep one state each, in registers.
   for (size_t k : nest_) {
     const LoopDim &d = loops_.dims[k];
@@ -783,7 +847,12 @@ Kernel ReductionKernelBuilder::build() {
   if (specialized) instructions.push_back("setmaxnreg");
   std::vector<StagePlan> plans = stages_;
   plans.insert(plans.end(), write_backs_.begin(), write_backs_.end());
-  return assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
+  if (cluster_ > 1)
+    instructions.insert(instructions.end(),
+                        {"multicast::cluster", "mapa.shared::cluster", "barrier.cluster"});
+  Kernel kernel = assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
+  kernel.cluster = {cluster_, 1, 1};
+  return kernel;
 }
 
 intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionOperand &operand) const {
@@ -839,11 +908,27 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
   const Halide::Expr t = x.var(), tiles = x.extent, thread = intrinsic::thread_index();
   auto full = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.full", slot}; };
   auto empty = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.empty", slot}; };
-  // One thread expects the tile's bytes on the slot's full barrier and issues its copies.
+  // One thread expects the tile's bytes on the slot's full barrier and issues its copies. In a cluster it
+  // copies its share of each shared tile into every block of the cluster; its barrier still expects the
+  // whole tile, the other shares coming from its peers.
+  const Halide::Expr cluster_rank = intrinsic::block_index(0) % cluster_;
   auto issue = [&](const Halide::Expr &k_tile, const Halide::Expr &slot) {
     std::vector<Stmt> s = {intrinsic::mbarrier_arrive(full(slot), tile_bytes)};
-    for (const StagePlan *p : here) s.push_back(p->tma_copies(k_tile, slot, full(slot)));
+    for (const StagePlan *p : here) {
+      const bool shared = std::count(multicast_inputs_.begin(), multicast_inputs_.end(), p->input) > 0;
+      s.push_back(shared ? p->tma_multicast_copies(k_tile, slot, full(slot), {cluster_rank, cluster_})
+                         : p->tma_copies(k_tile, slot, full(slot)));
+    }
     return block(s);
+  };
+  // A consumer releases a slot in every block of its cluster: each block's producer multicasts into all of
+  // them.
+  auto release = [&](const Halide::Expr &slot) {
+    if (cluster_ == 1) return intrinsic::mbarrier_arrive(empty(slot));
+    std::vector<Stmt> arrivals;
+    for (int rank = 0; rank < cluster_; ++rank)
+      arrivals.push_back(intrinsic::mbarrier_arrive_cluster(empty(slot), rank));
+    return block(arrivals);
   };
   auto each_slot = [&](const std::function<Stmt(const Halide::Expr &)> &body) {
     return For::make("tma.slot", 0, depth, ForType::Unrolled, Halide::DeviceAPI::None, body(var("tma.slot")));
@@ -852,12 +937,15 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
   // when every consumer has finished reading it: each thread arrives, or with warp specialization one
   // thread of each consumer warpgroup (after its wgmma_wait, which the whole warpgroup passes together).
   const int consumer_warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
-  const int releases = specialized ? consumer_warpgroups : mapping_.threads;
-  std::vector<Stmt> setup = {guarded(thread == 0, each_slot([&](const Halide::Expr &slot) {
-                                       return block({intrinsic::mbarrier_init(full(slot), 1),
-                                                     intrinsic::mbarrier_init(empty(slot), releases)});
-                                     })),
-                             intrinsic::barrier()};
+  const int releases = specialized ? consumer_warpgroups * cluster_ : mapping_.threads;
+  const Stmt init = each_slot([&](const Halide::Expr &slot) {
+    return block({intrinsic::mbarrier_init(full(slot), 1), intrinsic::mbarrier_init(empty(slot), releases)});
+  });
+  // In a cluster, the barriers are initialized before any peer's copy or arrival can reach them.
+  std::vector<Stmt> setup = {cluster_ == 1
+                                 ? guarded(thread == 0, init)
+                                 : guarded(thread == 0, block({init, intrinsic::fence_mbarrier_init()})),
+                             cluster_ == 1 ? intrinsic::barrier() : intrinsic::cluster_sync()};
   // Ring iteration i computes on slot i % depth; once its wgmmas are issued, those of iteration i - 1 are
   // waited for (one group stays in flight) and its slot is released. The iteration is the k-tile t, or in a
   // persistent kernel the k-tiles of the block's earlier output tiles plus t: the ring's slots and phases
@@ -876,7 +964,7 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                             intrinsic::wgmma_commit(), intrinsic::wgmma_wait(1)};
   const Halide::Expr releaser = thread % hopper::kWarpgroupThreads == 0;
   if (specialized) {
-    body.push_back(guarded(t >= 1 && releaser, intrinsic::mbarrier_arrive(empty((it - 1) % depth))));
+    body.push_back(guarded(t >= 1 && releaser, release((it - 1) % depth)));
   } else {
     // Thread 0 also refills the released slot with tile t - 1 + depth once every thread has arrived.
     body.push_back(
@@ -907,9 +995,7 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
       For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, at_iteration(block(body))),
       intrinsic::wgmma_wait(0)};
   // The next output tile's copies go into the last slot too.
-  if (persistent)
-    loop.push_back(
-        guarded(releaser, intrinsic::mbarrier_arrive(empty((first_iteration + tiles - 1) % depth))));
+  if (persistent) loop.push_back(guarded(releaser, release((first_iteration + tiles - 1) % depth)));
   const Stmt mainloop = block(loop);
   summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n",
                           depth, tile_bytes, x.name);
@@ -955,6 +1041,9 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
       mapping_.threads, consumer_warpgroups, specialized->producer_registers, consumer_warpgroups - 1,
       specialized->consumer_registers);
   setup.push_back(IfThenElse::make(thread >= consumer_threads_, producer, consumers));
+  // No block of a cluster exits while a peer may still multicast into its shared memory or arrive on its
+  // barriers.
+  if (cluster_ > 1) setup.push_back(intrinsic::cluster_sync());
   // The write-back tiles follow the ring's slots, whose sizes are whole swizzle patterns, so that they start
   // at a pattern boundary as their TMA stores need (the barriers' few bytes come after them).
   return with_shared_arrays(stages_, with_shared_arrays(write_backs_, with_barriers(block(setup))));

@@ -164,6 +164,16 @@ FuncSchedule &FuncSchedule::persistent(int blocks) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::cluster(int blocks) {
+  if (blocks < 1 || blocks > 2)
+    fail(
+        "schedule of '{}': cluster({}): clusters of 1 or 2 blocks are lowered (a pair of tiles sharing one "
+        "operand); use cluster(2) or cluster(1)",
+        func_, blocks);
+  cluster_blocks_ = blocks;
+  return *this;
+}
+
 FuncSchedule &FuncSchedule::store_output(Transport transport, bool stmatrix) {
   if (transport == Transport::cp_async)
     fail(
@@ -240,6 +250,7 @@ std::string FuncSchedule::to_string() const {
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
   if (persistent_blocks_ > 0)
     s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
+  if (cluster_blocks_ > 1) s += fmt::format("  clusters of {} blocks with TMA multicast\n", cluster_blocks_);
   if (output_transport_ != Transport::plain)
     s += fmt::format("  output tiles stored by {}{}\n", twist::to_string(output_transport_),
                      stmatrix_writes_ ? ", written by stmatrix" : "");

@@ -146,6 +146,11 @@ class FuncSchedule {
   // tiles b, b + blocks, ... in the raster order, so that a warp-specialized producer loads the next tile's
   // operands while the consumers finish the last one's epilogue, and no tile waits for a block to start.
   FuncSchedule &persistent(int blocks);
+  // Thread-block clusters of `blocks` CTAs (1 or 2) in a persistent warp-specialized wgmma kernel: a
+  // cluster's CTAs take consecutive output tiles of the raster order (vertically adjacent, so the raster
+  // group must be even), and each TMA stage whose tile is the same for both (B of a GEMM) is loaded half by
+  // each CTA and multicast to both; a CTA releases a ring slot in both CTAs (see docs/hopper.md).
+  FuncSchedule &cluster(int blocks);
   // How a tensor-core kernel's output tiles leave the block's write-back tile in shared memory:
   // Transport::plain, 16-byte stores of whole rows by the block's threads (the default), or Transport::tma,
   // one thread storing the tile with cp.async.bulk.tensor (sm_90, wgmma kernels): the threads write the tile,
@@ -196,6 +201,7 @@ class FuncSchedule {
   int raster_group() const { return raster_group_; }
   const std::optional<WarpSpecialization> &warp_specialization() const { return warp_specialization_; }
   int persistent_blocks() const { return persistent_blocks_; }  // 0: one block per tile
+  int cluster_blocks() const { return cluster_blocks_; }        // 1: no clusters
   Transport output_transport() const { return output_transport_; }
   bool stmatrix_writes() const { return stmatrix_writes_; }
   int min_blocks() const { return min_blocks_; }
@@ -221,6 +227,7 @@ class FuncSchedule {
   int raster_group_ = 1;
   std::optional<WarpSpecialization> warp_specialization_;
   int persistent_blocks_ = 0;
+  int cluster_blocks_ = 1;
   Transport output_transport_ = Transport::plain;
   bool stmatrix_writes_ = false;
   int min_blocks_ = 1;

@@ -42,6 +42,15 @@ struct StagePlan {
   TensorMap tensor_map() const;
   Stmt tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
                   const intrinsic::MbarrierRef &barrier) const;
+  // A slot whose tile is the same for every CTA of a cluster of `ctas`: the CTA of rank `rank` copies its
+  // share of the boxes (boxes / ctas of them, which must divide) and multicasts them to every CTA.
+  struct ClusterShare {
+    Halide::Expr rank;
+    int ctas;
+  };
+  int tma_box_count() const { return cols / box_cols; }
+  Stmt tma_multicast_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
+                            const intrinsic::MbarrierRef &barrier, const ClusterShare &share) const;
   // A TMA write-back's stores of the whole tile (issued by one thread, in its bulk groups; elements outside
   // the output are not written).
   Stmt tma_stores() const;

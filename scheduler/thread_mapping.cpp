@@ -25,7 +25,7 @@ void decompose(const std::vector<const LoopDim *> &dims, Halide::Expr index,
 }  // namespace
 
 ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken,
-                          const Target &target) {
+                          const Target &target, int grid_y_multiple) {
   ThreadMapping m;
   m.grid = {Halide::Expr(1), Halide::Expr(1), Halide::Expr(1)};
   const LoopDim *block_dims[3] = {nullptr, nullptr, nullptr};
@@ -101,6 +101,8 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
         "smaller thread tiles or serial loops",
         loops.func, m.threads, std::max(warp_count, 1), m.warps ? 32 : thread_count, target.arch,
         target.max_threads_per_block);
+  if (grid_y_multiple > 1)
+    m.grid[1] = simplify((m.grid[1] + grid_y_multiple - 1) / grid_y_multiple * grid_y_multiple);
   // Block loops, in the raster order: with a group g, blocks walk down g rows of tiles before moving right,
   // so that the blocks running at one time share rows of A and columns of B in L2.
   Halide::Expr bx = intrinsic::block_index(0), by = intrinsic::block_index(1), bz = intrinsic::block_index(2);

@@ -21,9 +21,10 @@ struct ThreadMapping {
 };
 
 // `lanes_taken` is set when a matrix atom occupies the 32 lanes of each warp (no loop may be bound to
-// threads).
+// threads). The grid's y extent is rounded up to a multiple of `grid_y_multiple`, so that a cluster's blocks
+// pair rows of tiles (the extra row's tiles lie outside the output).
 ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken,
-                          const Target &target);
+                          const Target &target, int grid_y_multiple = 1);
 
 // Wraps `body` in LetStmts that define the bound loop variables.
 Halide::Internal::Stmt define_bound_loops(const ThreadMapping &m, Halide::Internal::Stmt body);

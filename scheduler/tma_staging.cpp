@@ -72,17 +72,22 @@ TensorMap StagePlan::tensor_map() const {
 namespace {
 
 // The copies of a TMA plan's boxes (cols / box_cols of them, side by side) at the stage loop's iteration
-// `iteration`, between `slot` and the tensor.
+// `iteration`, between `slot` and the tensor: all of them, or with `share` the issuing CTA's share,
+// multicast to the cluster.
 Stmt box_copies(const StagePlan &p, const Halide::Expr &iteration, const Halide::Expr &slot, bool load,
-                const intrinsic::MbarrierRef &barrier) {
+                const intrinsic::MbarrierRef &barrier, const StagePlan::ClusterShare *share = nullptr) {
+  const int boxes = share ? p.tma_box_count() / share->ctas : p.tma_box_count();
   std::vector<Stmt> copies;
-  for (int b = 0; b < p.cols / p.box_cols; ++b) {
+  for (int k = 0; k < boxes; ++k) {
+    // The box's index among the slot's boxes.
+    const Halide::Expr b = share ? share->rank * boxes + k : Halide::Expr(k);
+    const Halide::Expr box_offset = share ? b * (p.rows * p.box_cols) : Halide::Expr(k * p.rows * p.box_cols);
     std::vector<Halide::Expr> coordinates;
     for (size_t c = 0; c < p.box_extent.size(); ++c) coordinates.push_back(p.box_min_at(iteration, c));
     coordinates.back() = Halide::Internal::simplify(coordinates.back() + b * p.box_cols);
-    copies.push_back(
-        intrinsic::tma_copy({load, p.tensor_map().name, p.buffer,
-                             slot * p.slot_elems + b * p.rows * p.box_cols, coordinates, barrier}));
+    copies.push_back(intrinsic::tma_copy({load, p.tensor_map().name, p.buffer,
+                                          slot * p.slot_elems + box_offset, coordinates, barrier,
+                                          share ? Halide::Expr((1 << share->ctas) - 1) : Halide::Expr()}));
   }
   return Halide::Internal::Block::make(copies);
 }
@@ -92,6 +97,13 @@ Stmt box_copies(const StagePlan &p, const Halide::Expr &iteration, const Halide:
 Stmt StagePlan::tma_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
                            const intrinsic::MbarrierRef &barrier) const {
   return box_copies(*this, iteration, slot, true, barrier);
+}
+
+Stmt StagePlan::tma_multicast_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
+                                     const intrinsic::MbarrierRef &barrier, const ClusterShare &share) const {
+  TWIST_CHECK(tma_box_count() % share.ctas == 0, "{} TMA boxes of '{}' shared by {} CTAs", tma_box_count(),
+              input, share.ctas);
+  return box_copies(*this, iteration, slot, true, barrier, &share);
 }
 
 Stmt StagePlan::tma_stores() const {

@@ -114,6 +114,7 @@ std::string HopperTiling::name() const {
   std::string s = fmt::format("wgmma_{}x{}x{}_wg{}_s{}_tma", block_m, block_n, block_k, warpgroups, stages);
   if (warp_specialized) s += "_ws";
   if (warp_specialized && persistent_blocks > 0) s += fmt::format("_p{}", persistent_blocks);
+  if (cluster > 1) s += fmt::format("_cluster{}", cluster);
   if (accumulation.kind == Accumulation::Kind::f16) s += "_f16acc";
   if (accumulation.kind == Accumulation::Kind::hybrid)
     s += fmt::format("_hybrid{}", accumulation.promote_every);
@@ -145,6 +146,7 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
       .raster(t.raster_group);
   if (t.warp_specialized) c.warp_specialize({t.producer_registers, t.consumer_registers()});
   if (t.warp_specialized && t.persistent_blocks > 0) c.persistent(t.persistent_blocks);
+  if (t.cluster > 1) c.cluster(t.cluster);
   if (t.tma_store) c.store_output(Transport::tma, t.stmatrix);
   if (g.options.batched) c.bind("b", Binding::block_z);
   if (t.split_k > 1) c.split_reduction("ko", t.split_k);

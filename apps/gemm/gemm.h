@@ -89,6 +89,12 @@ struct HopperTiling {
   // > 0: a persistent grid of at most that many blocks (the GPU's SMs). Warp-specialized tilings only:
   // without a producer warpgroup the grid is one block per tile.
   int persistent_blocks = 132;
+  // > 1: thread-block clusters of that many blocks (2) on vertically adjacent tiles, B's tile loaded half by
+  // each and multicast to both (FuncSchedule::cluster). Persistent tilings with an even raster group only.
+  // 1 by default. Measured on the H200 (2026-12-03 18:52 UTC, bench/RESULTS.md): correct, but 0.6x of
+  // the unclustered kernel, with the slot releases then fenced at cluster scope. Those releases now use the
+  // CTA-scope default, which is not measured yet.
+  int cluster = 1;
   // The output tile leaves through shared memory by a TMA store (FuncSchedule::store_output(Transport::tma));
   // false: 16-byte stores of whole rows by the consumers. Measured on the H200 (2026-12-03 16:46 UTC, one
   // run, bench/export_hopper_suite.sh's hopper_epilogue): a tie within the run's noise over 7 shapes, 0.963x

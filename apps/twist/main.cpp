@@ -149,6 +149,7 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     h.split_k = std::stoi(o.get("split-k", "1"));
     if (o.values.count("warp-specialize")) h.warp_specialized = o.flag("warp-specialize");
     h.persistent_blocks = std::stoi(o.get("persistent", std::to_string(h.persistent_blocks)));
+    h.cluster = std::stoi(o.get("cluster", std::to_string(h.cluster)));
     if (o.values.count("tma-store")) h.tma_store = o.flag("tma-store");
     if (o.values.count("stmatrix")) h.stmatrix = o.flag("stmatrix");
     return h;
@@ -545,7 +546,7 @@ int usage() {
                "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
                "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)]\n"
                "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3] [--split-k N]\n"
-               "                          [--warp-specialize true|false] [--persistent 132]\n"
+               "                          [--warp-specialize true|false] [--persistent 132] [--cluster 1|2]\n"
                "                          [--tma-store true|false] [--stmatrix true|false] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"

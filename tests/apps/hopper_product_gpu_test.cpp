@@ -240,3 +240,48 @@ TEST_CASE("GPU: Hopper GEMM with the TMA-store epilogue on small problems (for t
     CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, tiling), scalars, inputs) < 1.0 / 1024);
   }
 }
+
+TEST_CASE("GPU: clustered Hopper GEMM (TMA multicast of B in 2-block clusters) is right at every element") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA multicast and clusters");
+  using namespace twist::apps;
+  // The default 128 x 256 tiling in clusters, and small 128 x 128 tiles over 4 persistent blocks (many tiles
+  // a cluster, the ring's phases carried across them); odd shapes whose row tiles are odd in number (the
+  // cluster's second tile wholly past the edge) or end in a partial tile; f16 and bf16; a batch.
+  HopperTiling big;
+  big.cluster = 2;
+  HopperTiling small = big;
+  small.block_n = 128, small.stages = 2, small.persistent_blocks = 4, small.raster_group = 2;
+  for (const twist::Type &type : {twist::f16, twist::bf16}) {
+    const double tolerance = type == twist::f16 ? 1.0 / 1024 : 1.0 / 128;
+    Gemm g = make_gemm({.input = type, .output = type, .prefix = twist::type_name(type)});
+    for (const auto &[tiling, m, n, k] :
+         {std::tuple{big, 300, 264, 200}, std::tuple{big, 1000, 520, 1000}, std::tuple{small, 513, 392, 520},
+          std::tuple{small, 130, 72, 136}, std::tuple{small, 1, 8, 8}}) {
+      INFO(twist::type_name(type), " ", tiling.name(), " ", m, "x", n, "x", k);
+      const std::map<std::string, double> scalars = {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
+      const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {m, k}, 1)},
+                                                        {g.B.name(), random_normal(type, {k, n}, 2)}};
+      CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, tiling), scalars, inputs) < tolerance);
+    }
+  }
+  Gemm g = make_gemm({.input = twist::f16, .output = twist::f16, .batched = true, .prefix = "b"});
+  const std::map<std::string, double> scalars = {
+      {g.M.name(), 200}, {g.N.name(), 136}, {g.K.name(), 96}, {g.batch.name(), 3}};
+  const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::f16, {3, 200, 96}, 6)},
+                                                    {g.B.name(), random_normal(twist::f16, {3, 96, 136}, 7)}};
+  CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, small), scalars, inputs) < 1.0 / 1024);
+}
+
+TEST_CASE("GPU: clustered Hopper GEMM on a small problem (for the sanitizers)") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA multicast and clusters");
+  using namespace twist::apps;
+  HopperTiling small;
+  small.block_n = 128, small.stages = 2, small.persistent_blocks = 4, small.raster_group = 2,
+  small.cluster = 2;
+  Gemm g = make_gemm({.input = twist::f16, .output = twist::f16});
+  const int m = 300, n = 200, k = 136;
+  const std::map<std::string, double> scalars = {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
+  const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::f16, {m, k}, 1)},
+                                                    {g.B.name(), random_normal(twist::f16, {k, n}, 2)}};
+  CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, small), scalars, inputs) < 1.0 / 1024);
+}

@@ -210,6 +210,15 @@ const std::map<std::string, std::string> &helper_definitions() {
        "\"r\"(bytes)\n"
        "               : \"memory\");\n"
        "}\n"
+       "// Arrives on the barrier at shared address `bar` of cluster CTA `cta` (its own included),\n"
+       "// with the arrive's default .release.cta semantics: a consumer releases a slot after\n"
+       "// wgmma.wait_group has retired its reads, so nothing needs ordering at cluster scope.\n"
+       "__device__ __forceinline__ void twist_mbarrier_arrive_cluster(unsigned bar, unsigned cta) {\n"
+       "  asm volatile(\n"
+       "      \"{\\n .reg .b32 remote;\\n mapa.shared::cluster.u32 remote, %0, %1;\\n"
+       " mbarrier.arrive.shared::cluster.b64 _, [remote];\\n}\\n\"\n"
+       "      ::\"r\"(bar), \"r\"(cta) : \"memory\");\n"
+       "}\n"
        "__device__ __forceinline__ void twist_mbarrier_wait(unsigned bar, unsigned parity) {\n"
        "  unsigned done;\n"
        "  do {\n"
@@ -304,7 +313,7 @@ class Printer {
                 kernel_.name, name);
     return it->second;
   }
-  std::string tma_helper(bool load, size_t dims);
+  std::string tma_helper(bool load, size_t dims, bool multicast);
   std::string wgmma_helper(const intrinsic::Wgmma &w, const Type &in, const Type &acc);
   std::string descriptor(const intrinsic::WgmmaOperand &o);
   void fence_accumulators(int indent);
@@ -514,16 +523,19 @@ void Printer::intrinsic(const Stmt &s, int n) {
     else if (b->kind == Kind::arrive && b->expect_tx_bytes.defined())
       out_ << ind(n) << "twist_mbarrier_arrive_expect_tx(" << bar << ", " << expr(b->expect_tx_bytes)
            << ");\n";
+    else if (b->kind == Kind::arrive && b->cta.defined())
+      out_ << ind(n) << "twist_mbarrier_arrive_cluster(" << bar << ", " << expr(b->cta) << ");\n";
     else if (b->kind == Kind::arrive)
       out_ << ind(n) << "twist_mbarrier_arrive(" << bar << ");\n";
     else
       out_ << ind(n) << "twist_mbarrier_wait(" << bar << ", " << expr(b->parity) << ");\n";
   } else if (auto t = intrinsic::as_tma_copy(s)) {
     swizzled_tiles_ = true;
-    const std::string helper = tma_helper(t->load, t->coordinates.size());
+    const std::string helper = tma_helper(t->load, t->coordinates.size(), t->multicast.defined());
     out_ << ind(n) << helper << "(" << shared_address(t->shared, t->shared_index) << ", &"
          << c_name(t->tensor_map);
     if (t->load) out_ << ", " << shared_address(t->barrier.array, t->barrier.index);
+    if (t->multicast.defined()) out_ << ", " << expr(t->multicast);
     // PTX lists the coordinates innermost first.
     for (size_t d = t->coordinates.size(); d-- > 0;) out_ << ", " << expr(t->coordinates[d]);
     out_ << ");\n";
@@ -531,6 +543,13 @@ void Printer::intrinsic(const Stmt &s, int n) {
     out_ << ind(n) << "asm volatile(\"cp.async.bulk.commit_group;\\n\" ::: \"memory\");\n";
   } else if (auto w = intrinsic::as_tma_store_wait(s)) {
     out_ << ind(n) << "asm volatile(\"cp.async.bulk.wait_group.read " << *w << ";\\n\" ::: \"memory\");\n";
+  } else if (intrinsic::is_cluster_sync(s)) {
+    out_ << ind(n)
+         << "asm "
+            "volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" "
+            "::: \"memory\");\n";
+  } else if (intrinsic::is_fence_mbarrier_init(s)) {
+    out_ << ind(n) << "asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n";
   } else if (intrinsic::is_fence_proxy_async(s)) {
     out_ << ind(n) << "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
   } else if (auto g = intrinsic::as_wgmma(s)) {
@@ -579,9 +598,14 @@ void Printer::fence_accumulators(int n) {
   }
 }
 
-// twist_tma_{load,store}_<dims>d(shared address, tensor map, [mbarrier,] coordinates innermost first).
-std::string Printer::tma_helper(bool load, size_t dims) {
-  const std::string name = fmt::format("twist_tma_{}_{}d", load ? "load" : "store", dims);
+// twist_tma_{load,load_multicast,store}_<dims>d(shared address, tensor map, [mbarrier,] [CTA mask,]
+// coordinates innermost first).
+std::string Printer::tma_helper(bool load, size_t dims, bool multicast) {
+  const std::string name = fmt::format("twist_tma_{}_{}d",
+                                       multicast ? "load_multicast"
+                                       : load    ? "load"
+                                                 : "store",
+                                       dims);
   if (generated_helpers_.count(name)) {
     helpers_.insert(name);
     return name;
@@ -589,14 +613,21 @@ std::string Printer::tma_helper(bool load, size_t dims) {
   std::string params = "unsigned dst, const CUtensorMap *map", coords, operands;
   if (!load) params = "unsigned src, const CUtensorMap *map";
   if (load) params += ", unsigned bar";
-  const size_t first = load ? 3 : 2;
+  if (multicast) params += ", unsigned short cta_mask";
+  const size_t first = multicast ? 4 : load ? 3 : 2;
   for (size_t d = 0; d < dims; ++d) {
     params += fmt::format(", int c{}", d);
     coords += fmt::format("{}%{}", d ? ", " : "", first + d);
     operands += fmt::format(", \"r\"(c{})", d);
   }
   std::string text = "__device__ __forceinline__ void " + name + "(" + params + ") {\n";
-  if (load)
+  if (multicast)
+    text += fmt::format(
+        "  asm volatile(\"cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {{{}}}], [%2], %3;\\n\"\n"
+        "               ::\"r\"(dst), \"l\"(map), \"r\"(bar), \"h\"(cta_mask){} : \"memory\");\n",
+        dims, coords, operands);
+  else if (load)
     text += fmt::format(
         "  asm volatile(\"cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
         "[%0], [%1, {{{}}}], [%2];\\n\"\n"

@@ -51,6 +51,32 @@ Exec compile_barrier(StatementCompiler &sc, int id, int threads, Where where) {
   };
 }
 
+Exec compile_cluster_sync(StatementCompiler &sc, Where where) {
+  Machine *m = &sc.machine();
+  return [=](const ActiveThreads &active) {
+    m->where = where;
+    Cluster &c = *m->cluster;
+    const int threads = m->threads * static_cast<int>(c.ctas.size());
+    auto describe = [&c, threads] {
+      return fmt::format(
+          "cluster_sync reached by {} of the cluster's {} threads: barrier.cluster waits for every thread of "
+          "every block of the cluster; move it out of branches, and let no block return before it",
+          c.arrived, threads);
+    };
+    c.arrived += static_cast<int>(active.size());
+    if (c.arrived == threads) {
+      c.arrived = 0;
+      ++c.completed;
+      // Accesses before it are ordered before those after it, in every block of the cluster.
+      for (Machine *cta : c.ctas) ++cta->epoch;
+      return;
+    }
+    if (c.arrived > threads || !m->groups.concurrent()) fail("{}", describe());
+    const int64_t completed = c.completed;
+    m->groups.wait_until([&c, completed] { return c.completed != completed; }, describe);
+  };
+}
+
 Exec compile_atomic_add(StatementCompiler &sc, const intrinsic::AtomicAdd &op, Where where) {
   Machine *m = &sc.machine();
   Array *a = &sc.writable_buffer(op.buffer, "atomic_add to");

@@ -43,6 +43,18 @@ HeldGroups &groups_of(Machine &m, HeldKind kind, int thread) {
   return kind == HeldKind::wgmma ? m.wgmma_groups[thread] : m.bulk_store_groups[thread];
 }
 
+// A block's use of the barrier `name`[index] of cluster CTA `rank` needs a cluster barrier between the
+// barrier's init and the use (another block's init is not otherwise ordered before it).
+void check_cluster_ordered_init(const Machine &m, const Mbarrier &b, int64_t rank, const std::string &name,
+                                int64_t index, const char *use) {
+  if (rank == m.cluster_rank || b.cluster_syncs_at_init < m.cluster->completed) return;
+  fail(
+      "block {} {} {}[{}] of cluster CTA {} with no cluster_sync since that block initialized it: on a GPU "
+      "the init need not be done or visible yet; fence_mbarrier_init and cluster_sync after the inits, "
+      "before any block reaches a peer's barriers",
+      m.cluster_rank, use, name, index, rank);
+}
+
 void complete_phase_if_done(Mbarrier &b) {
   if (b.pending > 0 || b.tx != 0) return;
   for (TmaLanding &landing : b.in_flight) b.unlanded.push_back(std::move(landing));
@@ -62,6 +74,8 @@ Exec compile_mbarrier(StatementCompiler &sc, const intrinsic::MbarrierOp &op, Wh
   const int arrivals = op.arrivals;
   CompiledExpr tx = sc.expr(op.expect_tx_bytes.defined() ? op.expect_tx_bytes : Halide::Expr(0));
   CompiledExpr parity = sc.expr(op.parity.defined() ? op.parity : Halide::Expr(0));
+  // A remote arrive's CTA rank; -1 for the thread's own block.
+  CompiledExpr cta = sc.expr(op.cta.defined() ? op.cta : Halide::Expr(-1));
   return [=](const ActiveThreads &active) {
     m->where = where;
     if (kind == Kind::init && active.size() != 1)
@@ -71,12 +85,22 @@ Exec compile_mbarrier(StatementCompiler &sc, const intrinsic::MbarrierOp &op, Wh
       m->thread = t;
       const int64_t e = m->element(*a, index(m->slots[t]), "mbarrier");
       if (kind == Kind::init) {
-        a->mbarriers[e] = Mbarrier{arrivals, arrivals, 0, 0, {}, {}, {}};
+        a->mbarriers[e] = Mbarrier{arrivals, arrivals, 0, 0, {}, {}, {}, m->cluster->completed};
         continue;
       }
-      const auto found = a->mbarriers.find(e);
-      if (found == a->mbarriers.end())
+      const auto rank = static_cast<int64_t>(cta(m->slots[t]));
+      Array &barriers = rank < 0 ? *a : m->cta(rank).shared_array(a->name);
+      const auto found = barriers.mbarriers.find(e);
+      if (found == barriers.mbarriers.end()) {
+        if (rank >= 0)
+          fail(
+              "{}[{}] of cluster CTA {} is used as an mbarrier before mbarrier_init initialized it: "
+              "initialize the barriers, fence_mbarrier_init and cluster_sync before any block arrives on "
+              "a peer's barrier",
+              a->name, e, rank);
         fail("{}[{}] is used as an mbarrier before mbarrier_init initialized it", a->name, e);
+      }
+      if (rank >= 0) check_cluster_ordered_init(*m, found->second, rank, a->name, e, "arrives on");
       Mbarrier &b = found->second;
       if (kind == Kind::arrive) {
         b.tx += static_cast<int64_t>(tx(m->slots[t]));
@@ -174,6 +198,8 @@ Exec compile_tma_copy(StatementCompiler &sc, const intrinsic::TmaCopy &op, Where
   const bool load = op.load;
   Array *barrier = load ? &mbarrier_array(sc, op.barrier.array) : nullptr;
   CompiledExpr barrier_index = sc.expr(load ? op.barrier.index : Halide::Expr(0));
+  const bool multicast = op.multicast.defined();
+  CompiledExpr mask_of = sc.expr(multicast ? op.multicast : Halide::Expr(0));
 
   return [=](const ActiveThreads &active) {
     m->where = where;
@@ -240,15 +266,44 @@ Exec compile_tma_copy(StatementCompiler &sc, const intrinsic::TmaCopy &op, Where
       }
       if (!load) continue;
       const int64_t b = m->element(*barrier, barrier_index(m->slots[t]), "mbarrier");
-      const auto found = barrier->mbarriers.find(b);
-      if (found == barrier->mbarriers.end())
-        fail("the TMA load completes on {}[{}], which mbarrier_init has not initialized", barrier->name, b);
-      for (int64_t e : landing.elements) m->begin_copy_into(*shared, e, true);
-      Mbarrier &bar = found->second;
-      landing.phase = bar.completed;
-      bar.in_flight.push_back(std::move(landing));
-      bar.tx -= box_elements * element_bytes;
-      complete_phase_if_done(bar);
+      // The blocks the box lands in: the issuing one (rank -1), or every block of the multicast mask, at
+      // the same shared offsets, completing on each one's barrier.
+      std::vector<int64_t> ranks = {-1};
+      if (multicast) {
+        const auto mask = static_cast<int64_t>(mask_of(m->slots[t]));
+        if (mask <= 0 || mask >= (1 << 16))
+          fail("the TMA multicast's CTA mask is {}; it is 16 bits with at least one set", mask);
+        ranks.clear();
+        for (int64_t r = 0; r < 16; ++r)
+          if ((mask >> r) & 1) ranks.push_back(r);
+      }
+      for (const int64_t rank : ranks) {
+        Machine &cta = rank < 0 ? *m : m->cta(rank);
+        Array &dst = rank < 0 ? *shared : cta.shared_array(shared->name);
+        Array &barriers = rank < 0 ? *barrier : cta.shared_array(barrier->name);
+        const auto found = barriers.mbarriers.find(b);
+        if (found == barriers.mbarriers.end()) {
+          if (rank >= 0)
+            fail(
+                "the TMA multicast completes on {}[{}] of cluster CTA {}, which mbarrier_init has not "
+                "initialized: initialize the barriers, fence_mbarrier_init and cluster_sync before any "
+                "block multicasts",
+                barrier->name, b, rank);
+          fail("the TMA load completes on {}[{}], which mbarrier_init has not initialized", barrier->name, b);
+        }
+        if (rank >= 0)
+          check_cluster_ordered_init(*m, found->second, rank, barriers.name, b, "multicasts onto");
+        // A box written into a slot whose reads (a wgmma in flight) the block has not retired is refused
+        // here, for a peer's slot as for the issuer's own.
+        for (int64_t e : landing.elements) cta.begin_copy_into(dst, e, true);
+        Mbarrier &bar = found->second;
+        TmaLanding copy = landing;
+        copy.dst = &dst;
+        copy.phase = bar.completed;
+        bar.in_flight.push_back(std::move(copy));
+        bar.tx -= box_elements * element_bytes;
+        complete_phase_if_done(bar);
+      }
     }
     m->thread = -1;
   };

@@ -1,5 +1,7 @@
 #include "backends/reference/interpreter/interpreter.h"
 
+#include <functional>
+#include <memory>
 #include <numeric>
 #include <sstream>
 
@@ -93,23 +95,79 @@ std::vector<std::pair<int, Real>> bind_scalars(Machine &m, StatementCompiler &sc
   return bound;
 }
 
-void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
-             const std::map<std::string, double> &scalars) {
+// Compiles the kernel's body for the block machine `m`, with its scalars at `scalar_slots`; `sc`, which has
+// its buffers and variables, must outlive the compiled body.
+Exec compile_block(Machine &m, StatementCompiler &sc, const std::vector<std::pair<int, Real>> &scalar_slots) {
+  const Exec body = sc.compile(m.kernel.body);
+  m.where = nullptr;
+  // Slots are sized once every expression is compiled: compiling hands them out.
+  m.slots.assign(m.threads, Slots(m.compiler.num_slots(), 0));
+  const int thread_slot = m.compiler.slot(intrinsic::kThreadIndex);
+  for (int t = 0; t < m.threads; ++t) {
+    m.slots[t][thread_slot] = t;
+    for (const auto &[slot, value] : scalar_slots) m.slots[t][slot] = value;
+  }
+  return body;
+}
+
+// Starts block `block` on machine `m`: its block index, and fresh per-block state.
+void start_block(Machine &m, const std::array<int64_t, 3> &block) {
+  m.block = block;
+  for (int d = 0; d < 3; ++d) {
+    const int slot = m.compiler.slot(intrinsic::kBlockIndex[d]);
+    for (int t = 0; t < m.threads; ++t) m.slots[t][slot] = static_cast<Real>(block[d]);
+  }
+  m.epoch = 0;
+  // Copies a block never waits for die with it, as on the GPU: nothing can read what they write.
+  m.async.assign(m.threads, AsyncCopies{});
+  m.wgmma_groups.assign(m.threads, HeldGroups{});
+  m.bulk_store_groups.assign(m.threads, HeldGroups{});
+  m.proxy_fences.assign(m.threads, 0);
+  m.barriers.clear();
+  m.exited = false;
+}
+
+// Runs the kernel with `m` as the first block of each cluster; the cluster's other blocks are made into
+// `peers` (kept by the caller, as `cluster` is, so that an error's location can name every block).
+void execute(Machine &m, Cluster &cluster, std::vector<std::unique_ptr<Machine>> &peers,
+             std::map<std::string, HostTensor> &buffers, const std::map<std::string, double> &scalars) {
   const Kernel &kernel = m.kernel;
   if (kernel.threads < 1 || kernel.threads > 1024)
     fail("the kernel has {} threads per block; a block has 1 to 1024", kernel.threads);
-  StatementCompiler sc(m);
-  sc.add_variable(intrinsic::kThreadIndex);
-  for (const char *name : intrinsic::kBlockIndex) sc.add_variable(name);
-  const std::vector<std::pair<int, Real>> scalar_slots = bind_scalars(m, sc, scalars);
-  const std::vector<BoundBuffer> bound = bind_buffers(m, sc, buffers, scalars);
   const std::vector<int64_t> grid =
       extents_of({kernel.grid.begin(), kernel.grid.end()}, scalars, "the kernel's grid");
   for (int64_t extent : grid)
     if (extent < 1)
       fail("the grid ({}, {}, {}) has no blocks; a launch needs at least one", grid[0], grid[1], grid[2]);
-  const Exec body = sc.compile(kernel.body);
-  m.where = nullptr;
+  for (int d = 0; d < 3; ++d)
+    if (kernel.cluster[d] < 1 || grid[d] % kernel.cluster[d] != 0)
+      fail(
+          "the grid ({}, {}, {}) is not a whole number of clusters ({}, {}, {}) (Kernel::cluster): the "
+          "launch would fail; round the grid up to whole clusters",
+          grid[0], grid[1], grid[2], kernel.cluster[0], kernel.cluster[1], kernel.cluster[2]);
+  // Each block of a cluster is a machine of its own, compiled from the same body; they share the global
+  // buffers, and run together.
+  const int ctas = kernel.cluster[0] * kernel.cluster[1] * kernel.cluster[2];
+  cluster.ctas.push_back(&m);
+  for (int r = 1; r < ctas; ++r)
+    cluster.ctas.push_back(peers.emplace_back(new Machine(kernel, m.options, &m)).get());
+  std::vector<std::unique_ptr<StatementCompiler>> compilers;
+  std::vector<Exec> bodies;
+  std::vector<BoundBuffer> bound;
+  for (int r = 0; r < ctas; ++r) {
+    Machine &cta = *cluster.ctas[r];
+    cta.cluster = &cluster;
+    cta.cluster_rank = r;
+    StatementCompiler &sc = *compilers.emplace_back(new StatementCompiler(cta));
+    sc.add_variable(intrinsic::kThreadIndex);
+    for (const char *name : intrinsic::kBlockIndex) sc.add_variable(name);
+    const std::vector<std::pair<int, Real>> scalar_slots = bind_scalars(cta, sc, scalars);
+    if (r == 0)
+      bound = bind_buffers(cta, sc, buffers, scalars);
+    else
+      for (const BoundBuffer &b : bound) sc.add_buffer(*b.array);
+    bodies.push_back(compile_block(cta, sc, scalar_slots));
+  }
   // Arrays in disjoint scopes share bytes on the GPU (shared_arrays); here each has its own.
   if (const int needed = shared_arrays(kernel.body).bytes; needed > kernel.shared_bytes)
     fail(
@@ -117,16 +175,6 @@ void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
         "(Kernel::shared_bytes): "
         "on a GPU the excess would be out of bounds",
         needed, kernel.shared_bytes);
-
-  // Slots are sized once every expression is compiled: compiling hands them out.
-  m.slots.assign(m.threads, Slots(m.compiler.num_slots(), 0));
-  const int thread_slot = m.compiler.slot(intrinsic::kThreadIndex);
-  std::array<int, 3> block_slots;
-  for (int d = 0; d < 3; ++d) block_slots[d] = m.compiler.slot(intrinsic::kBlockIndex[d]);
-  for (int t = 0; t < m.threads; ++t) {
-    m.slots[t][thread_slot] = t;
-    for (const auto &[slot, value] : scalar_slots) m.slots[t][slot] = value;
-  }
   for (const BoundBuffer &b : bound) {
     b.array->values.resize(b.array->size);
     for (int64_t i = 0; i < b.array->size; ++i) b.array->values[i] = b.tensor->get_linear(i);
@@ -134,26 +182,32 @@ void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
 
   ActiveThreads all(m.threads);
   std::iota(all.begin(), all.end(), 0);
-  m.running = true;
-  for (int64_t z = 0; z < grid[2]; ++z) {
-    for (int64_t y = 0; y < grid[1]; ++y) {
-      for (int64_t x = 0; x < grid[0]; ++x) {
-        m.block = {x, y, z};
-        for (int t = 0; t < m.threads; ++t)
-          for (int d = 0; d < 3; ++d) m.slots[t][block_slots[d]] = static_cast<Real>(m.block[d]);
-        m.epoch = 0;
-        // Copies a block never waits for die with it, as on the GPU: nothing can read what they write.
-        m.async.assign(m.threads, AsyncCopies{});
-        m.wgmma_groups.assign(m.threads, HeldGroups{});
-        m.bulk_store_groups.assign(m.threads, HeldGroups{});
-        m.proxy_fences.assign(m.threads, 0);
-        m.barriers.clear();
+  for (Machine *cta : cluster.ctas) cta->running = true;
+  const std::array<int64_t, 3> dims = {kernel.cluster[0], kernel.cluster[1], kernel.cluster[2]};
+  for (int64_t z = 0; z < grid[2]; z += dims[2]) {
+    for (int64_t y = 0; y < grid[1]; y += dims[1]) {
+      for (int64_t x = 0; x < grid[0]; x += dims[0]) {
+        // The block of rank r in the cluster (%cluster_ctarank counts x fastest).
+        for (int r = 0; r < ctas; ++r)
+          start_block(*cluster.ctas[r],
+                      {x + r % dims[0], y + r / dims[0] % dims[1], z + r / (dims[0] * dims[1])});
+        cluster.arrived = 0;
         m.where = nullptr;
-        body(all);
+        if (ctas == 1) {
+          bodies[0](all);
+          continue;
+        }
+        std::vector<std::function<void()>> blocks;
+        for (int r = 0; r < ctas; ++r)
+          blocks.push_back([&, r] {
+            bodies[r](all);
+            cluster.ctas[r]->exited = true;
+          });
+        m.groups.run_concurrently(blocks);
       }
     }
   }
-  m.running = false;
+  for (Machine *cta : cluster.ctas) cta->running = false;
   m.where = nullptr;
   for (const BoundBuffer &b : bound) {
     if (!b.array->writable) continue;
@@ -169,8 +223,10 @@ void run_kernel(const Kernel &kernel, std::map<std::string, HostTensor> &buffers
   // The same check the GPU runtime makes before a launch: the lowering relied on these conditions.
   check_requirements(kernel, scalars);
   Machine m(kernel, options);
+  Cluster cluster;
+  std::vector<std::unique_ptr<Machine>> peers;
   try {
-    execute(m, buffers, scalars);
+    execute(m, cluster, peers, buffers, scalars);
   } catch (const Error &error) {
     fail("{}: {}", m.location(), error.what());
   }

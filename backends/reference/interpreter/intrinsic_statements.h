@@ -8,6 +8,8 @@ namespace twist::reference::interpreter {
 // barrier_and_atomics.cpp
 // Barrier `id` (0: the block-wide one) waits for `threads` threads.
 Exec compile_barrier(StatementCompiler &sc, int id, int threads, Where where);
+// barrier.cluster.arrive + wait: every thread of every block of the cluster.
+Exec compile_cluster_sync(StatementCompiler &sc, Where where);
 Exec compile_atomic_add(StatementCompiler &sc, const intrinsic::AtomicAdd &op, Where where);
 
 // copies.cpp

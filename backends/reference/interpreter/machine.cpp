@@ -15,12 +15,35 @@ std::string quoted(Where where) {
 
 }  // namespace
 
-Machine::Machine(const Kernel &kernel, const InterpretOptions &options)
+Machine::Machine(const Kernel &kernel, const InterpretOptions &options, const Machine *peer)
     : kernel(kernel),
       options(options),
       compiler(options.arithmetic),
       threads(kernel.threads),
-      shared_layout(shared_arrays(kernel.body)) {}
+      shared_layout(shared_arrays(kernel.body)),
+      position(peer ? peer->position : std::make_shared<Position>()),
+      shared_groups(peer ? peer->shared_groups : std::make_shared<ThreadGroups>(where, thread)) {}
+
+Machine &Machine::cta(int64_t rank) {
+  if (!cluster || rank < 0 || rank >= static_cast<int64_t>(cluster->ctas.size()))
+    fail(
+        "the block reaches the shared memory of cluster CTA {}, but its cluster has {} block(s) "
+        "(Kernel::cluster); address ranks 0 to {}",
+        rank, cluster ? cluster->ctas.size() : 1, cluster ? cluster->ctas.size() - 1 : 0);
+  Machine &peer = *cluster->ctas[rank];
+  if (peer.exited)
+    fail(
+        "the block reaches the shared memory of cluster CTA {}, which has exited: on a GPU that memory is "
+        "gone; end the kernel with cluster_sync so that no block exits while a peer may reach it",
+        rank);
+  return peer;
+}
+
+Array &Machine::shared_array(const std::string &name) {
+  const auto found = shared_by_name.find(name);
+  TWIST_CHECK(found != shared_by_name.end(), "no shared array {} in the block", name);
+  return *found->second;
+}
 
 Where Machine::describe(std::string text) {
   if (text.size() > kMaxStatementText) {
@@ -36,7 +59,15 @@ Array &Machine::add_array(Array array) {
 
 std::string Machine::location() const {
   std::string s = fmt::format("kernel '{}'", kernel.name);
-  if (running) s += fmt::format(", block ({}, {}, {})", block[0], block[1], block[2]);
+  if (running && cluster && cluster->ctas.size() > 1) {
+    std::string blocks;
+    for (const Machine *cta : cluster->ctas)
+      blocks += fmt::format("{}({}, {}, {})", blocks.empty() ? "" : ", ", cta->block[0], cta->block[1],
+                            cta->block[2]);
+    s += fmt::format(", the cluster of blocks {}", blocks);
+  } else if (running) {
+    s += fmt::format(", block ({}, {}, {})", block[0], block[1], block[2]);
+  }
   if (running && thread >= 0) s += fmt::format(", thread {}", thread);
   if (where) s += fmt::format(", at `{}`", *where);
   return s;

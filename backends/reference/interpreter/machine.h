@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,9 +54,23 @@ struct HeldGroups {
   std::deque<std::vector<AsyncHold>> committed;
 };
 
+class Machine;
+
+// The blocks of a thread-block cluster (Kernel::cluster), which run together: each block is a Machine of its
+// own, by its rank in the cluster (x fastest), and a block reaches its peers' shared memory through them
+// (TMA multicast, remote mbarrier arrivals). `arrived` threads wait at the cluster barrier, which has
+// completed `completed` times.
+struct Cluster {
+  std::vector<Machine *> ctas;
+  int arrived = 0;
+  int64_t completed = 0;
+};
+
 class Machine {
  public:
-  Machine(const Kernel &kernel, const InterpretOptions &options);
+  // A block of its own, or with `peer` a block of peer's cluster: the blocks of a cluster share their
+  // position and the groups of threads that take turns running them.
+  Machine(const Kernel &kernel, const InterpretOptions &options, const Machine *peer = nullptr);
 
   const Kernel &kernel;
   const InterpretOptions options;
@@ -70,12 +85,29 @@ class Machine {
   // Each thread's fence_proxy_async count: a TMA store may read a thread's write only after a later fence.
   std::vector<int64_t> proxy_fences;
   std::array<int64_t, 3> block{};  // the block now running
-  int thread = -1;                 // the thread now executing; -1 for a step of the whole block or warp
-  Where where = nullptr;           // the statement now executing (or being compiled)
+  // Where execution is, shared by the blocks of a cluster (only one group of threads runs at a time).
+  struct Position {
+    int thread = -1;
+    Where where = nullptr;
+  };
+  std::shared_ptr<Position> position;
+  int &thread = position->thread;  // the thread now executing; -1 for a step of the whole block or warp
+  Where &where = position->where;  // the statement now executing (or being compiled)
   int64_t epoch = 0;               // barriers the block has passed: accesses in one epoch are unordered
   bool running = false;            // false while the kernel is being compiled
-  // The divergent roles of the running block, as groups of threads that take turns (thread_groups.h).
-  ThreadGroups groups{where, thread};
+  // The divergent roles of the running blocks, as groups of threads that take turns (thread_groups.h): the
+  // blocks of a cluster, and the roles within each block.
+  std::shared_ptr<ThreadGroups> shared_groups;
+  ThreadGroups &groups = *shared_groups;
+  Cluster *cluster = nullptr;  // the block's cluster (of one block where the kernel has no clusters)
+  int cluster_rank = 0;
+  bool exited = false;  // the block has run to its end (a peer may no longer reach its shared memory)
+  // The block of rank `rank` in the cluster (this one for its own rank); fails naming the cluster's size.
+  Machine &cta(int64_t rank);
+  // The shared array of that name, for a peer's access to it (the arrays of a cluster's blocks have the
+  // same names and layout).
+  Array &shared_array(const std::string &name);
+  std::map<std::string, Array *> shared_by_name;
   // A barrier that part of the block has reached while other groups run: the threads arrived at it, and
   // how many times it has completed.
   struct BarrierState {

@@ -69,6 +69,9 @@ struct Mbarrier {
   std::vector<TmaLanding> in_flight;   // issued in the current phase
   std::vector<TmaLanding> unlanded;    // of completed phases, waiting for a wait
   std::map<int, int64_t> last_waited;  // by thread: the phase its last wait observed
+  // The cluster barriers completed when it was initialized: a peer block may use it only after one more
+  // (Cluster::completed), which orders the init before the use.
+  int64_t cluster_syncs_at_init = 0;
 };
 
 struct Array {

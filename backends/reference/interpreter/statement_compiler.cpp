@@ -57,6 +57,7 @@ bool may_block(const Stmt &s) {
       const Stmt stmt = Evaluate::make(op->value);
       const std::optional<intrinsic::MbarrierOp> mbarrier = intrinsic::as_mbarrier(stmt);
       found = found || intrinsic::is_barrier(stmt) || intrinsic::as_named_barrier(stmt) ||
+              intrinsic::is_cluster_sync(stmt) ||
               (mbarrier && mbarrier->kind == intrinsic::MbarrierOp::Kind::wait);
     }
   } finds;
@@ -306,6 +307,7 @@ Exec StatementCompiler::allocate(const Allocate *op) {
     TWIST_CHECK(k < placed.size() && placed[k].allocate->name == op->name,
                 "shared array {} is not where shared_arrays placed the kernel's arrays", op->name);
     array.base_address = placed[k].offset;
+    m->shared_by_name[op->name] = &array;
   }
   poison(op->type);  // refuses element types that arrays cannot hold, now rather than at run time
   buffers_[op->name].push_back(&array);
@@ -374,6 +376,10 @@ Exec StatementCompiler::evaluate(const Stmt &s) {
       for (int t : active) ++m->proxy_fences[t];
     };
   }
+  if (intrinsic::is_cluster_sync(s)) return compile_cluster_sync(*this, where);
+  // The interpreter's mbarrier_init is visible to the cluster at once; cluster_sync orders it before the
+  // peers' uses.
+  if (intrinsic::is_fence_mbarrier_init(s)) return [](const ActiveThreads &) {};
   if (auto op = intrinsic::as_wgmma(s)) return compile_wgmma(*this, *op, where);
   if (intrinsic::is_wgmma_fence(s)) return compile_warpgroup_sync(*this, "wgmma.fence", where);
   if (intrinsic::as_setmaxnreg(s)) return compile_warpgroup_sync(*this, "setmaxnreg", where);
