@@ -61,6 +61,9 @@ struct AttentionTiling {
   // (FuncSchedule::warp_specialize), and the consumer warpgroups take the registers it leaves
   // (consumer_registers).
   bool warp_specialized = false;
+  // wgmma, warp_specialized: the consumer warpgroups take turns on the tensor cores, one's softmax while the
+  // other's matrix products run (WarpSpecialization::ping_pong); needs two or more warpgroups a block.
+  bool ping_pong = false;
   int producer_registers = 24;
   int consumer_registers() const;
   std::string name() const;

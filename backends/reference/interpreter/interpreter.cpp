@@ -150,6 +150,13 @@ void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
         m.barriers.clear();
         m.where = nullptr;
         body(all);
+        for (const auto &[id, b] : m.barriers)
+          if (b.arrived > 0)
+            fail(
+                "block ({}, {}, {}) ends with {} threads arrived at named barrier {} (of its {}): a bar.arrive "
+                "that no bar.sync completed, so the threads it signals never took their turn; balance each "
+                "barrier's bar.arrive and bar.sync",
+                x, y, z, b.arrived, id, b.threads);
       }
     }
   }
