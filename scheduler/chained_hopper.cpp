@@ -163,7 +163,8 @@ Stmt ChainedKernelBuilder::column_products_by_wgmma() {
   w.a_index = flat(p_at_step) * 8;
   w.b = staged_operand(column_operand_.input, v_coords_, atom_key_, {atom_key_, atom_col_}, ring_slot_);
   w.accumulate = 1;
-  return block({ping_pong() ? take_turn() : Stmt(), intrinsic::wgmma_fence(), over(loops, intrinsic::wgmma(w)),
+  const bool turn = ping_pong() && !req_.schedule->overlaps_producer();  // see tma_key_loop
+  return block({turn ? take_turn() : Stmt(), intrinsic::wgmma_fence(), over(loops, intrinsic::wgmma(w)),
                 intrinsic::wgmma_commit(), intrinsic::wgmma_wait(0)});
 }
 
@@ -234,15 +235,25 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
                           : guarded(r >= 1 && issuer && previous + depth < count,
                                     block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
                                            issue(var(key_loop_) - 1 + depth, reuse)}));
-  // Ping-pong: the turn passes once this tile's S (or the next one's) is issued.
-  const Stmt turn_passed = ping_pong() ? pass_turn() : Stmt();
+  // Ping-pong: the consumer warpgroups take turns in a ring, the last one giving the first its first turn.
+  // Without overlap_producer a turn is one tile's P V and the next tile's S (FlashAttention-3's order): taken
+  // before the column products (column_products_by_wgmma) and before the loop's first S, passed once S is
+  // issued; every warpgroup but the last passes its last turn on after the loop, so that each barrier ends
+  // with as many arrivals as waits. With overlap_producer the next tile's S waits for its tile to land inside
+  // such a turn, and with two slots that tile needs the other warpgroup's release of a slot that it can give
+  // only in its own next turn: there a turn is the issue of one S alone, taken after its tile has landed, and
+  // the first warpgroup takes one more turn after the loop, the last warpgroup's last pass.
+  const bool ping_pong_turns = ping_pong();
+  auto in_turn = [&](const Stmt &issue) {
+    return ping_pong_turns ? block({take_turn(), issue, pass_turn()}) : issue;
+  };
   std::vector<Stmt> steps, before_loop;
-  if (ping_pong())
-    before_loop = {guarded(is_last_consumer_warpgroup(), pass_turn()), take_turn()};
+  if (ping_pong_turns) before_loop.push_back(guarded(is_last_consumer_warpgroup(), pass_turn()));
   if (!req_.schedule->overlaps_producer()) {
     // S for this tile; the refill runs while its wgmmas are in flight.
-    steps = {wait_landed(r), scores_by_wgmma("acc.s", ring_slot_), turn_passed, refill, intrinsic::wgmma_wait(0),
-             tile()};
+    if (ping_pong_turns) before_loop.push_back(take_turn());
+    steps = {wait_landed(r), scores_by_wgmma("acc.s", ring_slot_), ping_pong_turns ? pass_turn() : Stmt(), refill,
+             intrinsic::wgmma_wait(0), tile()};
   } else {
     // Tile r's S is in flight on entry (issued by the tile before, or before the loop). The refill comes
     // first: with two slots, it brings the next tile that is waited for right after. The next tile's S
@@ -250,7 +261,7 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     // tile's S, and the column products' wait completes the next, which then moves into acc.s.
     check_overlap_registers();
     before_loop.push_back(wait_landed(0));
-    before_loop.push_back(scores_by_wgmma("acc.s", 0));
+    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0)));
     const Halide::Expr has_next = r + 1 < count;
     std::vector<std::pair<std::string, int>> points = row_loops_;
     points.push_back({"S.jn", jn_extent_});
@@ -258,9 +269,9 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     const Halide::Expr point = s_index(var("S.jn"), var("S.e"));
     steps = {refill,
              IfThenElse::make(has_next,
-                              block({wait_landed(r + 1), scores_by_wgmma("acc.s.next", slot_of(r + 1)),
-                                     turn_passed, intrinsic::wgmma_wait(1)}),
-                              block({turn_passed, intrinsic::wgmma_wait(0)})),
+                              block({wait_landed(r + 1), in_turn(scores_by_wgmma("acc.s.next", slot_of(r + 1))),
+                                     intrinsic::wgmma_wait(1)}),
+                              intrinsic::wgmma_wait(0)),
              tile(),
              guarded(has_next, over(points, store("acc.s", load(s_type_, "acc.s.next", point), point)))};
     summary_ += "  the next key tile's S wgmmas overlap this tile's update (acc.s.next)\n";
@@ -281,13 +292,18 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   std::vector<Stmt> compute = {states, intrinsic::mbarrier_wait(q_full, 0)};
   if (!before_loop.empty()) compute.push_back(guarded(simplify(count > 0), block(before_loop)));
   compute.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
-  // The last warpgroup keeps its last turn: it passed one before the loop, so each barrier ends with as
-  // many arrivals as waits.
-  if (ping_pong()) {
+  if (ping_pong_turns && !req_.schedule->overlaps_producer()) {
     compute.push_back(guarded(simplify(count > 0 && !is_last_consumer_warpgroup()), pass_turn()));
     summary_ += fmt::format(
         "  ping-pong: consumer warpgroup w takes its turn on named barrier {} + w before its column products "
         "and passes it on once it has issued the next S\n",
+        kFirstTurnBarrier);
+  } else if (ping_pong_turns) {
+    compute.push_back(
+        guarded(simplify(count > 0 && intrinsic::thread_index() < hopper::kWarpgroupThreads), take_turn()));
+    summary_ += fmt::format(
+        "  ping-pong: consumer warpgroup w takes its turn on named barrier {} + w to issue each S, once the S's "
+        "tile has landed\n",
         kFirstTurnBarrier);
   }
   compute.push_back(finish);

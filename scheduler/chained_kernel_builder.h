@@ -151,10 +151,9 @@ class ChainedKernelBuilder {
                     const Stmt &states, const Stmt &finish);
   bool specialized() const { return consumer_threads_ < mapping_.threads; }
   // WarpSpecialization::ping_pong: the consumer warpgroups take turns on the tensor cores. A warpgroup
-  // takes its turn (bar.sync on its own barrier) before the key loop's first S and before each tile's
-  // column products, and passes it to the next warpgroup (bar.arrive on that one's barrier) once it has
-  // issued the next S, or after its last column products; each barrier counts the warpgroup that waits and
-  // the one that passes.
+  // takes its turn with bar.sync on its own barrier and passes it to the next warpgroup with bar.arrive on
+  // that one's; each barrier counts the warpgroup that waits and the one that passes (where the turns go:
+  // tma_key_loop).
   bool ping_pong() const;
   Stmt take_turn() const;
   Stmt pass_turn() const;
