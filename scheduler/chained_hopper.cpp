@@ -278,13 +278,13 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     points.push_back({"S.jn", jn_extent_});
     points.push_back({"S.e", 4});
     const Halide::Expr point = s_index(var("S.jn"), var("S.e"));
-    steps = {refill,
-             IfThenElse::make(has_next,
-                              block({wait_landed(r + 1), in_turn(scores_by_wgmma("acc.s.next", slot_of(r + 1))),
-                                     intrinsic::wgmma_wait(1)}),
-                              intrinsic::wgmma_wait(0)),
-             tile(),
-             guarded(has_next, over(points, store("acc.s", load(s_type_, "acc.s.next", point), point)))};
+    steps = {
+        refill,
+        IfThenElse::make(has_next,
+                         block({wait_landed(r + 1), in_turn(scores_by_wgmma("acc.s.next", slot_of(r + 1))),
+                                intrinsic::wgmma_wait(1)}),
+                         intrinsic::wgmma_wait(0)),
+        tile(), guarded(has_next, over(points, store("acc.s", load(s_type_, "acc.s.next", point), point)))};
     summary_ += "  the next key tile's S wgmmas overlap this tile's update (acc.s.next)\n";
   }
   const Stmt release = intrinsic::mbarrier_arrive(empty(ring_slot_));

@@ -158,7 +158,8 @@ class ChainedKernelBuilder {
   Stmt take_turn() const;
   Stmt pass_turn() const;
   Halide::Expr is_last_consumer_warpgroup() const;
-  // Barrier 1 synchronizes the consumers' epilogue; the turns use one barrier per consumer warpgroup after it.
+  // Barrier 1 synchronizes the consumers' epilogue; the turns use one barrier per consumer warpgroup after
+  // it.
   static constexpr int kFirstTurnBarrier = 2;
   // The descriptor of the atom tile of staged operand `input`, read at `coords` (in loop terms) where
   // `k_loop` is the atom's k and `atom_loops` (set to 0) are the atom's loops, in slot `slot`.

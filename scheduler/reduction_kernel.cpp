@@ -965,7 +965,8 @@ void ReductionKernelBuilder::check_warp_specialization() const {
   const std::string &fname = req_.reduction.name();
   if (w.ping_pong)
     fail(
-        "schedule of '{}': WarpSpecialization::ping_pong alternates the consumer warpgroups between a chained "
+        "schedule of '{}': WarpSpecialization::ping_pong alternates the consumer warpgroups between a "
+        "chained "
         "reduction's matrix products and its element function (the softmax of attention); a plain reduction "
         "has no such phase to overlap, so drop ping_pong",
         fname);

@@ -183,8 +183,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
         "attention tiling {}: ping-pong hands the consumer warpgroups turns between themselves, which a "
         "warp-specialized block has (a producer warpgroup issuing the copies); set warp_specialized too",
         t.name());
-  if (t.warp_specialized)
-    s[a.O].warp_specialize({t.producer_registers, t.consumer_registers(), t.ping_pong});
+  if (t.warp_specialized) s[a.O].warp_specialize({t.producer_registers, t.consumer_registers(), t.ping_pong});
   s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
   return s;
 }

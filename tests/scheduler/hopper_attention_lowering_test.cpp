@@ -445,8 +445,9 @@ TEST_CASE("ping-pong Hopper attention source: bar.sync on the warpgroup's barrie
       const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
       const std::string source = cuda::cuda_source(k);
       INFO("D ", d, " overlap ", t.overlap_scores, "\n", k.schedule_summary);
-      CHECK(k.schedule_summary.find("ping-pong: consumer warpgroup w takes its turn on named barrier 2 + w") !=
-            std::string::npos);
+      CHECK(
+          k.schedule_summary.find("ping-pong: consumer warpgroup w takes its turn on named barrier 2 + w") !=
+          std::string::npos);
       // The ids are the warpgroup's (2 + w) and the next one's (2 + (w + 1) % 2), each barrier counting the
       // warpgroup that waits and the one that arrives.
       const std::string own = "bar.sync %0, 256;\\n\" :: \"r\"(((static_cast<int>(threadIdx.x) >> 7) + 2))";
@@ -475,7 +476,8 @@ TEST_CASE("ping-pong is refused without two consumer warpgroups or without warp 
   // The consumers' register budget is checked as without ping-pong, with the demand and the budget: two
   // 192-key tiles of S in flight (the overlap), the D = 128 column accumulators and P.
   Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "hpr128"});
-  AttentionTiling wide = hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  AttentionTiling wide =
+      hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
   wide.warp_specialized = true, wide.ping_pong = true, wide.overlap_scores = true, wide.key_tile = 192;
   e = error_of([&] { lower(d128.out, schedule_attention(d128, wide), Target::sm90a()); });
   INFO(e);

@@ -74,7 +74,8 @@ Exec compile_named_barrier(StatementCompiler &sc, const intrinsic::NamedBarrier 
   Machine *m = &sc.machine();
   const char *instruction = op.arrive ? "bar.arrive" : "bar.sync";
   if (op.threads > m->threads)
-    fail("{}: barrier {} waits for {} threads, but the block has {}", instruction, op.id, op.threads, m->threads);
+    fail("{}: barrier {} waits for {} threads, but the block has {}", instruction, op.id, op.threads,
+         m->threads);
   const CompiledExpr id_of = sc.expr(op.id);
   const int threads = op.threads;
   const bool arrive = op.arrive;

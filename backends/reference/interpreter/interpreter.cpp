@@ -153,7 +153,8 @@ void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
         for (const auto &[id, b] : m.barriers)
           if (b.arrived > 0)
             fail(
-                "block ({}, {}, {}) ends with {} threads arrived at named barrier {} (of its {}): a bar.arrive "
+                "block ({}, {}, {}) ends with {} threads arrived at named barrier {} (of its {}): a "
+                "bar.arrive "
                 "that no bar.sync completed, so the threads it signals never took their turn; balance each "
                 "barrier's bar.arrive and bar.sync",
                 x, y, z, b.arrived, id, b.threads);

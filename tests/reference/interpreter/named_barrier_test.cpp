@@ -22,10 +22,10 @@ constexpr int kWarpgroup = 128;
 struct Turns {
   int turns = 4;  // turns of each of the two warpgroups
   // Deliberate mistakes.
-  bool first_turn_given = true;   // warpgroup 1 lets warpgroup 0 go first
-  bool last_turn_kept = true;     // warpgroup 1 does not pass its last turn, which nobody would take
+  bool first_turn_given = true;     // warpgroup 1 lets warpgroup 0 go first
+  bool last_turn_kept = true;       // warpgroup 1 does not pass its last turn, which nobody would take
   int sync_count = 2 * kWarpgroup;  // the count of the bar.sync (the bar.arrive's is 256)
-  bool as_roles = true;           // the warpgroups in a role branch (beside an idle third warpgroup)
+  bool as_roles = true;             // the warpgroups in a role branch (beside an idle third warpgroup)
 };
 
 // Warpgroups 0 and 1 take `turns` turns each, alternately: warpgroup w waits on barrier 2 + w, its thread 0
@@ -35,14 +35,15 @@ Kernel turns_kernel(const Turns &c) {
   const Expr t = tid(), wg = t / kWarpgroup, turn = i32_var("turn");
   const int arrive_count = 2 * kWarpgroup;
   const Stmt pass = intrinsic::named_barrier_arrive(2 + (wg + 1) % 2, arrive_count);
-  const Stmt append = block({store("log", wg, load(i32, "next", 0)), store("next", load(i32, "next", 0) + 1, 0)});
-  const Stmt take_turns = serial(
-      "turn", 0, c.turns,
-      block({intrinsic::named_barrier(2 + wg, c.sync_count), if_then(t % kWarpgroup == 0, append),
-             c.last_turn_kept ? if_then(wg == 0 || turn < c.turns - 1, pass) : pass}));
-  const Stmt consumers =
-      c.first_turn_given ? block({if_then(wg == 1, pass), take_turns}) : take_turns;
-  const Stmt roles = c.as_roles ? if_then(t >= 2 * kWarpgroup, Halide::Internal::Evaluate::make(0), consumers) : consumers;
+  const Stmt append =
+      block({store("log", wg, load(i32, "next", 0)), store("next", load(i32, "next", 0) + 1, 0)});
+  const Stmt take_turns =
+      serial("turn", 0, c.turns,
+             block({intrinsic::named_barrier(2 + wg, c.sync_count), if_then(t % kWarpgroup == 0, append),
+                    c.last_turn_kept ? if_then(wg == 0 || turn < c.turns - 1, pass) : pass}));
+  const Stmt consumers = c.first_turn_given ? block({if_then(wg == 1, pass), take_turns}) : take_turns;
+  const Stmt roles =
+      c.as_roles ? if_then(t >= 2 * kWarpgroup, Halide::Internal::Evaluate::make(0), consumers) : consumers;
   Stmt s = block({if_then(t == 0, store("next", 0, 0)), intrinsic::barrier(), roles, intrinsic::barrier(),
                   if_then(t < 2 * c.turns, store("out", load(i32, "log", t), t))});
   s = shared_array("next", i32, 1, shared_array("log", i32, 2 * c.turns, s));
@@ -89,8 +90,9 @@ TEST_CASE("the interpreter reports ping-pong protocols that would hang or leave 
     const std::string e = error_of([] { run_turns({.sync_count = 3 * kWarpgroup}); });
     INFO(e);
     // Warpgroup 0 waits first (its group was made first), then warpgroup 1's bar.arrive disagrees.
-    CHECK(contains(e, "bar.arrive 2, 256 reached by threads 128 to 255 while 128 threads wait at or arrived "
-                      "at it counting 384"));
+    CHECK(contains(e,
+                   "bar.arrive 2, 256 reached by threads 128 to 255 while 128 threads wait at or arrived "
+                   "at it counting 384"));
   }
   SUBCASE("warpgroups in lockstep naming different barriers") {
     const std::string e = error_of([] { run_turns({.as_roles = false}); });
