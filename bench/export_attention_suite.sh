@@ -7,8 +7,8 @@
 # OUT_DIR gets, for the shapes ../shared/device/baseline.py measured FlashAttention-2 and cuDNN at:
 #   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: the Hopper datapath's tiling by rule (TMA, wgmma;
 #   apps::hopper_attention_tiling); at five of them also the tiling the rule chose before warp specialization
-#   and the warp-specialized variants it weighs (a producer warpgroup, setmaxnreg; wider key tiles; the next
-#   tile's S during this tile's softmax)
+#   and the warp-specialized variants it weighs (a producer warpgroup, setmaxnreg; ping-pong of the two consumer
+#   warpgroups; wider key tiles)
 #   decode (one query per head), f16, the tiling by rule (apps::decode_tiling), plain and grouped-query, the four
 #   problems baseline.py measured and four outside them
 #
@@ -44,18 +44,21 @@ prefill bf16 4 16 4096 128 true
 
 # Beside the rule's tiling at five problems, by their flags: the tiling the rule chose before warp
 # specialization (two warpgroups of 64 rows; D 64: 64-key tiles, two blocks per SM; D 128: 128-key tiles; D 256:
-# 64-key tiles; 2 slots), and the warp-specialized variants (a producer warpgroup at 24 registers, the consumers
-# at what it leaves): the same tiles; at D 128 also 176-key tiles, a third slot, and the next tile's S during
-# this tile's softmax (FuncSchedule::overlap_producer); at D 64 128-key tiles on one block per SM; at D 256
-# 80-key tiles. One of them is the rule's own (the same manifest, written again).
+# 64-key tiles; 2 slots), the warp-specialized one (a producer warpgroup at 24 registers, the consumers at what
+# it leaves; D 256 on its best measured 80-key tiles), and ping-pong (WarpSpecialization::ping_pong: the two
+# consumer warpgroups take turns on the tensor cores) on the same tiles and on wider ones (D 64: 128-key tiles on
+# one block per SM; D 128: 176-key tiles, FlashAttention-3's non-causal choice; D 256: 80-key tiles). One of them
+# is the rule's own (the same manifest, written again). The warp-specialized 176-key tiles, third slot and
+# overlapped S were measured slower than the rule (bench/RESULTS.md) and are no longer exported.
 variants() {  # B H S D causal
   local shape="${1}x${2}x${3}x${3}x${4}" causal=$5 w="--atom wgmma --block-rows 128"
   local ws="$w --warp-specialize true"
+  local pp="$ws --ping-pong true"
   case $4 in
-    64) tilings=("$w --key-tile 64 --min-blocks 2" "$ws --key-tile 64 --min-blocks 2" "$ws --key-tile 128") ;;
-    128) tilings=("$w --key-tile 128" "$ws --key-tile 128" "$ws --key-tile 176" "$ws --key-tile 128 --stages 3"
-                  "$ws --key-tile 128 --overlap true") ;;
-    256) tilings=("$w --key-tile 64" "$ws --key-tile 64" "$ws --key-tile 80") ;;
+    64) tilings=("$w --key-tile 64 --min-blocks 2" "$ws --key-tile 64 --min-blocks 2"
+                 "$pp --key-tile 64 --min-blocks 2" "$pp --key-tile 128") ;;
+    128) tilings=("$w --key-tile 128" "$ws --key-tile 128" "$pp --key-tile 128" "$pp --key-tile 176") ;;
+    256) tilings=("$w --key-tile 64" "$ws --key-tile 80" "$pp --key-tile 64" "$pp --key-tile 80") ;;
     *) echo "$0: no variants for D = $4" >&2; exit 2 ;;
   esac
   for tiling in "${tilings[@]}"; do

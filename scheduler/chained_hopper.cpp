@@ -108,9 +108,36 @@ void ChainedKernelBuilder::check_overlap_registers() const {
                                     mapping_.threads, req_.schedule->min_blocks(), req_.target.arch, budget));
 }
 
+bool ChainedKernelBuilder::ping_pong() const {
+  return specialized() && req_.schedule->warp_specialization()->ping_pong;
+}
+
+Stmt ChainedKernelBuilder::take_turn() const {
+  const Halide::Expr warpgroup = intrinsic::thread_index() / hopper::kWarpgroupThreads;
+  return intrinsic::named_barrier(kFirstTurnBarrier + warpgroup, 2 * hopper::kWarpgroupThreads);
+}
+
+Stmt ChainedKernelBuilder::pass_turn() const {
+  const int warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
+  const Halide::Expr warpgroup = intrinsic::thread_index() / hopper::kWarpgroupThreads;
+  return intrinsic::named_barrier_arrive(kFirstTurnBarrier + (warpgroup + 1) % warpgroups,
+                                         2 * hopper::kWarpgroupThreads);
+}
+
+Halide::Expr ChainedKernelBuilder::is_last_consumer_warpgroup() const {
+  return intrinsic::thread_index() >= consumer_threads_ - hopper::kWarpgroupThreads;
+}
+
 void ChainedKernelBuilder::check_warp_specialization() const {
   const WarpSpecialization &w = *req_.schedule->warp_specialization();
   const std::string &fname = req_.reduction.name();
+  const int warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
+  if (w.ping_pong && warpgroups < 2)
+    fail(
+        "schedule of '{}': WarpSpecialization::ping_pong alternates two or more consumer warpgroups on the "
+        "tensor cores, but the block has {} ({} threads bound to its loops); bind the rows to two "
+        "warpgroups (64 rows each: a block of 128 rows) or drop ping_pong",
+        fname, warpgroups, consumer_threads_);
   check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(),
                        req_.target);
   if (!req_.schedule->overlaps_producer() && live_registers() > w.consumer_registers)
@@ -136,8 +163,11 @@ Stmt ChainedKernelBuilder::column_products_by_wgmma() {
   w.a_index = flat(p_at_step) * 8;
   w.b = staged_operand(column_operand_.input, v_coords_, atom_key_, {atom_key_, atom_col_}, ring_slot_);
   w.accumulate = 1;
-  return block({intrinsic::wgmma_fence(), over(loops, intrinsic::wgmma(w)), intrinsic::wgmma_commit(),
-                intrinsic::wgmma_wait(0)});
+  // In ping-pong without overlap_producer the products are issued in the warpgroup's turn and waited for by
+  // the key loop once the next S is issued too (tma_key_loop).
+  const bool turn = ping_pong() && !req_.schedule->overlaps_producer();
+  return block({turn ? take_turn() : Stmt(), intrinsic::wgmma_fence(), over(loops, intrinsic::wgmma(w)),
+                intrinsic::wgmma_commit(), turn ? Stmt() : intrinsic::wgmma_wait(0)});
 }
 
 Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide::Expr &count,
@@ -207,29 +237,54 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
                           : guarded(r >= 1 && issuer && previous + depth < count,
                                     block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
                                            issue(var(key_loop_) - 1 + depth, reuse)}));
+  // Ping-pong: the consumer warpgroups take turns in a ring, the last one giving the first its first turn
+  // before the loop, the first taking the last one's last turn after it, so that each barrier ends with as
+  // many arrivals as waits. Without overlap_producer a turn issues one tile's P V and the next tile's S
+  // together (FlashAttention-3's order; the first turn issues the first S): taken before the column
+  // products (column_products_by_wgmma, which then leaves its wait to the loop), passed once S is issued,
+  // and the P V waited for after the pass, so that the other warpgroup's turn follows at once. With
+  // overlap_producer the next tile's S is issued before this tile's update: a turn is that S's issue alone,
+  // taken once its tile has landed (a turn that waited for a tile inside could wait for the other
+  // warpgroup's release of its slot, which that one gives only after its own next turn).
+  const bool ping_pong_turns = ping_pong();
+  auto in_turn = [&](const Stmt &issue) {
+    return ping_pong_turns ? block({take_turn(), issue, pass_turn()}) : issue;
+  };
+  const Halide::Expr has_next = r + 1 < count;
   std::vector<Stmt> steps, before_loop;
-  if (!req_.schedule->overlaps_producer()) {
+  if (ping_pong_turns) before_loop.push_back(guarded(is_last_consumer_warpgroup(), pass_turn()));
+  if (!req_.schedule->overlaps_producer() && !ping_pong_turns) {
     // S for this tile; the refill runs while its wgmmas are in flight.
     steps = {wait_landed(r), scores_by_wgmma("acc.s", ring_slot_), refill, intrinsic::wgmma_wait(0), tile()};
+  } else if (!req_.schedule->overlaps_producer()) {
+    // Tile r's S is complete on entry (issued in the turn before); the tile's update takes the turn for its
+    // P V, which the next tile's S follows into acc.s (P is in registers by then). Both are waited for
+    // together: a wait for the P V alone would leave acc.s in flight where the CUDA source pins the
+    // accumulators, and ptxas would serialize the wgmmas.
+    before_loop.push_back(wait_landed(0));
+    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0)));
+    before_loop.push_back(intrinsic::wgmma_wait(0));
+    steps = {tile(), guarded(has_next, block({wait_landed(r + 1), scores_by_wgmma("acc.s", slot_of(r + 1))})),
+             pass_turn(), intrinsic::wgmma_wait(0)};
   } else {
     // Tile r's S is in flight on entry (issued by the tile before, or before the loop). The refill comes
     // first: with two slots, it brings the next tile that is waited for right after. The next tile's S
     // goes into acc.s.next while this tile's update runs; waiting for all but that group completes this
     // tile's S, and the column products' wait completes the next, which then moves into acc.s.
     check_overlap_registers();
-    before_loop = {wait_landed(0), scores_by_wgmma("acc.s", 0)};
-    const Halide::Expr has_next = r + 1 < count;
+    before_loop.push_back(wait_landed(0));
+    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0)));
     std::vector<std::pair<std::string, int>> points = row_loops_;
     points.push_back({"S.jn", jn_extent_});
     points.push_back({"S.e", 4});
     const Halide::Expr point = s_index(var("S.jn"), var("S.e"));
-    steps = {refill,
-             IfThenElse::make(has_next,
-                              block({wait_landed(r + 1), scores_by_wgmma("acc.s.next", slot_of(r + 1)),
-                                     intrinsic::wgmma_wait(1)}),
-                              intrinsic::wgmma_wait(0)),
-             tile(),
-             guarded(has_next, over(points, store("acc.s", load(s_type_, "acc.s.next", point), point)))};
+    steps = {
+        refill,
+        IfThenElse::make(has_next,
+                         block({wait_landed(r + 1), in_turn(scores_by_wgmma("acc.s.next", slot_of(r + 1))),
+                                intrinsic::wgmma_wait(1)}),
+                         intrinsic::wgmma_wait(0)),
+        tile(), guarded(has_next, over(points, store("acc.s", load(s_type_, "acc.s.next", point), point)))};
     summary_ += "  the next key tile's S wgmmas overlap this tile's update (acc.s.next)\n";
   }
   const Stmt release = intrinsic::mbarrier_arrive(empty(ring_slot_));
@@ -248,6 +303,15 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   std::vector<Stmt> compute = {states, intrinsic::mbarrier_wait(q_full, 0)};
   if (!before_loop.empty()) compute.push_back(guarded(simplify(count > 0), block(before_loop)));
   compute.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
+  if (ping_pong_turns) {
+    compute.push_back(
+        guarded(simplify(count > 0 && intrinsic::thread_index() < hopper::kWarpgroupThreads), take_turn()));
+    summary_ += fmt::format(
+        "  ping-pong: consumer warpgroup w takes its turn on named barrier {} + w {}\n", kFirstTurnBarrier,
+        req_.schedule->overlaps_producer()
+            ? "to issue each S, once the S's tile has landed"
+            : "to issue its column products and the next S, and passes it on before waiting for them");
+  }
   compute.push_back(finish);
   summary_ += fmt::format(
       "  Q by TMA once ({} B); TMA ring of {} slots ({} B a key tile) with full and empty mbarriers, over "

@@ -1,6 +1,7 @@
 #include "scheduler/intrinsics.h"
 
 #include "lang/error.h"
+#include "lang/expr.h"
 #include "lang/types.h"
 
 namespace twist::intrinsic {
@@ -39,16 +40,30 @@ bool is_barrier(const Stmt &s) {
   return match(s, "barrier") != nullptr;
 }
 
-Stmt named_barrier(int id, int threads) {
-  TWIST_CHECK(id >= 1 && id < 16 && threads > 0 && threads % 32 == 0,
+namespace {
+
+Stmt named_barrier_op(const char *op, const Expr &id, int threads) {
+  const int64_t *constant_id = as_const_int(id);
+  TWIST_CHECK(threads > 0 && threads % 32 == 0 && (!constant_id || (*constant_id >= 1 && *constant_id < 16)),
               "named barrier {} over {} threads: ids are 1 to 15, counts multiples of 32", id, threads);
-  return make("named_barrier", {id, threads});
+  return make(op, {Halide::cast(Halide::Int(32), id), threads});
+}
+
+}  // namespace
+
+Stmt named_barrier(const Expr &id, int threads) {
+  return named_barrier_op("named_barrier", id, threads);
+}
+
+Stmt named_barrier_arrive(const Expr &id, int threads) {
+  return named_barrier_op("named_barrier_arrive", id, threads);
 }
 
 std::optional<NamedBarrier> as_named_barrier(const Stmt &s) {
-  const Call *c = match(s, "named_barrier");
-  if (!c) return std::nullopt;
-  return NamedBarrier{int_of(c->args[0]), int_of(c->args[1])};
+  for (const bool arrive : {false, true})
+    if (const Call *c = match(s, arrive ? "named_barrier_arrive" : "named_barrier"))
+      return NamedBarrier{c->args[0], int_of(c->args[1]), arrive};
+  return std::nullopt;
 }
 
 Stmt copy(const Copy &c) {

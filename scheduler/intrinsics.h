@@ -22,11 +22,17 @@ using Halide::Internal::Stmt;
 Stmt barrier();
 // bar.sync `id`, `threads`: the executing threads wait until `threads` threads (a multiple of 32) have
 // reached barrier `id` (1 to 15; 0 is the block-wide barrier). Synchronizes a part of the block, such as
-// the consumer warpgroups of a warp-specialized kernel, while the other threads do something else.
-Stmt named_barrier(int id, int threads);
+// the consumer warpgroups of a warp-specialized kernel, while the other threads do something else. `id` may
+// be an expression of the thread index that is the same across each warp (one barrier per warpgroup).
+Stmt named_barrier(const Expr &id, int threads);
+// bar.arrive `id`, `threads`: the executing threads count towards barrier `id` without waiting for it, so
+// that threads waiting there (bar.sync with the same count) go on once `threads` have arrived or synced.
+// One group of threads signals another this way, as warpgroups in ping-pong pass each other their turn.
+Stmt named_barrier_arrive(const Expr &id, int threads);
 struct NamedBarrier {
-  int id;
+  Expr id;
   int threads;
+  bool arrive;  // bar.arrive: counts and goes on; otherwise bar.sync: counts and waits
 };
 std::optional<NamedBarrier> as_named_barrier(const Stmt &s);
 

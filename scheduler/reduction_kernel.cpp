@@ -1052,6 +1052,13 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
 void ReductionKernelBuilder::check_warp_specialization() const {
   const WarpSpecialization &w = *req_.schedule->warp_specialization();
   const std::string &fname = req_.reduction.name();
+  if (w.ping_pong)
+    fail(
+        "schedule of '{}': WarpSpecialization::ping_pong alternates the consumer warpgroups between a "
+        "chained "
+        "reduction's matrix products and its element function (the softmax of attention); a plain reduction "
+        "has no such phase to overlap, so drop ping_pong",
+        fname);
   check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(),
                        req_.target);
   int points = 1;

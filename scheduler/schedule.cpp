@@ -255,8 +255,9 @@ std::string FuncSchedule::to_string() const {
     s += fmt::format("  output tiles stored by {}{}\n", twist::to_string(output_transport_),
                      stmatrix_writes_ ? ", written by stmatrix" : "");
   if (warp_specialization_)
-    s += fmt::format("  warp specialized: a producer warpgroup at {} registers, consumers at {}\n",
-                     warp_specialization_->producer_registers, warp_specialization_->consumer_registers);
+    s += fmt::format("  warp specialized: a producer warpgroup at {} registers, consumers at {}{}\n",
+                     warp_specialization_->producer_registers, warp_specialization_->consumer_registers,
+                     warp_specialization_->ping_pong ? " in ping-pong" : "");
   if (compute_at_) s += fmt::format("  compute at {} loop {}\n", compute_at_->consumer, compute_at_->at);
   if (compute_root_) s += "  compute root (a stage of its own)\n";
   if (override_) s += fmt::format("  associativity assumed by the user: {}\n", *override_);

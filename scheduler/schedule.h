@@ -110,9 +110,17 @@ struct ComputeAt {
 // (wgmma and the epilogue). setmaxnreg gives the producer's registers to the consumers: the producer drops to
 // `producer_registers` per thread and each consumer rises to `consumer_registers` (24 to 256, multiples of 8;
 // together within the registers the block starts with).
+//
+// With `ping_pong`, the consumer warpgroups of a chained reduction (a producer contraction read through a
+// relative form, attention being one) take turns on the tensor cores, each on its own rows: a warpgroup
+// waits for its turn (bar.sync on its own named barrier) before its column products and passes the turn on
+// (bar.arrive on the next warpgroup's) once it has issued the next tile's producer contraction, so that one
+// warpgroup's element function and rescale (the softmax) run while the other's matrix products do
+// (FlashAttention-3's ping-pong). It needs two or more consumer warpgroups.
 struct WarpSpecialization {
   int producer_registers = 40;
   int consumer_registers = 232;
+  bool ping_pong = false;
 };
 
 // The schedule of one func.

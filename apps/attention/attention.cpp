@@ -91,6 +91,7 @@ std::string AttentionTiling::name() const {
   if (atom == MatrixAtom::wgmma) s += "_wgmma";
   if (overlap_scores) s += "_ovl";
   if (warp_specialized) s += "_ws";
+  if (ping_pong) s += "_pp";
   return s;
 }
 
@@ -177,7 +178,12 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .min_blocks_per_sm(t.min_blocks_per_sm)
       .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
   if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv);
-  if (t.warp_specialized) s[a.O].warp_specialize({t.producer_registers, t.consumer_registers()});
+  if (t.ping_pong && !t.warp_specialized)
+    fail(
+        "attention tiling {}: ping-pong hands the consumer warpgroups turns between themselves, which a "
+        "warp-specialized block has (a producer warpgroup issuing the copies); set warp_specialized too",
+        t.name());
+  if (t.warp_specialized) s[a.O].warp_specialize({t.producer_registers, t.consumer_registers(), t.ping_pong});
   s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
   return s;
 }

@@ -61,6 +61,9 @@ struct AttentionTiling {
   // (FuncSchedule::warp_specialize), and the consumer warpgroups take the registers it leaves
   // (consumer_registers).
   bool warp_specialized = false;
+  // wgmma, warp_specialized: the consumer warpgroups take turns on the tensor cores, one's softmax while the
+  // other's matrix products run (WarpSpecialization::ping_pong); needs two or more warpgroups a block.
+  bool ping_pong = false;
   int producer_registers = 24;
   int consumer_registers() const;
   std::string name() const;
@@ -89,11 +92,14 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 //   - never a key tile above the keys rounded up to 16; 2 slots (a third measured within 2% at D = 128);
 //   - causal masks change no tile size: the block skips the key tiles after its last row's diagonal and masks
 //     only the tiles that cross it;
-//   - not warp-specialized: warp_specialized (a producer warpgroup at 24 registers, consumers at 240) has not
-//     been measured since its kernels stopped spilling (the first measurement had the epilogue past the
-//     roles' join: 772 bytes of spills at D = 128). bench/export_attention_suite.sh exports it beside this
-//     tiling (128-, 176-key tiles and a third slot at D = 128, 128-key tiles on one block at D = 64, 80-key
-//     tiles at D = 256), so the rule takes it where a run shows it faster.
+//   - not warp-specialized (a producer warpgroup at 24 registers): at D = 128 and 256 it ran within -0.6% to
+//     +2.2% of the same tiles without a producer, changing sign between runs. At B1 H8 S4096 D64 it ran
+//     2.8-2.9% faster in two runs (401.4 against 390.3 TFLOP/s, 399.3 against 388.2), but there its 104
+//     consumer registers (two blocks per SM) leave no room for FuncSchedule::overlap_producer, which the
+//     tiling without a producer allows; not taken yet;
+//   - not in ping-pong (WarpSpecialization::ping_pong): its first placement ran 4-11% slower than without it
+//     at every problem measured; bench/export_attention_suite.sh exports the current placement beside this
+//     tiling, so the rule takes it where a run shows it faster.
 struct AttentionProblemShape {
   int head_dim = 128;
   bool causal = false;

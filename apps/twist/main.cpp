@@ -388,9 +388,11 @@ int export_attention(const Options &o) {
                                        .keys = shape[3]});
   }
   // --overlap true|false: the next key tile's S in flight during this tile's softmax; --warp-specialize
-  // true|false: a producer warpgroup issues the TMA copies (wgmma; both override the rule's choice).
+  // true|false: a producer warpgroup issues the TMA copies; --ping-pong true|false: the consumer warpgroups
+  // take turns on the tensor cores (wgmma; each overrides the rule's choice).
   if (o.values.count("overlap")) t.overlap_scores = o.flag("overlap");
   if (o.values.count("warp-specialize")) t.warp_specialized = o.flag("warp-specialize");
+  if (o.values.count("ping-pong")) t.ping_pong = o.flag("ping-pong");
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   dump(o, a.out, s, p);
@@ -553,7 +555,7 @@ int usage() {
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
                "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n"
                "                         [--atom wgmma [--warp-rows 64] [--overlap true|false]\n"
-               "                          [--warp-specialize true|false] (Hopper: TMA, wgmma)]\n"
+               "                          [--warp-specialize true|false [--ping-pong true|false]] (Hopper: TMA, wgmma)]\n"
                "                         [--rule true (the tiling by apps::hopper_attention_tiling, or with --decode\n"
                "                          true by apps::decode_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"

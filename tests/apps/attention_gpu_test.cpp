@@ -387,6 +387,76 @@ TEST_CASE(
   CHECK(err < 2e-3);
 }
 
+// Ping-pong (WarpSpecialization::ping_pong): the two consumer warpgroups take turns on the tensor cores
+// through named barriers, on the rule's tilings, on 176-key tiles and with the next tile's S overlapped.
+namespace {
+
+AttentionTiling ping_pong(int head_dim, bool causal, bool overlap = false, int key_tile = 0) {
+  AttentionTiling t = specialized(head_dim, causal, key_tile, overlap);
+  t.ping_pong = true;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("GPU: ping-pong Hopper attention matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  check_cases({
+      Case{"f16 D128 causal GQA 2, masked rows",
+           {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hp1"},
+           1,
+           4,
+           190,
+           300,
+           ping_pong(128, true)},
+      Case{"bf16 D128, ragged keys",
+           {.dtype = bf16, .head_dim = 128, .prefix = "hp2"},
+           1,
+           2,
+           300,
+           333,
+           ping_pong(128, false)},
+      Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "hp3"}, 2, 3, 200, 200, ping_pong(64, false)},
+      Case{"f16 D256 causal",
+           {.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hp4"},
+           1,
+           2,
+           130,
+           77,
+           ping_pong(256, true)},
+      Case{"f16 D128 causal, the next S overlapped",
+           {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hp5"},
+           1,
+           2,
+           190,
+           90,
+           ping_pong(128, true, true)},
+      Case{"f16 D128, 176-key tiles",
+           {.dtype = f16, .head_dim = 128, .prefix = "hp6"},
+           1,
+           2,
+           300,
+           333,
+           ping_pong(128, false, false, 176)},
+  });
+}
+
+// The same for the sanitizers (racecheck, synccheck): the turns on the named barriers, with masked rows,
+// grouped-query heads and a ring that wraps.
+TEST_CASE("GPU: ping-pong Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  const Case c{"causal GQA 2, masked rows",
+               {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hps"},
+               1,
+               4,
+               190,
+               300,
+               ping_pong(128, true)};
+  const double err = gpu_error(c);
+  INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+  CHECK(err < 2e-3);
+}
+
 // One small case for the sanitizers: causal with rows that see no key, two query heads of a group per block
 // (its two warpgroups), a ring that wraps.
 TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "apps/attention/attention.h"
+#include "apps/gemm/gemm.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/runtime/kernel_cache.h"
 #include "scheduler/lower.h"
@@ -380,4 +381,119 @@ TEST_CASE("warp-specialized Hopper attention budgets are refused with the demand
   m[a.O].warp_specialize();
   e = error_of([&] { lower(a.out, m, Target::sm80()); });
   CHECK(contains(e, "warp_specialize() gives the TMA copies of a wgmma key loop to a producer warpgroup"));
+}
+
+namespace {
+
+AttentionTiling small_ping_pong_tiling() {
+  AttentionTiling t = small_specialized_tiling();
+  t.ping_pong = true;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("ping-pong Hopper attention: two consumer warpgroups taking turns match the oracle") {
+  // The interpreter runs each consumer warpgroup as a group of its own that blocks at its bar.sync until
+  // the other has arrived: a turn passed too early or not at all is a reported deadlock or an unbalanced
+  // barrier at the block's end, not only a wrong number.
+  const AttentionTiling t = small_ping_pong_tiling();
+  for (const Type &type : {f16, bf16}) {
+    Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "hp" + type_name(type)});
+    const double err = hopper_error(a, t, attention_sizes(a, 1, 2, 70, 77), 3);
+    INFO(type_name(type), " error ", err);
+    CHECK(err < (type == f16 ? 2e-3 : 1e-2));
+  }
+  // Causal: the first 30 queries of (70, 40) see no key and give 0; skipped tiles; one tile only (20, 20).
+  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hpc"});
+  for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}, std::pair{20, 20}}) {
+    const double err = hopper_error(causal, t, attention_sizes(causal, 2, 1, s, l), 8);
+    INFO(s, " queries, ", l, " keys: error ", err);
+    CHECK(err < 2e-3);
+  }
+  // Grouped-query heads: the two warpgroups are two query heads of a group sharing each K and V tile.
+  Attention gqa =
+      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hpg"});
+  CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
+  // D = 128 (one key step a tile) and D = 256, causal, lengths the tiles do not divide.
+  AttentionTiling d128_tiling = t;
+  d128_tiling.key_tile = 16, d128_tiling.stages = 3;
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hp128"});
+  CHECK(hopper_error(d128, d128_tiling, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hp256"});
+  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
+  // Split-KV: each part's warpgroups take turns over their own part's tiles.
+  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hps"});
+  AttentionTiling parts = t;
+  parts.split_kv = 3;
+  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+  // With the next tile's S in flight during this tile's update: the turn passes after that S.
+  AttentionTiling overlap = t;
+  overlap.overlap_scores = true;
+  for (auto [s, l] : {std::pair{70, 77}, std::pair{20, 20}, std::pair{130, 130}})
+    CHECK(hopper_error(causal, overlap, attention_sizes(causal, 2, 1, s, l), 10) < 2e-3);
+}
+
+TEST_CASE("ping-pong Hopper attention source: bar.sync on the warpgroup's barrier, bar.arrive on the next") {
+  for (int d : {64, 128, 256})
+    for (bool overlap : {false, true}) {
+      Attention a = make_attention({.dtype = f16, .head_dim = d, .causal = true});
+      AttentionTiling t = hopper_attention_tiling(
+          {.head_dim = d, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+      t.warp_specialized = true, t.ping_pong = true;
+      // The overlap's second S fits the consumers' registers at D = 128 only (104 at D = 64's two blocks).
+      t.overlap_scores = overlap && d == 128;
+      const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
+      const std::string source = cuda::cuda_source(k);
+      INFO("D ", d, " overlap ", t.overlap_scores, "\n", k.schedule_summary);
+      CHECK(
+          k.schedule_summary.find("ping-pong: consumer warpgroup w takes its turn on named barrier 2 + w") !=
+          std::string::npos);
+      // The ids are the warpgroup's (2 + w) and the next one's (2 + (w + 1) % 2), each barrier counting the
+      // warpgroup that waits and the one that arrives.
+      const std::string own = "bar.sync %0, 256;\\n\" :: \"r\"(((static_cast<int>(threadIdx.x) >> 7) + 2))";
+      const std::string next =
+          "bar.arrive %0, 256;\\n\" :: \"r\"(((((static_cast<int>(threadIdx.x) >> 7) + 1) & 1) + 2))";
+      CHECK_MESSAGE(source.find(own) != std::string::npos, own);
+      CHECK_MESSAGE(source.find(next) != std::string::npos, next);
+      CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+    }
+}
+
+TEST_CASE("ping-pong is refused without two consumer warpgroups or without warp specialization") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .prefix = "hpr"});
+  AttentionTiling one = small_ping_pong_tiling();
+  one.block_rows = 64;
+  std::string e = error_of([&] { lower(a.out, schedule_attention(a, one), Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e, "WarpSpecialization::ping_pong alternates two or more consumer warpgroups"));
+  CHECK(contains(e, "but the block has 1 (128 threads bound to its loops)"));
+  AttentionTiling plain = small_ping_pong_tiling();
+  plain.warp_specialized = false;
+  e = error_of([&] { schedule_attention(a, plain); });
+  CHECK(contains(e, "ping-pong hands the consumer warpgroups turns between themselves"));
+  // The consumers' register budget is checked as without ping-pong, with the demand and the budget: two
+  // 192-key tiles of S in flight (the overlap), the D = 128 column accumulators and P.
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "hpr128"});
+  AttentionTiling wide =
+      hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  wide.warp_specialized = true, wide.ping_pong = true, wide.overlap_scores = true, wide.key_tile = 192;
+  e = error_of([&] { lower(d128.out, schedule_attention(d128, wide), Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e, "at least 308 registers per thread, but warp_specialize() gives the consumers 240"));
+}
+
+TEST_CASE("ping-pong is refused on a reduction that is not chained (a GEMM)") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  Schedule s = schedule_hopper(g, HopperTiling{});
+  s[g.C].warp_specialize({40, 232, true});
+  const std::string e = error_of([&] { lower(g.out, s, Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e,
+                 "WarpSpecialization::ping_pong alternates the consumer warpgroups between a chained "
+                 "reduction's matrix products and its element function"));
 }

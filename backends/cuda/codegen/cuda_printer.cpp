@@ -476,8 +476,13 @@ void Printer::intrinsic(const Stmt &s, int n) {
   if (intrinsic::is_barrier(s)) {
     out_ << ind(n) << "__syncthreads();\n";
   } else if (auto b = intrinsic::as_named_barrier(s)) {
-    out_ << ind(n) << "asm volatile(\"bar.sync " << b->id << ", " << b->threads
-         << ";\\n\" ::: \"memory\");\n";
+    // A constant id is written into the instruction; one computed per warpgroup is a register operand.
+    const char *op = b->arrive ? "bar.arrive " : "bar.sync ";
+    if (const int64_t *id = as_const_int(b->id))
+      out_ << ind(n) << "asm volatile(\"" << op << *id << ", " << b->threads << ";\\n\" ::: \"memory\");\n";
+    else
+      out_ << ind(n) << "asm volatile(\"" << op << "%0, " << b->threads << ";\\n\" :: \"r\"(" << expr(b->id)
+           << ") : \"memory\");\n";
   } else if (auto c = intrinsic::as_copy(s)) {
     helpers_.insert("copy");
     out_ << ind(n) << (c->async ? "twist_copy_async<" : "twist_copy_sync<") << c->bytes << ">("

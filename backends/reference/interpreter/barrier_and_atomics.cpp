@@ -1,53 +1,105 @@
-// The block-wide barrier and atomic additions to global memory.
+// The block-wide barrier, named barriers (bar.sync, bar.arrive) and atomic additions to global memory.
 #include <cstdint>
 
 #include "backends/reference/interpreter/intrinsic_statements.h"
 #include "lang/error.h"
+#include "lang/expr.h"
 
 namespace twist::reference::interpreter {
 
-Exec compile_barrier(StatementCompiler &sc, int id, int threads, Where where) {
+namespace {
+
+// Barrier `id` over `threads` threads reached by the active threads, which wait for it (bar.sync,
+// __syncthreads) or only count towards it (bar.arrive).
+void reach_barrier(Machine &m, int id, int threads, bool arrive, const ActiveThreads &active) {
+  const char *instruction = id == 0 ? "barrier" : arrive ? "bar.arrive" : "bar.sync";
+  const int arriving = static_cast<int>(active.size());
+  Machine::BarrierState &b = m.barriers[id];
+  if (b.arrived > 0 && b.threads != threads)
+    fail(
+        "{} {}, {} reached by threads {} to {} while {} threads wait at or arrived at it counting {}: every "
+        "bar.sync and bar.arrive of one barrier must give the same count, or the GPU's count is undefined",
+        instruction, id, threads, active.front(), active.back(), b.arrived, b.threads);
+  // Accesses before the barrier are ordered before those after it: a new epoch of the race checks.
+  if (b.arrived == 0 && arriving == threads) {
+    ++m.epoch;
+    return;
+  }
+  auto describe = [&](int arrived) {
+    if (id == 0) {
+      int missing = 0;
+      while (missing < arriving && active[missing] == missing) ++missing;
+      return fmt::format(
+          "barrier reached by {} of the block's {} threads (thread {} is not among them): a barrier "
+          "under a branch that threads of one block take differently hangs or corrupts on a GPU; move it "
+          "out of the branch",
+          arrived, threads, missing);
+    }
+    return fmt::format(
+        "named barrier {} reached by {} threads ({} by threads {} to {}, {} {}), but it waits for {}: on a "
+        "GPU the threads would hang; give it the count of the threads that reach it (bar.sync and bar.arrive "
+        "together)",
+        id, arrived, instruction, active.front(), active.back(), arriving, arrive ? "arriving" : "waiting",
+        threads);
+  };
+  // A barrier reached by part of the block completes when other groups of threads (the other roles of a
+  // warp-specialized kernel, or warpgroups that arrive) bring the count up.
+  b.arrived += arriving;
+  b.threads = threads;
+  if (b.arrived > threads) fail("{}", describe(b.arrived));
+  if (b.arrived == threads) {
+    b.arrived = 0;
+    ++b.completed;
+    ++m.epoch;
+    return;
+  }
+  if (arrive) return;
+  if (!m.groups.concurrent()) fail("{}", describe(arriving));
+  const int64_t completed = b.completed;
+  m.groups.wait_until([&b, completed] { return b.completed != completed; },
+                      [&b, describe] { return describe(b.arrived); });
+}
+
+}  // namespace
+
+Exec compile_block_barrier(StatementCompiler &sc, Where where) {
   Machine *m = &sc.machine();
-  if (threads > m->threads)
-    fail("barrier {} waits for {} threads, but the block has {}", id, threads, m->threads);
   return [=](const ActiveThreads &active) {
     m->where = where;
-    const int arriving = static_cast<int>(active.size());
-    // Accesses before the barrier are ordered before those after it: a new epoch of the race checks.
-    if (arriving == threads) {
-      ++m->epoch;
-      return;
+    reach_barrier(*m, 0, m->threads, false, active);
+  };
+}
+
+Exec compile_named_barrier(StatementCompiler &sc, const intrinsic::NamedBarrier &op, Where where) {
+  Machine *m = &sc.machine();
+  const char *instruction = op.arrive ? "bar.arrive" : "bar.sync";
+  if (op.threads > m->threads)
+    fail("{}: barrier {} waits for {} threads, but the block has {}", instruction, op.id, op.threads,
+         m->threads);
+  const CompiledExpr id_of = sc.expr(op.id);
+  const int threads = op.threads;
+  const bool arrive = op.arrive;
+  return [=](const ActiveThreads &active) {
+    m->where = where;
+    // The id is the same for the threads that run together here: the interpreter runs each warpgroup of a
+    // role as a group of its own, and a GPU needs it uniform across each warp.
+    const int first = m->thread = active.front();
+    const Real id = id_of(m->slots[first]);
+    for (int t : active) {
+      m->thread = t;
+      const Real other = id_of(m->slots[t]);
+      if (other != id)
+        fail(
+            "{} reached by threads {} and {} with barrier ids {} and {}: the id must be the same for the "
+            "threads of a warpgroup (computed from the warpgroup's index), so that each warpgroup names one "
+            "barrier",
+            instruction, first, t, static_cast<double>(id), static_cast<double>(other));
     }
-    auto describe = [&](int arrived) {
-      if (id == 0) {
-        int missing = 0;
-        while (missing < arriving && active[missing] == missing) ++missing;
-        return fmt::format(
-            "barrier reached by {} of the block's {} threads (thread {} is not among them): a barrier "
-            "under a branch that threads of one block take differently hangs or corrupts on a GPU; move it "
-            "out of the branch",
-            arrived, threads, missing);
-      }
-      return fmt::format(
-          "named barrier {} reached by {} threads (threads {} to {} among them), but it waits for {}: on a "
-          "GPU the threads would hang; give it the count of the threads that reach it",
-          id, arrived, active.front(), active.back(), threads);
-    };
-    // A barrier reached by part of the block completes when other groups of threads (the other roles of a
-    // warp-specialized kernel) bring the count up.
-    Machine::BarrierState &b = m->barriers[id];
-    b.arrived += arriving;
-    if (b.arrived > threads) fail("{}", describe(b.arrived));
-    if (b.arrived == threads) {
-      b.arrived = 0;
-      ++b.completed;
-      ++m->epoch;
-      return;
-    }
-    if (!m->groups.concurrent()) fail("{}", describe(arriving));
-    const int64_t completed = b.completed;
-    m->groups.wait_until([&b, completed] { return b.completed != completed; },
-                         [&b, describe] { return describe(b.arrived); });
+    if (id < 1 || id > 15)
+      fail("{} on barrier {}: named barriers are 1 to 15 (0 is the block-wide barrier)", instruction,
+           static_cast<double>(id));
+    m->thread = -1;
+    reach_barrier(*m, static_cast<int>(id), threads, arrive, active);
   };
 }
 

@@ -195,15 +195,23 @@ void execute(Machine &m, Cluster &cluster, std::vector<std::unique_ptr<Machine>>
         m.where = nullptr;
         if (ctas == 1) {
           bodies[0](all);
-          continue;
+        } else {
+          std::vector<std::function<void()>> blocks;
+          for (int r = 0; r < ctas; ++r)
+            blocks.push_back([&, r] {
+              bodies[r](all);
+              cluster.ctas[r]->exited = true;
+            });
+          m.groups.run_concurrently(blocks);
         }
-        std::vector<std::function<void()>> blocks;
-        for (int r = 0; r < ctas; ++r)
-          blocks.push_back([&, r] {
-            bodies[r](all);
-            cluster.ctas[r]->exited = true;
-          });
-        m.groups.run_concurrently(blocks);
+        for (const Machine *cta : cluster.ctas)
+          for (const auto &[id, b] : cta->barriers)
+            if (b.arrived > 0)
+              fail(
+                  "block ({}, {}, {}) ends with {} threads arrived at named barrier {} (of its {}): a "
+                  "bar.arrive that no bar.sync completed, so the threads it signals never took their turn; "
+                  "balance each barrier's bar.arrive and bar.sync",
+                  cta->block[0], cta->block[1], cta->block[2], b.arrived, id, b.threads);
       }
     }
   }

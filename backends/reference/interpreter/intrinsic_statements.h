@@ -6,8 +6,10 @@
 namespace twist::reference::interpreter {
 
 // barrier_and_atomics.cpp
-// Barrier `id` (0: the block-wide one) waits for `threads` threads.
-Exec compile_barrier(StatementCompiler &sc, int id, int threads, Where where);
+// The block-wide barrier (__syncthreads, barrier 0 over every thread).
+Exec compile_block_barrier(StatementCompiler &sc, Where where);
+// bar.sync and bar.arrive on a named barrier, whose id each warpgroup may compute.
+Exec compile_named_barrier(StatementCompiler &sc, const intrinsic::NamedBarrier &op, Where where);
 // barrier.cluster.arrive + wait: every thread of every block of the cluster.
 Exec compile_cluster_sync(StatementCompiler &sc, Where where);
 Exec compile_atomic_add(StatementCompiler &sc, const intrinsic::AtomicAdd &op, Where where);

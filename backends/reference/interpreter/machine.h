@@ -112,6 +112,7 @@ class Machine {
   // how many times it has completed.
   struct BarrierState {
     int arrived = 0;
+    int threads = 0;  // the count the arrived threads gave
     int64_t completed = 0;
   };
   std::map<int, BarrierState> barriers;  // by id; 0 is the block-wide barrier

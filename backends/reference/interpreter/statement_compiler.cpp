@@ -4,6 +4,7 @@
 
 #include "backends/reference/interpreter/intrinsic_statements.h"
 #include "lang/error.h"
+#include "scheduler/hopper_layouts.h"
 
 namespace twist::reference::interpreter {
 
@@ -56,7 +57,8 @@ bool may_block(const Stmt &s) {
     void visit(const Evaluate *op) override {
       const Stmt stmt = Evaluate::make(op->value);
       const std::optional<intrinsic::MbarrierOp> mbarrier = intrinsic::as_mbarrier(stmt);
-      found = found || intrinsic::is_barrier(stmt) || intrinsic::as_named_barrier(stmt) ||
+      const std::optional<intrinsic::NamedBarrier> named = intrinsic::as_named_barrier(stmt);
+      found = found || intrinsic::is_barrier(stmt) || (named && !named->arrive) ||
               intrinsic::is_cluster_sync(stmt) ||
               (mbarrier && mbarrier->kind == intrinsic::MbarrierOp::Kind::wait);
     }
@@ -260,7 +262,25 @@ Exec StatementCompiler::if_then_else(const IfThenElse *op) {
     }
     m->thread = -1;
     if (roles && !taken.empty() && !not_taken.empty()) {
-      m->groups.run_concurrently({[&] { then_case(taken); }, [&] { else_case(not_taken); }});
+      // Each warpgroup of each role is a group of its own: a GPU runs them independently, and warpgroups
+      // of one role may wait for each other (the named barriers of ping-pong consumers).
+      std::vector<ActiveThreads> parts;
+      std::vector<std::function<void()>> runs;
+      auto split = [&](const ActiveThreads &threads) {
+        parts.emplace_back();
+        for (int t : threads) {
+          if (!parts.back().empty() &&
+              parts.back().front() / hopper::kWarpgroupThreads != t / hopper::kWarpgroupThreads)
+            parts.emplace_back();
+          parts.back().push_back(t);
+        }
+      };
+      split(taken);
+      const size_t then_parts = parts.size();
+      split(not_taken);
+      for (size_t k = 0; k < parts.size(); ++k)
+        runs.push_back([&, k] { (k < then_parts ? then_case : else_case)(parts[k]); });
+      m->groups.run_concurrently(runs);
       return;
     }
     // Other divergent branches run one after the other, each with its part of the mask, as a warp does.
@@ -355,8 +375,8 @@ Exec StatementCompiler::evaluate(const Stmt &s) {
   Machine *m = &machine_;
   const Where where = m->describe(show(s.as<Evaluate>()->value));
   m->where = where;
-  if (intrinsic::is_barrier(s)) return compile_barrier(*this, 0, machine_.threads, where);
-  if (auto b = intrinsic::as_named_barrier(s)) return compile_barrier(*this, b->id, b->threads, where);
+  if (intrinsic::is_barrier(s)) return compile_block_barrier(*this, where);
+  if (auto b = intrinsic::as_named_barrier(s)) return compile_named_barrier(*this, *b, where);
   if (auto op = intrinsic::as_copy(s)) return compile_copy(*this, *op, where);
   if (intrinsic::is_async_commit(s)) return compile_async_commit(*this, where);
   if (auto pending = intrinsic::as_async_wait(s)) return compile_async_wait(*this, *pending, where);

@@ -1,11 +1,11 @@
 #pragma once
 // How the interpreter runs the divergent roles of a block, such as the producer and consumer warpgroups of a
-// warp-specialized kernel: the two sides of a divergent branch that holds a blocking statement run as groups
-// of threads of their own, which take turns. A group runs its threads in lockstep until it finishes or
-// blocks (an mbarrier wait on a phase that has not completed, a barrier that not every thread it counts has
-// reached); then another group that can go on runs, the first one that can in the order the groups were
-// made, so a run is deterministic. When every group is blocked the block would hang on a GPU; the
-// interpreter reports the deadlock with what each group waits for.
+// warp-specialized kernel: each warpgroup of either side of a divergent branch that holds a blocking
+// statement runs as a group of threads of its own, and the groups take turns. A group runs its threads in
+// lockstep until it finishes or blocks (an mbarrier wait on a phase that has not completed, a barrier that
+// not every thread it counts has reached); then another group that can go on runs, the first one that can in
+// the order the groups were made, so a run is deterministic. When every group is blocked the block would hang
+// on a GPU; the interpreter reports the deadlock with what each group waits for.
 //
 // Each group other than the block's first runs on a thread of its own, but only one runs at a time: the
 // others sleep until it is their turn, so the interpreter's state needs no locks.
