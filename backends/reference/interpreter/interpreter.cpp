@@ -1,6 +1,9 @@
 #include "backends/reference/interpreter/interpreter.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 #include "backends/reference/interpreter/machine.h"
@@ -68,6 +71,15 @@ std::vector<BoundBuffer> bind_buffers(Machine &m, StatementCompiler &sc,
            shape_string(shape), type_name(tensor.type()), shape_string(tensor.shape()));
     Array &array = m.add_array(
         Array(arg.name, arg.type, Space::global, tensor.size(), arg.role != BufferArg::Role::input));
+    // A workspace element still holding the poison it was allocated with has not been written.
+    if (arg.role == BufferArg::Role::workspace) {
+      const Real unwritten = poison(arg.type);
+      array.written.resize(array.size);
+      for (int64_t i = 0; i < array.size; ++i) {
+        const Real v = tensor.get_linear(i);
+        array.written[i] = arg.type.is_float() ? !std::isnan(static_cast<double>(v)) : v != unwritten;
+      }
+    }
     sc.add_buffer(array);
     bound.push_back({&array, &tensor});
   }
@@ -134,24 +146,31 @@ void execute(Machine &m, std::map<std::string, HostTensor> &buffers,
 
   ActiveThreads all(m.threads);
   std::iota(all.begin(), all.end(), 0);
+  std::vector<std::array<int64_t, 3>> blocks;
+  for (int64_t z = 0; z < grid[2]; ++z)
+    for (int64_t y = 0; y < grid[1]; ++y)
+      for (int64_t x = 0; x < grid[0]; ++x) blocks.push_back({x, y, z});
+  using BlockOrder = InterpretOptions::BlockOrder;
+  if (m.options.block_order == BlockOrder::reversed) std::reverse(blocks.begin(), blocks.end());
+  if (m.options.block_order == BlockOrder::shuffled) {
+    std::mt19937 random(20261203);
+    std::shuffle(blocks.begin(), blocks.end(), random);
+  }
   m.running = true;
-  for (int64_t z = 0; z < grid[2]; ++z) {
-    for (int64_t y = 0; y < grid[1]; ++y) {
-      for (int64_t x = 0; x < grid[0]; ++x) {
-        m.block = {x, y, z};
-        for (int t = 0; t < m.threads; ++t)
-          for (int d = 0; d < 3; ++d) m.slots[t][block_slots[d]] = static_cast<Real>(m.block[d]);
-        m.epoch = 0;
-        // Copies a block never waits for die with it, as on the GPU: nothing can read what they write.
-        m.async.assign(m.threads, AsyncCopies{});
-        m.wgmma_groups.assign(m.threads, HeldGroups{});
-        m.bulk_store_groups.assign(m.threads, HeldGroups{});
-        m.proxy_fences.assign(m.threads, 0);
-        m.barriers.clear();
-        m.where = nullptr;
-        body(all);
-      }
-    }
+  for (const std::array<int64_t, 3> &block : blocks) {
+    m.block = block;
+    for (int t = 0; t < m.threads; ++t)
+      for (int d = 0; d < 3; ++d) m.slots[t][block_slots[d]] = static_cast<Real>(m.block[d]);
+    m.epoch = 0;
+    // Copies a block never waits for die with it, as on the GPU: nothing can read what they write.
+    m.async.assign(m.threads, AsyncCopies{});
+    m.wgmma_groups.assign(m.threads, HeldGroups{});
+    m.bulk_store_groups.assign(m.threads, HeldGroups{});
+    m.proxy_fences.assign(m.threads, 0);
+    m.unfenced_global_write.assign(m.threads, nullptr);
+    m.barriers.clear();
+    m.where = nullptr;
+    body(all);
   }
   m.running = false;
   m.where = nullptr;
@@ -186,17 +205,17 @@ std::map<std::string, HostTensor> run_program(const LoweredProgram &program,
   const Scalars bound = bind_arguments(program, input_shapes, scalars);
   std::map<std::string, HostTensor> buffers = inputs;
   auto allocate = [&](const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
-                      const char *role) {
+                      const char *role, bool zeroed = false) {
     if (buffers.count(name))
       fail("program '{}': its {} '{}' has the name of an input tensor; rename one of them", program.name,
            role, name);
     HostTensor tensor(type, extents_of(shape, bound, fmt::format("{} '{}'", role, name)));
-    tensor.fill(static_cast<double>(poison(type)));
+    tensor.fill(zeroed ? 0.0 : static_cast<double>(poison(type)));
     buffers.emplace(name, std::move(tensor));
   };
   for (const BufferArg &output : program.outputs) allocate(output.name, output.type, output.shape, "output");
   for (const Workspace &workspace : program.workspaces)
-    allocate(workspace.name, workspace.type, workspace.shape, "workspace");
+    allocate(workspace.name, workspace.type, workspace.shape, "workspace", workspace.zeroed);
   // A kernel whose requirements these shapes break runs as its fallback, as on a GPU.
   for (const Kernel &kernel : program.kernels)
     run_kernel(select_variant(kernel, bound), buffers, bound, options);

@@ -9,6 +9,8 @@ namespace twist::reference::interpreter {
 // Barrier `id` (0: the block-wide one) waits for `threads` threads.
 Exec compile_barrier(StatementCompiler &sc, int id, int threads, Where where);
 Exec compile_atomic_add(StatementCompiler &sc, const intrinsic::AtomicAdd &op, Where where);
+Exec compile_threadfence(StatementCompiler &sc, Where where);
+Exec compile_arrival_ticket(StatementCompiler &sc, const intrinsic::ArrivalTicket &op, Where where);
 
 // copies.cpp
 Exec compile_copy(StatementCompiler &sc, const intrinsic::Copy &op, Where where);
