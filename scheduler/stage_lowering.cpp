@@ -190,6 +190,7 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
     parts.output_buffers = partials;
     parts.kernel_name = kernel_name + "_parts";
     if (split->combine == SplitCombine::last_block) {
+      // One kernel: its blocks count their arrivals per output tile in a zeroed workspace.
       parts.kernel_name = kernel_name;
       Kernel k = build(parts);
       const BufferArg counters{
@@ -197,18 +198,16 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
       program.workspaces.push_back({counters.name, counters.type, counters.shape, /*zeroed=*/true});
       combine_in_last_block(k, request, partials, split->parts, counters);
       kernels.push_back(k);
-      for (Kernel &k : kernels) k.schedule_summary = approvals + k.schedule_summary;
-      program.kernels.insert(program.kernels.end(), kernels.begin(), kernels.end());
-      return;
+    } else {
+      kernels.push_back(build(parts));
+      Kernel combine = combine_kernel(request, partials, split->parts);
+      collect_arguments(graph, combine, buffers, ctx.intermediates);
+      for (BufferArg p : partials) {
+        p.role = BufferArg::Role::input;
+        combine.buffers.insert(combine.buffers.begin(), p);
+      }
+      kernels.push_back(combine);
     }
-    kernels.push_back(build(parts));
-    Kernel combine = combine_kernel(request, partials, split->parts);
-    collect_arguments(graph, combine, buffers, ctx.intermediates);
-    for (BufferArg p : partials) {
-      p.role = BufferArg::Role::input;
-      combine.buffers.insert(combine.buffers.begin(), p);
-    }
-    kernels.push_back(combine);
   } else {
     const bool sum = monoid.state.size() == 1 && output.outputs() == 1 && !request.consumer &&
                      (output.output_types()[0] == f32 || output.output_types()[0] == i32);
