@@ -10,7 +10,8 @@
 #   and the warp-specialized variants it weighs (a producer warpgroup, setmaxnreg; ping-pong of the two consumer
 #   warpgroups; wider key tiles)
 #   decode (one query per head), f16, the tiling by rule (apps::decode_tiling), plain and grouped-query, the four
-#   problems baseline.py measured and four outside them
+#   problems baseline.py measured and four outside them; beside each, the same tiling with the other combine of
+#   its split (--split-combine kernel or last_block: a second kernel, or each tile's last block)
 #
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
 set -euo pipefail
@@ -77,8 +78,14 @@ variants 4 16 4096 256 false
 # group's query heads packed into them), key tiles of 16 KB of K and V, the deepest cp.async ring that leaves
 # room for 4 blocks per SM (128 KB in flight per SM), and the keys split into the parts that fill the blocks'
 # waves. The suite's four problems, then four outside it (the rule was fitted to none of them).
+# Beside it, the rule's tiling with each combine of the split (SplitCombine::kernel, a second kernel, and
+# SplitCombine::last_block, each tile's last block): one of them is the rule's own (the same manifest, written
+# again); with no split the two are the rule's tiling.
 decode() {  # B H L D group
-  export_attention --shape "${1}x${2}x1x${3}x${4}" --dtype f16 --decode true --group "$5" --rule true
+  for combine in kernel last_block; do
+    export_attention --shape "${1}x${2}x1x${3}x${4}" --dtype f16 --decode true --group "$5" --rule true \
+      --split-combine "$combine"
+  done
 }
 decode 1 8 32768 128 1
 decode 8 8 8192 128 1

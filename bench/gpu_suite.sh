@@ -88,6 +88,11 @@ if wants sanitizer; then
   for tool in memcheck racecheck; do
     sanitize_case $tool "split-KV decode" "GPU: decoding on the rule's ring with parts of many tiles (for the sanitizers)"
   done
+  # The split's parts folded by each tile's last block (SplitCombine::last_block: fence, ticket, fold, reset).
+  for tool in memcheck racecheck; do
+    sanitize_case $tool "last-block decode" "GPU: decoding with the last block's fold over parts of many tiles (for the sanitizers)"
+    sanitize_case $tool "last-block split-K" "GPU: split-K with each tile's last block folding matches a double loop"
+  done
 fi
 
 if wants sass; then

@@ -150,9 +150,8 @@ CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, i
     const ReductionSplit &s = *schedule->reduction_split();
     if (s.combine != SplitCombine::kernel)
       fail(
-          "schedule of '{}': a cooperative tree split with split_reduction combines its parts with a kernel; "
-          "use "
-          "SplitCombine::kernel",
+          "schedule of '{}': a cooperative tree split with split_reduction combines its parts with a kernel "
+          "(neither atomics nor the last block of a tile); use SplitCombine::kernel",
           name);
     t.part_loop = s.var + ".part";
     split_into_parts(t.loops, s.var, t.part_loop, s.parts, Binding::block_y);

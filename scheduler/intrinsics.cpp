@@ -153,6 +153,23 @@ std::optional<AtomicAdd> as_atomic_add(const Stmt &s) {
   return AtomicAdd{name_of(c->args[0]), c->args[1], c->args[2]};
 }
 
+Stmt threadfence() {
+  return make("threadfence", {});
+}
+bool is_threadfence(const Stmt &s) {
+  return match(s, "threadfence") != nullptr;
+}
+
+Stmt arrival_ticket(const ArrivalTicket &t) {
+  return make("arrival_ticket", {name(t.counter), t.counter_index, name(t.dst), t.dst_index});
+}
+
+std::optional<ArrivalTicket> as_arrival_ticket(const Stmt &s) {
+  const Call *c = match(s, "arrival_ticket");
+  if (!c) return std::nullopt;
+  return ArrivalTicket{name_of(c->args[0]), c->args[1], name_of(c->args[2]), c->args[3]};
+}
+
 Stmt mbarrier_init(const MbarrierRef &b, int arrivals) {
   TWIST_CHECK(arrivals > 0, "an mbarrier expects at least one arrival, not {}", arrivals);
   return make("mbarrier_init", {name(b.array), b.index, arrivals});

@@ -123,6 +123,24 @@ struct AtomicAdd {
 Stmt atomic_add(const AtomicAdd &a);
 std::optional<AtomicAdd> as_atomic_add(const Stmt &s);
 
+// __threadfence(): this thread's earlier writes to global memory are seen by every block before any of its
+// later writes (atomics included) are. A block publishing results for another block to read fences them
+// before it tells that block (by an arrival ticket, below); the reading block fences after its ticket too.
+Stmt threadfence();
+bool is_threadfence(const Stmt &s);
+
+// dst[dst_index] = atomicAdd(&counter[counter_index], 1), by each executing thread: the number of arrivals
+// at the i32 global counter before this one. The interpreter refuses a ticket taken while a thread of the
+// block has global writes not yet fenced (threadfence).
+struct ArrivalTicket {
+  std::string counter;
+  Expr counter_index;
+  std::string dst;
+  Expr dst_index;
+};
+Stmt arrival_ticket(const ArrivalTicket &t);
+std::optional<ArrivalTicket> as_arrival_ticket(const Stmt &s);
+
 // ---- The Hopper (sm_90) asynchronous datapath ----
 // mbarriers are 64-bit objects, elements of a shared array of u64 (Halide::UInt(64)). A barrier's phase
 // completes when its pending arrivals reach zero and every transaction byte it expects has arrived; it then

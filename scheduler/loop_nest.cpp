@@ -96,7 +96,8 @@ std::string to_string(const LoweredProgram &p) {
   for (const Workspace &w : p.workspaces) {
     std::string shape;
     for (const auto &e : w.shape) shape += (shape.empty() ? "" : ", ") + show(e);
-    s += fmt::format("workspace {}: {}[{}]\n", w.name, type_name(w.type), shape);
+    s +=
+        fmt::format("workspace {}: {}[{}]{}\n", w.name, type_name(w.type), shape, w.zeroed ? ", zeroed" : "");
   }
   for (const Kernel &k : p.kernels) s += to_string(k) + "\n";
   return s;

@@ -93,11 +93,16 @@ struct Kernel {
   std::string schedule_summary;  // one line per decision, for dumps
 };
 
-// Scratch tensors a program needs between its kernels (split-K partial states).
+// Scratch tensors a program needs between its kernels (split-K partial states), or between the blocks of
+// one kernel (SplitCombine::last_block: the parts and the arrival counters).
 struct Workspace {
   std::string name;
   Type type;
   std::vector<Halide::Expr> shape;
+  // The kernels expect zeros here when they start and leave zeros when they finish (arrival counters, which
+  // the last block of each tile resets): the runtime zeroes it once, when it allocates it (GpuProgram, the
+  // manifest's "zeroed" for the Python launcher, the interpreter's run_program), and never poisons it.
+  bool zeroed = false;
 };
 
 // Everything one schedule of a program lowers to: kernels to launch in order.

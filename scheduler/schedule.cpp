@@ -246,7 +246,9 @@ std::string FuncSchedule::to_string() const {
   if (reduction_split_)
     s += fmt::format("  split reduction {} into {} parts, combined by {}\n", reduction_split_->var,
                      reduction_split_->parts,
-                     reduction_split_->combine == SplitCombine::kernel ? "a combine kernel" : "atomics");
+                     reduction_split_->combine == SplitCombine::kernel       ? "a combine kernel"
+                     : reduction_split_->combine == SplitCombine::last_block ? "each tile's last block"
+                                                                             : "atomics");
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
   if (persistent_blocks_ > 0)
     s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);

@@ -73,6 +73,9 @@ enum class MatrixAtom { mma_m16n8k16, wgmma };
 enum class SplitCombine {
   kernel,  // partial states go to a workspace; a second kernel combines them with the monoid's combine
   atomic,  // atomic adds into the output (sum monoids in f32 or i32 only)
+  // partial states go to a workspace; the last block of each output tile to finish (counted by a ticket
+  // per tile) combines them with the monoid's combine, in the same kernel (scheduler/split_combine.h)
+  last_block,
 };
 
 struct SplitDirective {

@@ -10,6 +10,7 @@
 #include "scheduler/pointwise_kernel.h"
 #include "scheduler/reduction_kernel.h"
 #include "scheduler/row_kernel.h"
+#include "scheduler/split_combine.h"
 #include "scheduler/stmt_building.h"
 
 namespace twist {
@@ -37,79 +38,6 @@ void reductions_called(const FuncGraph &g, const Halide::Expr &e, std::vector<st
       for (const Expr &v : f.definition().values) reductions_called(g, v, out);
     }
   }
-}
-
-// The second kernel of a split reduction: folds the parts' states with the monoid's combine, then finalizes.
-// The parts go into `chains` folds of consecutive parts (chain c folds parts c * run .. c * run + run - 1,
-// the last chains fewer or none where `chains` does not divide the parts), which are then combined pairwise
-// in order, neighbours first: a reassociation of the fold that the split's own associativity check already
-// approved, keeping the parts' order (the monoid need not commute). The chains' loads are independent, so a
-// thread waits `run` times for memory instead of `parts` times: with few points (decoding: batch x heads x
-// the head dimension) this kernel is a chain of load latencies, not a stream of bytes.
-Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials,
-                      int parts) {
-  const Monoid &m = *values.reduction.definition().reduction->monoid;
-  constexpr int kMaxChains = 16;
-  const int chains = std::min(parts, kMaxChains);
-  const int run = (parts + chains - 1) / chains;
-  Kernel k =
-      pointwise_kernel(values.kernel_name, values.extents, [&](const std::vector<Halide::Expr> &coords) {
-        const State a = m.lhs(), b = m.rhs();
-        std::vector<Halide::Expr> shape = {Halide::Expr(parts)};
-        shape.insert(shape.end(), values.extents.begin(), values.extents.end());
-        // state[into] = combine(state[into], b), with b's components given by `rhs`.
-        auto combine_into = [&](const Halide::Expr &into, const std::function<Halide::Expr(size_t)> &rhs) {
-          std::vector<Stmt> stores;
-          for (size_t c = 0; c < m.state.size(); ++c)
-            stores.push_back(stmt::store("state." + m.state[c].name, m.combine[c], into));
-          std::vector<std::pair<std::string, Halide::Expr>> operands;
-          for (size_t c = 0; c < m.state.size(); ++c) {
-            operands.push_back(
-                {a[c].as<Variable>()->name, load(m.state[c].type, "state." + m.state[c].name, into)});
-            operands.push_back({b[c].as<Variable>()->name, rhs(c)});
-          }
-          return stmt::let_all(operands, Block::make(stores));
-        };
-        const Halide::Expr chain = stmt::var("chain"), step = stmt::var("step");
-        const Halide::Expr part = chain * run + step;
-        std::vector<Halide::Expr> at = {part};
-        at.insert(at.end(), coords.begin(), coords.end());
-        Stmt fold = stmt::guarded(
-            parts % chains == 0 ? const_true() : part < parts,
-            combine_into(
-                chain,
-                [&](size_t c) { return load(m.state[c].type, partials[c].name, flat_index(at, shape)); }));
-        std::vector<Stmt> steps;
-        for (size_t c = 0; c < m.state.size(); ++c)
-          steps.push_back(
-              stmt::unrolled("chain", chains, stmt::store("state." + m.state[c].name, m.identity[c], chain)));
-        steps.push_back(For::make("step", 0, run, ForType::Serial, Halide::DeviceAPI::None,
-                                  stmt::unrolled("chain", chains, fold)));
-        // Pairwise, neighbours first; a chain without a right neighbour (chains not a power of 2) waits.
-        for (int stride = 1; stride < chains; stride *= 2)
-          steps.push_back(stmt::unrolled(
-              "chain", (chains + 2 * stride - 1) / (2 * stride),
-              stmt::guarded(
-                  chains % (2 * stride) == 0 ? const_true() : chain * (2 * stride) + stride < chains,
-                  combine_into(
-                      chain * (2 * stride),
-                      [&](size_t c) {
-                        return load(m.state[c].type, "state." + m.state[c].name,
-                                    chain * (2 * stride) + stride);
-                      }))));
-        std::vector<Halide::Expr> state;
-        for (const Component &c : m.state) state.push_back(load(c.type, "state." + c.name, 0));
-        steps.push_back(epilogue_stores(values, coords, state, Halide::Expr()));
-        Stmt body = Block::make(steps);
-        for (const Component &c : m.state)
-          body = Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {chains},
-                                const_true(), body);
-        return body;
-      });
-  k.schedule_summary = fmt::format(
-      "  folds {} partial states per point with {}'s combine, in {} chains of up to {} consecutive parts\n",
-      parts, m.name, chains, run);
-  return k;
 }
 
 // The checker folds states as long as the ones this schedule builds: its constant reduction loops (tiles)
@@ -249,7 +177,7 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
   const auto &split = request.schedule->reduction_split();
   if (!split) {
     kernels.push_back(build(request));
-  } else if (split->combine == SplitCombine::kernel) {
+  } else if (split->combine != SplitCombine::atomic) {
     std::vector<BufferArg> partials;
     std::vector<Halide::Expr> shape = {Halide::Expr(split->parts)};
     shape.insert(shape.end(), extents.begin(), extents.end());
@@ -261,14 +189,25 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
     parts.output = ReductionKernelRequest::Output::partial_states;
     parts.output_buffers = partials;
     parts.kernel_name = kernel_name + "_parts";
-    kernels.push_back(build(parts));
-    Kernel combine = combine_kernel(request, partials, split->parts);
-    collect_arguments(graph, combine, buffers, ctx.intermediates);
-    for (BufferArg p : partials) {
-      p.role = BufferArg::Role::input;
-      combine.buffers.insert(combine.buffers.begin(), p);
+    if (split->combine == SplitCombine::last_block) {
+      // One kernel: its blocks count their arrivals per output tile in a zeroed workspace.
+      parts.kernel_name = kernel_name;
+      Kernel k = build(parts);
+      const BufferArg counters{
+          reduction + ".arrivals", Halide::Int(32), {counter_count(k)}, BufferArg::Role::workspace};
+      program.workspaces.push_back({counters.name, counters.type, counters.shape, /*zeroed=*/true});
+      combine_in_last_block(k, request, partials, split->parts, counters);
+      kernels.push_back(k);
+    } else {
+      kernels.push_back(build(parts));
+      Kernel combine = combine_kernel(request, partials, split->parts);
+      collect_arguments(graph, combine, buffers, ctx.intermediates);
+      for (BufferArg p : partials) {
+        p.role = BufferArg::Role::input;
+        combine.buffers.insert(combine.buffers.begin(), p);
+      }
+      kernels.push_back(combine);
     }
-    kernels.push_back(combine);
   } else {
     const bool sum = monoid.state.size() == 1 && output.outputs() == 1 && !request.consumer &&
                      (output.output_types()[0] == f32 || output.output_types()[0] == i32);

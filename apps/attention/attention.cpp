@@ -86,6 +86,7 @@ Attention make_attention(const AttentionOptions &o) {
 std::string AttentionTiling::name() const {
   std::string s = fmt::format("flash_{}x{}_s{}", block_rows, key_tile, stages);
   if (split_kv > 1) s += fmt::format("_splitkv{}", split_kv);
+  if (split_kv > 1 && split_combine == SplitCombine::last_block) s += "_lastblock";
   if (warp_rows != 16) s += fmt::format("_w{}", warp_rows);
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   if (atom == MatrixAtom::wgmma) s += "_wgmma";
@@ -126,7 +127,7 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
       .approximate_math()
       .overlap_producer(t.overlap_scores)
       .min_blocks_per_sm(t.min_blocks_per_sm);
-  if (t.split_kv > 1) o.split_reduction("jo", t.split_kv);
+  if (t.split_kv > 1) o.split_reduction("jo", t.split_kv, t.split_combine);
   s[a.S]
       .compute_at(a.O, "jo")
       .stage(a.Q, "", Transport::cp_async)
@@ -177,7 +178,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .overlap_producer(t.overlap_scores)
       .min_blocks_per_sm(t.min_blocks_per_sm)
       .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
-  if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv);
+  if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv, t.split_combine);
   if (t.ping_pong && !t.warp_specialized)
     fail(
         "attention tiling {}: ping-pong hands the consumer warpgroups turns between themselves, which a "

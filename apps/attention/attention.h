@@ -53,6 +53,8 @@ struct AttentionTiling {
   int key_tile = 64;   // keys per iteration of the key loop
   int stages = 2;      // K and V pipeline depth
   int split_kv = 1;    // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
+  // in a second kernel, or by the last block of each tile to finish (SplitCombine::last_block)
+  SplitCombine split_combine = SplitCombine::kernel;
   int min_blocks_per_sm = 1;  // blocks the compiler must fit on one SM (it caps registers accordingly)
   // wgmma: the next key tile's S = Q K^T in flight during this tile's softmax
   // (FuncSchedule::overlap_producer)
@@ -128,7 +130,14 @@ Schedule schedule_decode(const Attention &a, const AttentionTiling &t);
 // Measured on the H200 (bench/RESULTS.md, "Decode by rule"): within 2% of the best of the earlier per-problem
 // sweep (2 slots, 6 or 12 blocks per SM, 62-88 KB in flight) on 8 problems, 0.86-1.00x cuDNN. So the ring was
 // not what decoding lacked: the time fits 20 us + bytes / 4.5 TB/s for cuDNN and for these kernels at few
-// parts alike, and these kernels pay 4-13 us more at 32-66 parts (the combine, most likely; not profiled).
+// parts alike, and these kernels pay 4-13 us more at 32-66 parts.
+//   - the parts combined by a second kernel (SplitCombine::kernel), not by each tile's last block in the
+//   parts
+//     kernel (SplitCombine::last_block): measured on the 8 problems (bench/RESULTS.md, "The split's combine
+//     in the parts kernel's last block"), the last block is 0.96-0.99x the second kernel at 2-33 parts
+//     without grouped-query heads and 0.41-0.63x with them (one warp folds a tile of 4-8 rows x D points,
+//     parts / 16 memory waits a point), so removing the second launch gains nothing and the 4-13 us are not
+//     that launch.
 struct DecodeProblemShape {
   int head_dim = 128;
   int group = 1;               // query heads per key/value head, packed into a block's 16 rows

@@ -531,7 +531,7 @@ class ExportSuiteTest(unittest.TestCase):
             stub.chmod(0o755)
             done = self.run_suite(Path(d) / "suite", stub)
             self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertIn("37 manifests", done.stdout)
+            self.assertIn("45 manifests", done.stdout)
             exports = []
             for path in sorted((Path(d) / "suite").glob("*.json")):
                 flags = json.loads(path.read_text())
@@ -568,11 +568,13 @@ class ExportSuiteTest(unittest.TestCase):
                 self.assertTrue(all(e.get("--warp-specialize") == "true" for e in ping_pong), shape)
                 # Ping-pong on the tiles of the tiling before warp specialization, among others.
                 self.assertIn(plain[0]["--key-tile"], [e["--key-tile"] for e in ping_pong], shape)
-            # The tiling by rule (apps::decode_tiling), at the suite's four problems and four outside them.
-            self.assertEqual(sorted((e["--shape"], e["--group"]) for e in decode), sorted([
-                ("1x8x1x32768x128", "1"), ("8x8x1x8192x128", "1"), ("1x32x1x131072x128", "1"),
-                ("1x32x1x131072x128", "4"), ("4x32x1x16384x128", "8"), ("16x16x1x4096x128", "1"),
-                ("1x64x1x65536x128", "8"), ("32x8x1x2048x128", "1")]))
+            # The tiling by rule (apps::decode_tiling), at the suite's four problems and four outside them, with
+            # each combine of its split.
+            problems = [("1x8x1x32768x128", "1"), ("8x8x1x8192x128", "1"), ("1x32x1x131072x128", "1"),
+                        ("1x32x1x131072x128", "4"), ("4x32x1x16384x128", "8"), ("16x16x1x4096x128", "1"),
+                        ("1x64x1x65536x128", "8"), ("32x8x1x2048x128", "1")]
+            self.assertEqual(sorted((e["--shape"], e["--group"], e["--split-combine"]) for e in decode),
+                             sorted((*p, c) for p in problems for c in ("kernel", "last_block")))
             self.assertTrue(all(e.get("--rule") == "true" and e["--dtype"] == "f16" for e in decode))
             self.assertFalse(any(flag in e for e in decode for flag in ("--key-tile", "--stages", "--split-kv")))
 

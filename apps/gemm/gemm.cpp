@@ -82,6 +82,7 @@ std::string GemmTiling::name() const {
   if (accumulation.kind == Accumulation::Kind::hybrid)
     s += fmt::format("_hybrid{}", accumulation.promote_every);
   if (split_k > 1) s += fmt::format("_splitk{}", split_k);
+  if (split_k > 1 && split_combine == SplitCombine::last_block) s += "_lastblock";
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   return s;
 }
@@ -119,6 +120,7 @@ std::string HopperTiling::name() const {
   if (accumulation.kind == Accumulation::Kind::hybrid)
     s += fmt::format("_hybrid{}", accumulation.promote_every);
   if (split_k > 1) s += fmt::format("_splitk{}", split_k);
+  if (split_k > 1 && split_combine == SplitCombine::last_block) s += "_lastblock";
   if (!tma_store) s += "_rowstores";
   if (tma_store && stmatrix) s += "_stmatrix";
   return s;
@@ -149,7 +151,7 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
   if (t.cluster > 1) c.cluster(t.cluster);
   if (t.tma_store) c.store_output(Transport::tma, t.stmatrix);
   if (g.options.batched) c.bind("b", Binding::block_z);
-  if (t.split_k > 1) c.split_reduction("ko", t.split_k);
+  if (t.split_k > 1) c.split_reduction("ko", t.split_k, t.split_combine);
   return s;
 }
 

@@ -84,6 +84,7 @@ struct HopperTiling {
   Accumulation accumulation = Accumulation::fp32();
   int raster_group = 8;
   int split_k = 1;  // > 1: split_reduction of the k-tiles across blocks, combined by a second kernel
+  SplitCombine split_combine = SplitCombine::kernel;  // or by the last block of each tile (last_block)
   bool warp_specialized = true;
   int producer_registers = 40;
   // > 0: a persistent grid of at most that many blocks (the GPU's SMs). Warp-specialized tilings only:

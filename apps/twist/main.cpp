@@ -122,6 +122,16 @@ Accumulation parse_accumulation(const std::string &text) {
   fail("--accumulation {}: use f32, f16 or hybrid:N (f16 atoms promoted to f32 every N k-steps)", text);
 }
 
+// --split-combine: how the parts of a split (--split-k, --split-kv) are combined.
+SplitCombine parse_split_combine(const std::string &text) {
+  if (text == "kernel") return SplitCombine::kernel;
+  if (text == "last_block") return SplitCombine::last_block;
+  fail(
+      "--split-combine {}: use kernel (a second kernel) or last_block (each tile's last block, in the same "
+      "kernel)",
+      text);
+}
+
 // The spelling parse_accumulation takes, so that a manifest's note can be read back by scripts and flags.
 std::string accumulation_flag(const Accumulation &a) {
   if (a.kind == Accumulation::Kind::hybrid) return fmt::format("hybrid:{}", a.promote_every);
@@ -147,6 +157,7 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     h.accumulation = parse_accumulation(o.get("accumulation", "f32"));
     h.raster_group = std::stoi(o.get("raster", std::to_string(h.raster_group)));
     h.split_k = std::stoi(o.get("split-k", "1"));
+    h.split_combine = parse_split_combine(o.get("split-combine", "kernel"));
     if (o.values.count("warp-specialize")) h.warp_specialized = o.flag("warp-specialize");
     h.persistent_blocks = std::stoi(o.get("persistent", std::to_string(h.persistent_blocks)));
     h.cluster = std::stoi(o.get("cluster", std::to_string(h.cluster)));
@@ -164,6 +175,7 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
   t.stages = std::stoi(o.get("stages", "3"));
   t.accumulation = parse_accumulation(o.get("accumulation", "f32"));
   t.split_k = std::stoi(o.get("split-k", "1"));
+  t.split_combine = parse_split_combine(o.get("split-combine", "kernel"));
   t.raster_group = std::stoi(o.get("raster", "8"));
   t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
   const std::string transport = o.get("transport", "cp_async");
@@ -321,6 +333,10 @@ int export_gemm(const Options &o) {
   if (by_rule && o.values.count("accumulation"))
     std::visit([&](auto &t) { t.accumulation = parse_accumulation(o.get("accumulation", "f32")); },
                plan.tiling);
+  // The rule's split with the combine asked for (the rule's own choice when not given).
+  if (by_rule && o.values.count("split-combine"))
+    std::visit([&](auto &t) { t.split_combine = parse_split_combine(o.get("split-combine", "kernel")); },
+               plan.tiling);
   const std::string schedule_name = plan.name();
   const Accumulation accumulation = plan.accumulation();
   const Schedule s = plan.schedule(g);
@@ -393,6 +409,8 @@ int export_attention(const Options &o) {
   if (o.values.count("overlap")) t.overlap_scores = o.flag("overlap");
   if (o.values.count("warp-specialize")) t.warp_specialized = o.flag("warp-specialize");
   if (o.values.count("ping-pong")) t.ping_pong = o.flag("ping-pong");
+  if (o.values.count("split-combine"))
+    t.split_combine = parse_split_combine(o.get("split-combine", "kernel"));
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
   const LoweredProgram p = lower(a.out, s, Target::sm90a());
   dump(o, a.out, s, p);
@@ -545,7 +563,8 @@ int usage() {
   std::cerr << "usage: twist demo [--dump=funcs,schedule,loopnest,cuda]\n"
                "       twist export gemm --shape MxNxK --out DIR [--dtype f16|bf16] [--output f16|bf16|f32]\n"
                "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
-               "                         [--split-k N] [--raster G] [--transport cp_async|plain] [--label NAME]\n"
+               "                         [--split-k N [--split-combine kernel|last_block]] [--raster G]\n"
+               "                         [--transport cp_async|plain] [--label NAME]\n"
                "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)]\n"
                "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3] [--split-k N]\n"
                "                          [--warp-specialize true|false] [--persistent 132] [--cluster 1|2]\n"
@@ -553,7 +572,8 @@ int usage() {
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
-               "                         [--split-kv N] [--min-blocks N] [--warp-rows 16] [--label NAME] [--dump=...]\n"
+               "                         [--split-kv N] [--split-combine kernel|last_block] [--min-blocks N]\n"
+               "                         [--warp-rows 16] [--label NAME] [--dump=...]\n"
                "                         [--atom wgmma [--warp-rows 64] [--overlap true|false]\n"
                "                          [--warp-specialize true|false [--ping-pong true|false]] (Hopper: TMA, wgmma)]\n"
                "                         [--rule true (the tiling by apps::hopper_attention_tiling, or with --decode\n"

@@ -519,7 +519,8 @@ void bind_schedules(nb::module_ &m) {
       .value("swizzled", SharedLayout::swizzled);
   nb::enum_<SplitCombine>(m, "SplitCombine")
       .value("kernel", SplitCombine::kernel)
-      .value("atomic", SplitCombine::atomic);
+      .value("atomic", SplitCombine::atomic)
+      .value("last_block", SplitCombine::last_block);
   nb::enum_<MatrixAtom>(m, "MatrixAtom").value("mma_m16n8k16", MatrixAtom::mma_m16n8k16);
   nb::class_<Accumulation>(m, "Accumulation")
       .def_static("fp32", &Accumulation::fp32)

@@ -65,6 +65,10 @@ class BufferSpec:
     dtype: str
     shape: tuple[int, ...]
     role: str
+    # A workspace the kernels expect to hold zeros when they start (the arrival counters of a split whose last
+    # block combines the parts) and leave zeroed again when they finish: zeroed once when allocated, never
+    # poisoned.
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,10 @@ def parse_manifest(data: dict, path: Path) -> Manifest:
             raise ManifestError(f"{at} ('{name}'): role '{role}' is none of {', '.join(ROLES)}")
         if any(other.name == name for other in buffers):
             raise ManifestError(f"{at}: buffer '{name}' is declared twice")
-        buffers.append(BufferSpec(name, dtype, tuple(shape), role))
+        zeroed = b.get("zeroed", False)
+        if not isinstance(zeroed, bool) or (zeroed and role != "workspace"):
+            raise ManifestError(f"{at} ('{name}'): 'zeroed' is true or false, and only a workspace is zeroed")
+        buffers.append(BufferSpec(name, dtype, tuple(shape), role, zeroed))
     by_name = {b.name: b for b in buffers}
     kernels = []
     for i, k in enumerate(_field(data, "kernels", list, where)):
@@ -545,7 +552,8 @@ class Program:
         self.device = torch.device(device)
         if self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
-        self.tensors = {b.name: torch.empty(b.shape, dtype=torch_dtype(b.dtype), device=self.device)
+        self.tensors = {b.name: (torch.zeros if b.zeroed else torch.empty)(b.shape, dtype=torch_dtype(b.dtype),
+                                                                            device=self.device)
                         for b in manifest.buffers}
         # The allocations above created PyTorch's context on the device, so it can be made current here.
         self._loaded: LoadedKernels | None = LoadedKernels(manifest, self.device.index,
@@ -562,7 +570,7 @@ class Program:
         outputs; raises OutputNotWritten if a float output still holds a NaN."""
         import torch
         for b in self.manifest.buffers:
-            if b.role != "input":
+            if b.role != "input" and not b.zeroed:
                 # NaN in every float format; integers cannot hold one, so integer buffers get -1 and no check.
                 self.tensors[b.name].fill_(float("nan") if b.dtype in FLOAT_DTYPES else -1)
         self._loaded.launch(self._packed, torch.cuda.current_stream(self.device).cuda_stream, wait=True)

@@ -555,3 +555,44 @@ TEST_CASE("GPU: decoding on the rule's ring with parts of many tiles (for the sa
   CHECK(t.stages == 3);
   CHECK(err < 2e-3);
 }
+
+// SplitCombine::last_block: the rule's tilings with each tile's last block folding the parts in the same
+// kernel (its arrival counters zeroed by the runtime), and a small case for the sanitizers.
+TEST_CASE("GPU: decoding with each tile's last block folding the parts matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  auto by_rule = [](const AttentionOptions &o, int batch, int heads, int keys) {
+    AttentionTiling t = decode_tiling({.head_dim = o.head_dim,
+                                       .group = o.group,
+                                       .batch_kv_heads = int64_t(batch) * (heads / o.group),
+                                       .keys = keys,
+                                       .element_bytes = 2});
+    t.split_combine = SplitCombine::last_block;
+    return t;
+  };
+  const AttentionOptions plain{.dtype = f16, .head_dim = 128, .decode = true, .prefix = "l1"};
+  const AttentionOptions gqa{.dtype = bf16, .head_dim = 128, .group = 4, .decode = true, .prefix = "l2"};
+  const AttentionOptions window{
+      .dtype = f16, .head_dim = 64, .group = 8, .window = 3000, .decode = true, .prefix = "l3"};
+  for (const Case &c : {Case{"plain, 20011 keys", plain, 1, 2, 1, 20011, by_rule(plain, 1, 2, 20011)},
+                        Case{"GQA 4, 12000 keys", gqa, 1, 8, 1, 12000, by_rule(gqa, 1, 8, 12000)},
+                        Case{"GQA 8 D 64, a window of 3000 over 9999 keys", window, 1, 16, 1, 9999,
+                             by_rule(window, 1, 16, 9999)},
+                        Case{"B 4, 8 heads, 2048 keys", plain, 4, 8, 1, 2048, by_rule(plain, 4, 8, 2048)}}) {
+    const double err = gpu_error(c);
+    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+    CHECK(c.tiling.split_kv > 1);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
+
+TEST_CASE("GPU: decoding with the last block's fold over parts of many tiles (for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  const AttentionOptions o{.dtype = f16, .head_dim = 128, .group = 4, .decode = true, .prefix = "ls"};
+  AttentionTiling t = decode_tiling({.head_dim = 128, .group = 4, .batch_kv_heads = 2, .keys = 3000});
+  t.split_kv = 4;
+  t.split_combine = SplitCombine::last_block;
+  const Case c{"GQA 4, 3000 keys in 4 parts, the last block folding", o, 1, 8, 1, 3000, t};
+  const double err = gpu_error(c);
+  INFO(c.name, " (", t.name(), "): relative L2 error ", err);
+  CHECK(err < 2e-3);
+}

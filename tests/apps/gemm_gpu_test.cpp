@@ -176,3 +176,24 @@ TEST_CASE("GPU: a GEMM launched in clusters of two blocks through GpuProgram mat
   // 64x64 blocks over N = 256: four blocks in x, two clusters of two.
   CHECK(run_gemm(g, schedule_tensor_core(g, small_tiling()), Shape{100, 256, 96}, 0, 29, {2, 1, 1}) < 1e-5);
 }
+
+// SplitCombine::last_block: split-K with each tile's last block folding the parts in the same kernel, on
+// the mma.sync and Hopper paths, at the skinny shapes split-K is for and odd ones (every element checked
+// at the small shapes); small enough for the sanitizers.
+TEST_CASE("GPU: split-K with each tile's last block folding matches a double loop") {
+  TWIST_REQUIRE_GPU();
+  Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "lb"});
+  GemmTiling mma = small_tiling();
+  mma.split_k = 4;
+  mma.split_combine = SplitCombine::last_block;
+  HopperTiling hopper;
+  hopper.block_m = 64, hopper.block_n = 64, hopper.block_k = 128, hopper.warpgroups = 1;
+  hopper.persistent_blocks = 0;
+  hopper.split_k = 4;
+  hopper.split_combine = SplitCombine::last_block;
+  for (Shape s : {Shape{1, 1024, 2048}, Shape{16, 1000, 1000}, Shape{33, 200, 2048}}) {
+    INFO(s.m, "x", s.n, "x", s.k);
+    CHECK(run_gemm(g, schedule_tensor_core(g, mma), s, 0, 31) < 2e-3);
+    CHECK(run_gemm(g, schedule_hopper(g, hopper), s, 0, 32) < 2e-3);
+  }
+}

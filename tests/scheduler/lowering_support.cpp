@@ -22,12 +22,13 @@ Tensors random_inputs(const Func &output, const std::map<std::string, double> &s
 }
 
 double lowered_error(const Func &output, const Schedule &schedule, const Tensors &inputs,
-                     const std::map<std::string, double> &scalars) {
+                     const std::map<std::string, double> &scalars,
+                     const reference::InterpretOptions &options) {
   const LoweredProgram program = lower(output, schedule, Target::sm90a());
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto &[name, t] : inputs) shapes[name] = t.shape();
   const Scalars bound = bind_arguments(program, shapes, scalars);
-  const auto got = reference::run_program(program, inputs, bound);
+  const auto got = reference::run_program(program, inputs, bound, options);
   const auto want = reference::evaluate(output, {inputs, scalars}, Arithmetic::exact);
   REQUIRE(got.size() == want.size());
   double worst = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/reference/host_tensor.h"
+#include "backends/reference/interpreter/interpret_options.h"
 #include "lang/func.h"
 #include "scheduler/loop_nest.h"
 #include "scheduler/schedule.h"
@@ -20,7 +21,8 @@ Tensors random_inputs(const Func &output, const std::map<std::string, double> &s
 
 // The relative L2 error of the interpreted loop nest (typed arithmetic) against the oracle (exact).
 double lowered_error(const Func &output, const Schedule &schedule, const Tensors &inputs,
-                     const std::map<std::string, double> &scalars);
+                     const std::map<std::string, double> &scalars,
+                     const reference::InterpretOptions &options = {});
 
 // Compiles every kernel of `program` (and their fallbacks) for sm_80 and sm_90a; returns the sources.
 std::vector<std::string> compile_for_both_targets(const LoweredProgram &program);

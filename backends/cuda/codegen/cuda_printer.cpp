@@ -519,6 +519,11 @@ void Printer::intrinsic(const Stmt &s, int n) {
          << expr(sh->value) << ", " << sh->lane_mask << ");\n";
   } else if (auto a = intrinsic::as_atomic_add(s)) {
     out_ << ind(n) << "atomicAdd(" << address(a->buffer, a->index) << ", " << expr(a->value) << ");\n";
+  } else if (intrinsic::is_threadfence(s)) {
+    out_ << ind(n) << "__threadfence();\n";
+  } else if (auto t = intrinsic::as_arrival_ticket(s)) {
+    out_ << ind(n) << c_name(t->dst) << "[" << expr(t->dst_index) << "] = atomicAdd("
+         << address(t->counter, t->counter_index) << ", 1);\n";
   } else if (auto b = intrinsic::as_mbarrier(s)) {
     helpers_.insert("mbarrier");
     const std::string bar = shared_address(b->barrier.array, b->barrier.index);

@@ -87,14 +87,14 @@ std::filesystem::path export_program(const LoweredProgram &program, const Export
   std::filesystem::create_directories(dir);
   std::string buffers;
   auto add_buffer = [&](const std::string &name, const Type &t, const std::vector<Halide::Expr> &shape,
-                        const char *role) {
-    buffers += fmt::format("{}    {{\"name\": {}, \"dtype\": \"{}\", \"shape\": {}, \"role\": \"{}\"}}",
+                        const char *role, bool zeroed = false) {
+    buffers += fmt::format("{}    {{\"name\": {}, \"dtype\": \"{}\", \"shape\": {}, \"role\": \"{}\"{}}}",
                            buffers.empty() ? "" : ",\n", json_string(name), type_name(t),
-                           shape_json(shape, r.scalars), role);
+                           shape_json(shape, r.scalars), role, zeroed ? ", \"zeroed\": true" : "");
   };
   for (const BufferArg &b : program.inputs) add_buffer(b.name, b.type, b.shape, "input");
   for (const BufferArg &b : program.outputs) add_buffer(b.name, b.type, b.shape, "output");
-  for (const Workspace &w : program.workspaces) add_buffer(w.name, w.type, w.shape, "workspace");
+  for (const Workspace &w : program.workspaces) add_buffer(w.name, w.type, w.shape, "workspace", w.zeroed);
 
   std::string kernels;
   for (const twist::Kernel &planned : program.kernels) {

@@ -68,15 +68,16 @@ GpuProgram::Bound GpuProgram::bind(const std::map<std::string, reference::HostTe
     b.upload(t.bytes().data(), t.bytes().size());
     bound.buffers.emplace(in.name, std::move(b));
   }
-  auto make = [&](const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape) {
+  auto make = [&](const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
+                  bool zeroed) {
     const std::vector<int64_t> s = evaluate_shape(shape, bound.scalars);
     DeviceBuffer b(device_, std::max<size_t>(bytes_of(type, s), 1));
-    b.fill(0xff);
+    b.fill(zeroed ? 0 : 0xff);
     bound.buffers.emplace(name, std::move(b));
     bound.output_shapes[name] = s;
   };
-  for (const BufferArg &out : program_.outputs) make(out.name, out.type, out.shape);
-  for (const Workspace &w : program_.workspaces) make(w.name, w.type, w.shape);
+  for (const BufferArg &out : program_.outputs) make(out.name, out.type, out.shape, false);
+  for (const Workspace &w : program_.workspaces) make(w.name, w.type, w.shape, w.zeroed);
   return bound;
 }
 

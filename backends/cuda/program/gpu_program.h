@@ -49,7 +49,8 @@ class GpuProgram {
   GpuProgram(const LoweredProgram &program, const Device &device, const CodegenOptions &options = {});
 
   // Uploads the inputs, fills outputs and workspaces with 0xff bytes (NaN in every float format, so an
-  // element no kernel writes cannot pass a comparison), runs every kernel and downloads the outputs.
+  // element no kernel writes cannot pass a comparison; zeroed workspaces with zeros), runs every kernel and
+  // downloads the outputs.
   std::map<std::string, reference::HostTensor> run(const std::map<std::string, reference::HostTensor> &inputs,
                                                    const Scalars &given = {});
 

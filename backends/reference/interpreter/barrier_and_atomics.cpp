@@ -1,4 +1,5 @@
-// The block-wide barrier, named barriers (bar.sync, bar.arrive) and atomic additions to global memory.
+// The block-wide barrier, named barriers (bar.sync, bar.arrive), atomic additions to global memory, and the
+// fences and tickets by which blocks hand results to each other.
 #include <cstdint>
 
 #include "backends/reference/interpreter/intrinsic_statements.h"
@@ -165,6 +166,44 @@ Exec compile_atomic_add(StatementCompiler &sc, const intrinsic::AtomicAdd &op, W
       } else {
         m->write(*a, e, m->compiler.round(a->type, sum));
       }
+    }
+    m->thread = -1;
+  };
+}
+
+Exec compile_threadfence(StatementCompiler &sc, Where where) {
+  Machine *m = &sc.machine();
+  return [=](const ActiveThreads &active) {
+    m->where = where;
+    for (int t : active) m->unfenced_global_write[t] = nullptr;
+  };
+}
+
+Exec compile_arrival_ticket(StatementCompiler &sc, const intrinsic::ArrivalTicket &op, Where where) {
+  Machine *m = &sc.machine();
+  Array *counter = &sc.writable_buffer(op.counter, "arrival ticket at");
+  if (counter->space != Space::global || counter->type != i32)
+    fail("an arrival ticket counts in an i32 global buffer; {} is not one", counter->describe());
+  Array *dst = &sc.writable_buffer(op.dst, "arrival ticket into");
+  CompiledExpr counter_index = sc.expr(op.counter_index), dst_index = sc.expr(op.dst_index);
+  return [=](const ActiveThreads &active) {
+    m->where = where;
+    // The ticket tells the block that arrives last that this block's results are there: every thread's
+    // global writes must have been fenced before it, or they may land after that block reads them.
+    for (int t = 0; t < m->threads; ++t)
+      if (Where unfenced = m->unfenced_global_write[t])
+        fail(
+            "arrival ticket taken while thread {} of the block has a global write not yet fenced (at `{}`): "
+            "the block that arrives last may read it before it lands; put intrinsic::threadfence() after "
+            "the writes and a barrier before the ticket",
+            t, *unfenced);
+    for (int t : active) {
+      m->thread = t;
+      const int64_t c = m->element(*counter, counter_index(m->slots[t]), "arrival ticket at");
+      const Real before = m->read(*counter, c);
+      m->write(*counter, c, before + 1);
+      m->unfenced_global_write[t] = nullptr;  // the atomic is not a write the ticket publishes
+      m->write(*dst, m->element(*dst, dst_index(m->slots[t]), "arrival ticket into"), before);
     }
     m->thread = -1;
   };

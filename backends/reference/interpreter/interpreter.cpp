@@ -1,8 +1,11 @@
 #include "backends/reference/interpreter/interpreter.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 #include "backends/reference/interpreter/machine.h"
@@ -70,6 +73,15 @@ std::vector<BoundBuffer> bind_buffers(Machine &m, StatementCompiler &sc,
            shape_string(shape), type_name(tensor.type()), shape_string(tensor.shape()));
     Array &array = m.add_array(
         Array(arg.name, arg.type, Space::global, tensor.size(), arg.role != BufferArg::Role::input));
+    // A workspace element still holding the poison it was allocated with has not been written.
+    if (arg.role == BufferArg::Role::workspace) {
+      const Real unwritten = poison(arg.type);
+      array.written.resize(array.size);
+      for (int64_t i = 0; i < array.size; ++i) {
+        const Real v = tensor.get_linear(i);
+        array.written[i] = arg.type.is_float() ? !std::isnan(static_cast<double>(v)) : v != unwritten;
+      }
+    }
     sc.add_buffer(array);
     bound.push_back({&array, &tensor});
   }
@@ -123,6 +135,7 @@ void start_block(Machine &m, const std::array<int64_t, 3> &block) {
   m.wgmma_groups.assign(m.threads, HeldGroups{});
   m.bulk_store_groups.assign(m.threads, HeldGroups{});
   m.proxy_fences.assign(m.threads, 0);
+  m.unfenced_global_write.assign(m.threads, nullptr);
   m.barriers.clear();
   m.exited = false;
 }
@@ -182,38 +195,46 @@ void execute(Machine &m, Cluster &cluster, std::vector<std::unique_ptr<Machine>>
 
   ActiveThreads all(m.threads);
   std::iota(all.begin(), all.end(), 0);
-  for (Machine *cta : cluster.ctas) cta->running = true;
+  // Clusters (one block each without clusters) run in the options' order: the blocks of a grid may run in
+  // any.
   const std::array<int64_t, 3> dims = {kernel.cluster[0], kernel.cluster[1], kernel.cluster[2]};
-  for (int64_t z = 0; z < grid[2]; z += dims[2]) {
-    for (int64_t y = 0; y < grid[1]; y += dims[1]) {
-      for (int64_t x = 0; x < grid[0]; x += dims[0]) {
-        // The block of rank r in the cluster (%cluster_ctarank counts x fastest).
-        for (int r = 0; r < ctas; ++r)
-          start_block(*cluster.ctas[r],
-                      {x + r % dims[0], y + r / dims[0] % dims[1], z + r / (dims[0] * dims[1])});
-        cluster.arrived = 0;
-        m.where = nullptr;
-        if (ctas == 1) {
-          bodies[0](all);
-        } else {
-          std::vector<std::function<void()>> blocks;
-          for (int r = 0; r < ctas; ++r)
-            blocks.push_back([&, r] {
-              bodies[r](all);
-              cluster.ctas[r]->exited = true;
-            });
-          m.groups.run_concurrently(blocks);
-        }
-        for (const Machine *cta : cluster.ctas)
-          for (const auto &[id, b] : cta->barriers)
-            if (b.arrived > 0)
-              fail(
-                  "block ({}, {}, {}) ends with {} threads arrived at named barrier {} (of its {}): a "
-                  "bar.arrive that no bar.sync completed, so the threads it signals never took their turn; "
-                  "balance each barrier's bar.arrive and bar.sync",
-                  cta->block[0], cta->block[1], cta->block[2], b.arrived, id, b.threads);
-      }
+  std::vector<std::array<int64_t, 3>> origins;
+  for (int64_t z = 0; z < grid[2]; z += dims[2])
+    for (int64_t y = 0; y < grid[1]; y += dims[1])
+      for (int64_t x = 0; x < grid[0]; x += dims[0]) origins.push_back({x, y, z});
+  using BlockOrder = InterpretOptions::BlockOrder;
+  if (m.options.block_order == BlockOrder::reversed) std::reverse(origins.begin(), origins.end());
+  if (m.options.block_order == BlockOrder::shuffled) {
+    std::mt19937 random(20261203);
+    std::shuffle(origins.begin(), origins.end(), random);
+  }
+  for (Machine *cta : cluster.ctas) cta->running = true;
+  for (const auto &[x, y, z] : origins) {
+    // The block of rank r in the cluster (%cluster_ctarank counts x fastest).
+    for (int r = 0; r < ctas; ++r)
+      start_block(*cluster.ctas[r],
+                  {x + r % dims[0], y + r / dims[0] % dims[1], z + r / (dims[0] * dims[1])});
+    cluster.arrived = 0;
+    m.where = nullptr;
+    if (ctas == 1) {
+      bodies[0](all);
+    } else {
+      std::vector<std::function<void()>> blocks;
+      for (int r = 0; r < ctas; ++r)
+        blocks.push_back([&, r] {
+          bodies[r](all);
+          cluster.ctas[r]->exited = true;
+        });
+      m.groups.run_concurrently(blocks);
     }
+    for (const Machine *cta : cluster.ctas)
+      for (const auto &[id, b] : cta->barriers)
+        if (b.arrived > 0)
+          fail(
+              "block ({}, {}, {}) ends with {} threads arrived at named barrier {} (of its {}): a "
+              "bar.arrive that no bar.sync completed, so the threads it signals never took their turn; "
+              "balance each barrier's bar.arrive and bar.sync",
+              cta->block[0], cta->block[1], cta->block[2], b.arrived, id, b.threads);
   }
   for (Machine *cta : cluster.ctas) cta->running = false;
   m.where = nullptr;
@@ -250,17 +271,17 @@ std::map<std::string, HostTensor> run_program(const LoweredProgram &program,
   const Scalars bound = bind_arguments(program, input_shapes, scalars);
   std::map<std::string, HostTensor> buffers = inputs;
   auto allocate = [&](const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
-                      const char *role) {
+                      const char *role, bool zeroed = false) {
     if (buffers.count(name))
       fail("program '{}': its {} '{}' has the name of an input tensor; rename one of them", program.name,
            role, name);
     HostTensor tensor(type, extents_of(shape, bound, fmt::format("{} '{}'", role, name)));
-    tensor.fill(static_cast<double>(poison(type)));
+    tensor.fill(zeroed ? 0.0 : static_cast<double>(poison(type)));
     buffers.emplace(name, std::move(tensor));
   };
   for (const BufferArg &output : program.outputs) allocate(output.name, output.type, output.shape, "output");
   for (const Workspace &workspace : program.workspaces)
-    allocate(workspace.name, workspace.type, workspace.shape, "workspace");
+    allocate(workspace.name, workspace.type, workspace.shape, "workspace", workspace.zeroed);
   // A kernel whose requirements these shapes break runs as its fallback, as on a GPU.
   for (const Kernel &kernel : program.kernels)
     run_kernel(select_variant(kernel, bound), buffers, bound, options);

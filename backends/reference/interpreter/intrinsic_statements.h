@@ -13,6 +13,8 @@ Exec compile_named_barrier(StatementCompiler &sc, const intrinsic::NamedBarrier 
 // barrier.cluster.arrive + wait: every thread of every block of the cluster.
 Exec compile_cluster_sync(StatementCompiler &sc, Where where);
 Exec compile_atomic_add(StatementCompiler &sc, const intrinsic::AtomicAdd &op, Where where);
+Exec compile_threadfence(StatementCompiler &sc, Where where);
+Exec compile_arrival_ticket(StatementCompiler &sc, const intrinsic::ArrivalTicket &op, Where where);
 
 // copies.cpp
 Exec compile_copy(StatementCompiler &sc, const intrinsic::Copy &op, Where where);

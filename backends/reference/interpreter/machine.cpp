@@ -91,6 +91,12 @@ Real Machine::read(Array &a, int64_t e) {
       if (!a.accesses.empty()) check_read(a, e);
       return a.values[e];
     case Space::global:
+      if (!a.written.empty() && !a.written[e])
+        fail(
+            "the read of {}[{}] reads an element that no block has written yet: with blocks in any order, "
+            "a block may read another block's results only after that block's arrival ticket says they are "
+            "there (intrinsic::arrival_ticket)",
+            a.name, e);
       return a.values[e];
   }
   return 0;
@@ -115,6 +121,8 @@ void Machine::write(Array &a, int64_t e, Real value) {
       a.values[e] = value;
       return;
     case Space::global:
+      if (!a.written.empty()) a.written[e] = true;
+      if (thread >= 0) unfenced_global_write[thread] = where;
       a.values[e] = value;
       return;
   }

@@ -84,6 +84,9 @@ class Machine {
   std::vector<HeldGroups> wgmma_groups, bulk_store_groups;  // each thread's wgmmas and TMA stores
   // Each thread's fence_proxy_async count: a TMA store may read a thread's write only after a later fence.
   std::vector<int64_t> proxy_fences;
+  // Each thread's latest write to global memory not yet followed by a threadfence (null when none): an
+  // arrival ticket taken while one is pending could tell another block to read it before it lands.
+  std::vector<Where> unfenced_global_write;
   std::array<int64_t, 3> block{};  // the block now running
   // Where execution is, shared by the blocks of a cluster (only one group of threads runs at a time).
   struct Position {

@@ -89,6 +89,10 @@ struct Array {
   std::vector<TmaOrigin> origins;      // shared arrays a TMA load wrote: one per element
   std::map<int64_t, Mbarrier> mbarriers;  // by element: the initialized mbarriers of a u64 shared array
   std::vector<int> wgmma_holds;  // register arrays a wgmma uses: wgmmas in flight per element, as values
+  // Workspaces that one kernel both writes and reads (the parts of a split that its last block folds):
+  // whether each element holds a value, so that a read of an element no block has written yet (a part whose
+  // block has not run) is refused instead of folding the poison.
+  std::vector<bool> written;
 
   std::string describe() const;  // "A_smem (shared f16[4096])"
 };

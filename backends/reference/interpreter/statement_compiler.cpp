@@ -385,6 +385,8 @@ Exec StatementCompiler::evaluate(const Stmt &s) {
   if (auto op = intrinsic::as_mma(s)) return compile_mma(*this, *op, where);
   if (auto op = intrinsic::as_shuffle_xor(s)) return compile_shuffle_xor(*this, *op, where);
   if (auto op = intrinsic::as_atomic_add(s)) return compile_atomic_add(*this, *op, where);
+  if (intrinsic::is_threadfence(s)) return compile_threadfence(*this, where);
+  if (auto op = intrinsic::as_arrival_ticket(s)) return compile_arrival_ticket(*this, *op, where);
   if (auto op = intrinsic::as_mbarrier(s)) return compile_mbarrier(*this, *op, where);
   if (auto op = intrinsic::as_tma_copy(s)) return compile_tma_copy(*this, *op, where);
   if (intrinsic::is_tma_store_commit(s)) return compile_held_commit(*this, HeldKind::bulk_store, where);
