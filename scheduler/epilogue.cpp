@@ -16,7 +16,8 @@ namespace {
 
 // The values the output stores: the monoid's finalize, or the fused consumer's values with its calls of the
 // reduction replaced by them (by those of `finalized_pair` where it reads the second column of a pair).
-std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r, const std::vector<Halide::Expr> &coords,
+std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r,
+                                        const std::vector<Halide::Expr> &coords,
                                         const std::vector<Halide::Expr> &finalized,
                                         const std::vector<Halide::Expr> &finalized_pair) {
   if (!r.consumer) return finalized;
@@ -26,21 +27,20 @@ std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r, const s
   read_intermediates(lowering, r.intermediates);
   for (size_t k = 0; k < cd.args.size(); ++k) lowering.bind(cd.args[k].name(), at[k]);
   const std::string &reduction = r.reduction.name();
-  lowering.on_func_call(
-      [&](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
-        if (c->name != reduction) return std::nullopt;
-        int64_t column = 0;  // of the pair
-        for (size_t k = 0; k < args.size(); ++k) {
-          const bool paired = static_cast<int>(k) == r.paired_dim;
-          const int64_t *offset = as_const_int(simplify(args[k] - (paired ? 2 * at[k] : at[k])));
-          if (!offset || *offset < 0 || *offset > (paired ? 1 : 0))
-            fail(
-                "func '{}' reads '{}' at another point than its own{}, so it cannot be fused as its epilogue",
-                r.consumer->name(), reduction, r.paired_dim >= 0 ? " or its column pair" : "");
-          if (paired) column = *offset;
-        }
-        return (column ? finalized_pair : finalized)[c->value_index];
-      });
+  lowering.on_func_call([&](const Call *c,
+                            const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
+    if (c->name != reduction) return std::nullopt;
+    int64_t column = 0;  // of the pair
+    for (size_t k = 0; k < args.size(); ++k) {
+      const bool paired = static_cast<int>(k) == r.paired_dim;
+      const int64_t *offset = as_const_int(simplify(args[k] - (paired ? 2 * at[k] : at[k])));
+      if (!offset || *offset < 0 || *offset > (paired ? 1 : 0))
+        fail("func '{}' reads '{}' at another point than its own{}, so it cannot be fused as its epilogue",
+             r.consumer->name(), reduction, r.paired_dim >= 0 ? " or its column pair" : "");
+      if (paired) column = *offset;
+    }
+    return (column ? finalized_pair : finalized)[c->value_index];
+  });
   std::vector<Halide::Expr> values;
   for (const Expr &v : cd.values) values.push_back(lowering.lower(v));
   return values;
@@ -77,7 +77,8 @@ Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::
     const std::vector<Halide::Expr> finalized(m.finalize.begin(), m.finalize.end());
     std::vector<Halide::Expr> finalized_pair;
     if (r.paired_dim >= 0) {
-      TWIST_CHECK(pair_state.size() == static_cast<size_t>(s.size()), "the state of a column pair's second point");
+      TWIST_CHECK(pair_state.size() == static_cast<size_t>(s.size()),
+                  "the state of a column pair's second point");
       std::map<std::string, Halide::Expr> second;
       for (int c = 0; c < s.size(); ++c) second[s[c].as<Variable>()->name] = pair_state[c];
       for (const Halide::Expr &f : finalized) finalized_pair.push_back(substitute(second, f));

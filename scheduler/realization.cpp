@@ -235,7 +235,8 @@ class Planner {
     // The coordinates do not depend on the extents.
     const std::vector<Halide::Expr> extents(producer.definition().args.size(), Halide::Expr(1));
     const LoopStructure loops = make_loops(producer, extents, fs);
-    return expr_uses_var(loops.value_of.at(producer.definition().args[*dim].name()), fs->atom()->j) ? *dim : -1;
+    return expr_uses_var(loops.value_of.at(producer.definition().args[*dim].name()), fs->atom()->j) ? *dim
+                                                                                                    : -1;
   }
 
   void check_compute_at() const {

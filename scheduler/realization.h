@@ -44,7 +44,7 @@ struct FuncRealization {
   // epilogue: the dimension in which the consumer reads it at column pairs (2x, 2x + 1), or -1 where the
   // consumer reads it at its own point.
   int paired_dim = -1;
-  bool by_default = false;            // placed by the rule above, not by the schedule
+  bool by_default = false;  // placed by the rule above, not by the schedule
 };
 
 struct Realization {

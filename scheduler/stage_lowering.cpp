@@ -54,74 +54,81 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
   const int chains = std::min(parts, kMaxChains);
   const int run = (parts + chains - 1) / chains;
   const int paired = values.paired_dim;
-  Kernel k = pointwise_kernel(values.kernel_name, output_extents(values), [&](const std::vector<Halide::Expr>
-                                                                                  &coords) {
-    const State a = m.lhs(), b = m.rhs();
-    std::vector<Halide::Expr> shape = {Halide::Expr(parts)};
-    shape.insert(shape.end(), values.extents.begin(), values.extents.end());
-    // The fold of the parts' states at the reduction's point `point` into the register arrays named
-    // `prefix` + component, whose element 0 ends with the folded state.
-    auto fold_parts = [&](const std::vector<Halide::Expr> &point, const std::string &prefix) {
-      // state[into] = combine(state[into], b), with b's components given by `rhs`.
-      auto combine_into = [&](const Halide::Expr &into, const std::function<Halide::Expr(size_t)> &rhs) {
-        std::vector<Stmt> stores;
-        for (size_t c = 0; c < m.state.size(); ++c)
-          stores.push_back(stmt::store(prefix + m.state[c].name, m.combine[c], into));
-        std::vector<std::pair<std::string, Halide::Expr>> operands;
-        for (size_t c = 0; c < m.state.size(); ++c) {
-          operands.push_back({a[c].as<Variable>()->name, load(m.state[c].type, prefix + m.state[c].name, into)});
-          operands.push_back({b[c].as<Variable>()->name, rhs(c)});
+  Kernel k = pointwise_kernel(
+      values.kernel_name, output_extents(values), [&](const std::vector<Halide::Expr> &coords) {
+        const State a = m.lhs(), b = m.rhs();
+        std::vector<Halide::Expr> shape = {Halide::Expr(parts)};
+        shape.insert(shape.end(), values.extents.begin(), values.extents.end());
+        // The fold of the parts' states at the reduction's point `point` into the register arrays named
+        // `prefix` + component, whose element 0 ends with the folded state.
+        auto fold_parts = [&](const std::vector<Halide::Expr> &point, const std::string &prefix) {
+          // state[into] = combine(state[into], b), with b's components given by `rhs`.
+          auto combine_into = [&](const Halide::Expr &into, const std::function<Halide::Expr(size_t)> &rhs) {
+            std::vector<Stmt> stores;
+            for (size_t c = 0; c < m.state.size(); ++c)
+              stores.push_back(stmt::store(prefix + m.state[c].name, m.combine[c], into));
+            std::vector<std::pair<std::string, Halide::Expr>> operands;
+            for (size_t c = 0; c < m.state.size(); ++c) {
+              operands.push_back(
+                  {a[c].as<Variable>()->name, load(m.state[c].type, prefix + m.state[c].name, into)});
+              operands.push_back({b[c].as<Variable>()->name, rhs(c)});
+            }
+            return stmt::let_all(operands, Block::make(stores));
+          };
+          const Halide::Expr chain = stmt::var("chain"), step = stmt::var("step");
+          const Halide::Expr part = chain * run + step;
+          std::vector<Halide::Expr> at = {part};
+          at.insert(at.end(), point.begin(), point.end());
+          Stmt fold = stmt::guarded(
+              parts % chains == 0 ? const_true() : part < parts,
+              combine_into(
+                  chain,
+                  [&](size_t c) { return load(m.state[c].type, partials[c].name, flat_index(at, shape)); }));
+          std::vector<Stmt> steps;
+          for (size_t c = 0; c < m.state.size(); ++c)
+            steps.push_back(
+                stmt::unrolled("chain", chains, stmt::store(prefix + m.state[c].name, m.identity[c], chain)));
+          steps.push_back(For::make("step", 0, run, ForType::Serial, Halide::DeviceAPI::None,
+                                    stmt::unrolled("chain", chains, fold)));
+          // Pairwise, neighbours first; a chain without a right neighbour (chains not a power of 2) waits.
+          for (int stride = 1; stride < chains; stride *= 2)
+            steps.push_back(stmt::unrolled(
+                "chain", (chains + 2 * stride - 1) / (2 * stride),
+                stmt::guarded(
+                    chains % (2 * stride) == 0 ? const_true() : chain * (2 * stride) + stride < chains,
+                    combine_into(
+                        chain * (2 * stride),
+                        [&](size_t c) {
+                          return load(m.state[c].type, prefix + m.state[c].name,
+                                      chain * (2 * stride) + stride);
+                        }))));
+          return Block::make(steps);
+        };
+        auto folded = [&](const std::string &prefix) {
+          std::vector<Halide::Expr> state;
+          for (const Component &c : m.state) state.push_back(load(c.type, prefix + c.name, 0));
+          return state;
+        };
+        std::vector<Halide::Expr> point = coords, pair;
+        std::vector<std::string> prefixes = {"state."};
+        std::vector<Stmt> steps;
+        if (paired >= 0) {
+          point[paired] = 2 * coords[paired];
+          pair = point;
+          pair[paired] = point[paired] + 1;
+          prefixes.push_back("pair.state.");
         }
-        return stmt::let_all(operands, Block::make(stores));
-      };
-      const Halide::Expr chain = stmt::var("chain"), step = stmt::var("step");
-      const Halide::Expr part = chain * run + step;
-      std::vector<Halide::Expr> at = {part};
-      at.insert(at.end(), point.begin(), point.end());
-      Stmt fold = stmt::guarded(
-          parts % chains == 0 ? const_true() : part < parts,
-          combine_into(chain,
-                       [&](size_t c) { return load(m.state[c].type, partials[c].name, flat_index(at, shape)); }));
-      std::vector<Stmt> steps;
-      for (size_t c = 0; c < m.state.size(); ++c)
-        steps.push_back(
-            stmt::unrolled("chain", chains, stmt::store(prefix + m.state[c].name, m.identity[c], chain)));
-      steps.push_back(For::make("step", 0, run, ForType::Serial, Halide::DeviceAPI::None,
-                                stmt::unrolled("chain", chains, fold)));
-      // Pairwise, neighbours first; a chain without a right neighbour (chains not a power of 2) waits.
-      for (int stride = 1; stride < chains; stride *= 2)
-        steps.push_back(stmt::unrolled(
-            "chain", (chains + 2 * stride - 1) / (2 * stride),
-            stmt::guarded(chains % (2 * stride) == 0 ? const_true() : chain * (2 * stride) + stride < chains,
-                          combine_into(chain * (2 * stride), [&](size_t c) {
-                            return load(m.state[c].type, prefix + m.state[c].name, chain * (2 * stride) + stride);
-                          }))));
-      return Block::make(steps);
-    };
-    auto folded = [&](const std::string &prefix) {
-      std::vector<Halide::Expr> state;
-      for (const Component &c : m.state) state.push_back(load(c.type, prefix + c.name, 0));
-      return state;
-    };
-    std::vector<Halide::Expr> point = coords, pair;
-    std::vector<std::string> prefixes = {"state."};
-    std::vector<Stmt> steps;
-    if (paired >= 0) {
-      point[paired] = 2 * coords[paired];
-      pair = point;
-      pair[paired] = point[paired] + 1;
-      prefixes.push_back("pair.state.");
-    }
-    steps.push_back(fold_parts(point, prefixes[0]));
-    if (paired >= 0) steps.push_back(fold_parts(pair, prefixes[1]));
-    steps.push_back(epilogue_stores(values, point, folded(prefixes[0]), Halide::Expr(),
-                                    paired >= 0 ? folded(prefixes[1]) : std::vector<Halide::Expr>{}));
-    Stmt body = Block::make(steps);
-    for (const std::string &prefix : prefixes)
-      for (const Component &c : m.state)
-        body = Allocate::make(prefix + c.name, c.type, Halide::MemoryType::Register, {chains}, const_true(), body);
-    return body;
-  });
+        steps.push_back(fold_parts(point, prefixes[0]));
+        if (paired >= 0) steps.push_back(fold_parts(pair, prefixes[1]));
+        steps.push_back(epilogue_stores(values, point, folded(prefixes[0]), Halide::Expr(),
+                                        paired >= 0 ? folded(prefixes[1]) : std::vector<Halide::Expr>{}));
+        Stmt body = Block::make(steps);
+        for (const std::string &prefix : prefixes)
+          for (const Component &c : m.state)
+            body = Allocate::make(prefix + c.name, c.type, Halide::MemoryType::Register, {chains},
+                                  const_true(), body);
+        return body;
+      });
   k.schedule_summary = fmt::format(
       "  folds {} partial states per point with {}'s combine, in {} chains of up to {} consecutive parts{}\n",
       parts, m.name, chains, run, paired >= 0 ? ", both points of each column pair per thread" : "");

@@ -289,7 +289,7 @@ def layer_calls(model, run) -> dict[str, tuple[int, tuple, dict]]:
 
     def capture(index):
         def hook(module, args, kwargs):
-            kind = module.attention_type if hasattr(module, "attention_type") else model.config.layer_types[index]
+            kind = gemma.LAYER_TYPES[module.self_attn.layer_type]
             if kind not in calls:
                 calls[kind] = (index, args, {k: copy.deepcopy(v) if k == "past_key_values" else v
                                              for k, v in kwargs.items()})
@@ -301,7 +301,7 @@ def layer_calls(model, run) -> dict[str, tuple[int, tuple, dict]]:
     finally:
         for h in hooks:
             h.remove()
-    return {gemma.layer_kind(kind): call for kind, call in calls.items()}
+    return calls
 
 
 def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record: dict, timer=bench_ms,
@@ -361,34 +361,8 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
         record["errors_against_bf16_reference"] = against_reference
         print(f"{record['case']}: relative L2 error against the exact model, twist {errors}, bf16 reference "
               f"{reference_errors}; twist against the bf16 reference {against_reference}", flush=True)
-        forward_ms, compile_s = {}, {}
-        runs = [("eager", reference)] + ([("compile", compiler(reference))] if compile_reference else [])
-        for which, model in runs + [("twist", twisted)]:
-            if which == "compile":
-                compile_s["forward"] = first_call_s(*forward(model))
-            forward_ms[which] = timer(*forward(model))
-        # One decoder layer of each type, called as the forward pass calls it (the twist layer then normalizes
-        # its own input: the forward pass has the previous layer's residual norm do that).
-        layer_forward_ms = {}
-        fn, before = forward(reference)
-        if before:
-            before()
-        for kind, (index, args, kwargs) in layer_calls(reference, fn).items():
-            cache = kwargs.get("past_key_values")
-
-            def restore(kwargs=kwargs, cache=cache):
-                if cache is not None:
-                    kwargs["past_key_values"] = copy.deepcopy(cache)
-            call = lambda layer, args=args, kwargs=kwargs: (lambda: layer(*args, **kwargs))  # noqa: E731
-            layers = [("eager", reference.model.layers[index])]
-            if compile_reference:
-                layers.append(("compile", compiler(reference.model.layers[index])))
-            layer_forward_ms[kind] = {}
-            for which, layer in layers + [("twist", twisted.model.layers[index])]:
-                if which == "compile":
-                    compile_s[f"{kind} layer"] = first_call_s(call(layer), restore)
-                layer_forward_ms[kind][which] = timer(call(layer), restore)
-        gemma.clear_stashes(twisted)
+        # The kernels first, then eager and twist, torch.compile last: each stage printed as it is measured, so
+        # that a run cut short (compilation takes the longest) keeps what came before.
         layer_ms, kernels_ms, kernel_errors = {}, {}, {}
         for layer in twisted.model.layers:
             kind = layer._twist.kind
@@ -399,6 +373,40 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
                 kernels_ms[kind] = {name: {"twist_ms": timer(ours), "pytorch_ms": timer(theirs)}
                                     for name, (ours, theirs) in pairs.items()}
                 layer_ms[kind] = layer_kernels_ms(kernels_ms[kind])
+        print(f"{record['case']}: kernels (ms) {kernels_ms}, errors {kernel_errors}", flush=True)
+        # One decoder layer of each type, called as the forward pass calls it (the twist layer then normalizes
+        # its own input: the forward pass has the previous layer's residual norm do that).
+        fn, before = forward(reference)
+        if before:
+            before()
+        calls = layer_calls(reference, fn)
+        layer_runs = {}
+        for kind, (index, args, kwargs) in calls.items():
+            cache = kwargs.get("past_key_values")
+
+            def restore(kwargs=kwargs, cache=cache):
+                if cache is not None:
+                    kwargs["past_key_values"] = copy.deepcopy(cache)
+            layer_runs[kind] = (index, lambda layer, args=args, kwargs=kwargs: (lambda: layer(*args, **kwargs)),
+                                restore)
+        forward_ms, layer_forward_ms, compile_s = {}, {kind: {} for kind in layer_runs}, {}
+        for which, model in (("eager", reference), ("twist", twisted)):
+            forward_ms[which] = timer(*forward(model))
+            for kind, (index, call, restore) in layer_runs.items():
+                layer_forward_ms[kind][which] = timer(call(model.model.layers[index]), restore)
+        gemma.clear_stashes(twisted)
+        print(f"{record['case']}: forward (ms) {forward_ms}, one layer (ms) {layer_forward_ms}", flush=True)
+        if compile_reference:
+            compiled = compiler(reference)
+            compile_s["forward"] = first_call_s(*forward(compiled))
+            forward_ms["compile"] = timer(*forward(compiled))
+            for kind, (index, call, restore) in layer_runs.items():
+                layer = compiler(reference.model.layers[index])
+                compile_s[f"{kind} layer"] = first_call_s(call(layer), restore)
+                layer_forward_ms[kind]["compile"] = timer(call(layer), restore)
+            print(f"{record['case']}: torch.compile forward (ms) {forward_ms['compile']}, one layer (ms) "
+                  f"{ {kind: ms['compile'] for kind, ms in layer_forward_ms.items()} }, compiling (s) {compile_s}",
+                  flush=True)
     return finish_record(record, errors, reference_errors, kernels_ms, kernel_errors, layer_ms, forward_ms,
                          layer_forward_ms, compile_s)
 

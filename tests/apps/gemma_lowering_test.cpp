@@ -40,10 +40,11 @@ TEST_CASE("gemma: gate and up projections as one tensor-core GEMM with the gate 
   const GemmTiling mma{.block_m = 64, .block_n = 64, .block_k = 64, .warp_m = 32, .warp_n = 32, .stages = 2};
   GemmTiling mma_split = mma;
   mma_split.split_k = 3;
-  for (const Case &k : {Case{37, projection_plan(37, 2 * c.intermediate, hidden), Target::sm90a()},
-                        Case{8, projection_plan(8, 2 * c.intermediate, hidden), Target::sm90a()},
-                        Case{37, GemmPlan{split_k}, Target::sm90a()}, Case{37, GemmPlan{plain_store}, Target::sm90a()},
-                        Case{37, GemmPlan{mma}, Target::sm80()}, Case{37, GemmPlan{mma_split}, Target::sm80()}}) {
+  for (const Case &k :
+       {Case{37, projection_plan(37, 2 * c.intermediate, hidden), Target::sm90a()},
+        Case{8, projection_plan(8, 2 * c.intermediate, hidden), Target::sm90a()},
+        Case{37, GemmPlan{split_k}, Target::sm90a()}, Case{37, GemmPlan{plain_store}, Target::sm90a()},
+        Case{37, GemmPlan{mma}, Target::sm80()}, Case{37, GemmPlan{mma_split}, Target::sm80()}}) {
     INFO(k.rows, " rows, ", k.plan.name(), " on ", k.target.arch);
     const Schedule s = schedule_gated_up(g, k.plan);
     const LoweredProgram p = lower(g.out, s, k.target);
@@ -71,7 +72,8 @@ TEST_CASE("gemma: pairs of rows of a contraction are not in one thread, so their
   gated(i, j) = cast(bf16, gelu_tanh(cast(f32, gemm.C(2 * i, j))) * cast(f32, gemm.C(2 * i + 1, j)));
   gated.set_shape({Expr(9), gemm.N});
   Schedule s =
-      GemmPlan{GemmTiling{.block_m = 64, .block_n = 64, .block_k = 32, .warp_m = 32, .warp_n = 32, .stages = 2}}
+      GemmPlan{
+          GemmTiling{.block_m = 64, .block_n = 64, .block_k = 32, .warp_m = 32, .warp_n = 32, .stages = 2}}
           .schedule(gemm);
   CHECK_THROWS_WITH(lower(gated, s, Target::sm80()), doctest::Contains("a reduction computed at a row"));
   s[gemm.C].compute_root();
