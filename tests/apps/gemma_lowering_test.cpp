@@ -62,6 +62,44 @@ TEST_CASE("gemma: gate and up projections as one tensor-core GEMM with the gate 
   }
 }
 
+TEST_CASE("column pairs: SwiGLU with a bias read from an input fuses on both datapaths, split or not") {
+  // Not Gemma's gate: x silu(x Wgate) * (x Wup) + bias over f16 interleaved weights, the bias an input that
+  // the epilogue reads (so every point it computes is guarded), 24 output columns of 48.
+  const Gemm gemm = make_gemm({.input = f16, .output = f16, .prefix = "swiglu_"});
+  const Input bias("swiglu_bias", f32, {Expr(24)});
+  Func out("swiglu_out");
+  Var i("i"), j("j");
+  const Expr gate = gemm.C(i, 2 * j), up = gemm.C(i, 2 * j + 1);
+  out(i, j) = cast(f16, gate / (1.0f + exp(-gate)) * up + bias(j));
+  out.set_shape({gemm.M, Expr(24)});
+  const GemmTiling mma{.block_m = 32, .block_n = 32, .block_k = 32, .warp_m = 32, .warp_n = 16, .stages = 2};
+  GemmTiling mma_split = mma;
+  mma_split.split_k = 2;
+  const HopperTiling wgmma{.block_m = 64,
+                           .block_n = 32,
+                           .block_k = 64,
+                           .warpgroups = 1,
+                           .stages = 2,
+                           .warp_specialized = false,
+                           .persistent_blocks = 0,
+                           .tma_store = false};
+  for (const auto &[plan, target] :
+       {std::pair{GemmPlan{mma}, Target::sm80()}, std::pair{GemmPlan{mma_split}, Target::sm80()},
+        std::pair{GemmPlan{wgmma}, Target::sm90a()}}) {
+    INFO(plan.name());
+    const Schedule s = plan.schedule(gemm);
+    const LoweredProgram p = lower(out, s, target);
+    CHECK(p.kernels.back().name == out.name());
+    CHECK(p.kernels.size() == p.workspaces.size() + 1);  // the split's parts write the only workspace
+    CHECK(p.workspaces.size() == (plan.hopper()                                   ? 0u
+                                  : std::get<GemmTiling>(plan.tiling).split_k > 1 ? 1u
+                                                                                  : 0u));
+    const std::map<std::string, double> sizes = {
+        {gemm.M.name(), 19}, {gemm.N.name(), 48}, {gemm.K.name(), 128}};
+    CHECK(lowered_error(out, s, random_inputs(out, sizes, 43), sizes) < 2e-3);
+  }
+}
+
 TEST_CASE("gemma: pairs of rows of a contraction are not in one thread, so their consumer is not fused") {
   // The same gate over pairs of the GEMM's rows: the atoms give a thread rows 8 apart, so the GEMM is not
   // placed as the consumer's epilogue but computed at its rows, which refuses two rows; as a stage of its own
