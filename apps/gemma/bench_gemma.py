@@ -285,6 +285,15 @@ def first_call_s(fn, before=None) -> float:
     return time.perf_counter() - start
 
 
+def release_compile_workers() -> None:
+    """Shuts down torch.compile's pool of compile worker processes, which outlives the compilation. In the H200
+    run of 2026-12-03 18:43 the decode case's small kernels (ours and PyTorch's, launch-bound) measured 4 to 8
+    times slower after the prefill case had compiled than in a run without torch.compile: the idle pool is the
+    suspect, so the next case's timings start without it (a later compilation starts a new one)."""
+    from torch._inductor import async_compile
+    async_compile.shutdown_compile_workers()
+
+
 def layer_calls(model, run) -> dict[str, tuple[int, tuple, dict]]:
     """Per layer type, the first decoder layer of that type in `model` and the arguments `run()` (a forward pass)
     calls it with; a cache among them is copied as it was then, as the layer's call appends to it."""
@@ -410,6 +419,7 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
             print(f"{record['case']}: torch.compile forward (ms) {forward_ms['compile']}, one layer (ms) "
                   f"{ {kind: ms['compile'] for kind, ms in layer_forward_ms.items()} }, compiling (s) {compile_s}",
                   flush=True)
+            release_compile_workers()
     return finish_record(record, errors, reference_errors, kernels_ms, kernel_errors, layer_ms, forward_ms,
                          layer_forward_ms, compile_s)
 
