@@ -624,10 +624,9 @@ bool ReductionKernelBuilder::stores_column_pairs() const {
     if (!even_tiles || !is_const_one(simplify(next_col - col)) || !is_const_zero(simplify(next_row - row)) ||
         !is_const_zero(simplify(col % 2)))
       fail(
-          "func '{}' reads '{}' at column pairs, but under the schedule of '{}' accumulator elements {} and "
-          "{} "
-          "are not columns 2x and 2x + 1 of one row (the tiles of coordinate {} = {} must be of even "
-          "widths); tile '{}' to even widths, or compute it as a stage of its own "
+          "func '{}' reads '{}' at column pairs, but under the schedule of '{}' accumulator elements {} "
+          "and {} are not columns 2x and 2x + 1 of one row (the tiles of coordinate {} = {} must be of "
+          "even widths); tile '{}' to even widths, or compute it as a stage of its own "
           "(FuncSchedule::compute_root)",
           consumer, fname, fname, e, e + 1, req_.paired_dim, coordinate, fname);
   }
