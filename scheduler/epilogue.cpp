@@ -1,5 +1,7 @@
 #include "scheduler/epilogue.h"
 
+#include <map>
+
 #include "lang/error.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
@@ -12,27 +14,33 @@ using namespace twist::stmt;
 
 namespace {
 
-// The values the output stores: the monoid's finalize, or the fused consumer's values with its call of the
-// reduction replaced by them.
+// The values the output stores: the monoid's finalize, or the fused consumer's values with its calls of the
+// reduction replaced by them (by those of `finalized_pair` where it reads the second column of a pair).
 std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r,
-                                        const std::vector<Halide::Expr> &coords) {
-  const Monoid &m = *r.reduction.definition().reduction->monoid;
-  std::vector<Halide::Expr> finalized(m.finalize.begin(), m.finalize.end());
+                                        const std::vector<Halide::Expr> &coords,
+                                        const std::vector<Halide::Expr> &finalized,
+                                        const std::vector<Halide::Expr> &finalized_pair) {
   if (!r.consumer) return finalized;
   const Definition &cd = r.consumer->definition();
+  const std::vector<Halide::Expr> at = output_coords(r, coords);
   ExprLowering lowering(*r.graph);
   read_intermediates(lowering, r.intermediates);
-  for (size_t k = 0; k < cd.args.size(); ++k) lowering.bind(cd.args[k].name(), coords[k]);
+  for (size_t k = 0; k < cd.args.size(); ++k) lowering.bind(cd.args[k].name(), at[k]);
   const std::string &reduction = r.reduction.name();
-  lowering.on_func_call(
-      [&](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
-        if (c->name != reduction) return std::nullopt;
-        for (size_t k = 0; k < args.size(); ++k)
-          if (!equal(simplify(args[k]), simplify(coords[k])))
-            fail("func '{}' reads '{}' at another point than its own, so it cannot be fused as its epilogue",
-                 r.consumer->name(), reduction);
-        return finalized[c->value_index];
-      });
+  lowering.on_func_call([&](const Call *c,
+                            const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
+    if (c->name != reduction) return std::nullopt;
+    int64_t column = 0;  // of the pair
+    for (size_t k = 0; k < args.size(); ++k) {
+      const bool paired = static_cast<int>(k) == r.paired_dim;
+      const int64_t *offset = as_const_int(simplify(args[k] - (paired ? 2 * at[k] : at[k])));
+      if (!offset || *offset < 0 || *offset > (paired ? 1 : 0))
+        fail("func '{}' reads '{}' at another point than its own{}, so it cannot be fused as its epilogue",
+             r.consumer->name(), reduction, r.paired_dim >= 0 ? " or its column pair" : "");
+      if (paired) column = *offset;
+    }
+    return (column ? finalized_pair : finalized)[c->value_index];
+  });
   std::vector<Halide::Expr> values;
   for (const Expr &v : cd.values) values.push_back(lowering.lower(v));
   return values;
@@ -40,8 +48,22 @@ std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r,
 
 }  // namespace
 
+std::vector<Halide::Expr> output_coords(const ReductionKernelRequest &r,
+                                        const std::vector<Halide::Expr> &coords) {
+  std::vector<Halide::Expr> at = coords;
+  if (r.paired_dim >= 0) at[r.paired_dim] = simplify(at[r.paired_dim] / 2);
+  return at;
+}
+
+std::vector<Halide::Expr> output_extents(const ReductionKernelRequest &r) {
+  std::vector<Halide::Expr> extents = r.extents;
+  if (r.paired_dim >= 0) extents[r.paired_dim] = simplify(extents[r.paired_dim] / 2);
+  return extents;
+}
+
 Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::Expr> &coords,
-                     const std::vector<Halide::Expr> &state, const Halide::Expr &part) {
+                     const std::vector<Halide::Expr> &state, const Halide::Expr &part,
+                     const std::vector<Halide::Expr> &pair_state) {
   const Monoid &m = *r.reduction.definition().reduction->monoid;
   std::vector<Stmt> stores;
   const State s = m.one();
@@ -52,8 +74,17 @@ Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::
     for (int c = 0; c < s.size(); ++c)
       stores.push_back(store(r.output_buffers[c].name, s[c], flat_index(at, shape)));
   } else {
-    const std::vector<Halide::Expr> values = output_values(r, coords);
-    const Halide::Expr index = flat_index(coords, r.extents);
+    const std::vector<Halide::Expr> finalized(m.finalize.begin(), m.finalize.end());
+    std::vector<Halide::Expr> finalized_pair;
+    if (r.paired_dim >= 0) {
+      TWIST_CHECK(pair_state.size() == static_cast<size_t>(s.size()),
+                  "the state of a column pair's second point");
+      std::map<std::string, Halide::Expr> second;
+      for (int c = 0; c < s.size(); ++c) second[s[c].as<Variable>()->name] = pair_state[c];
+      for (const Halide::Expr &f : finalized) finalized_pair.push_back(substitute(second, f));
+    }
+    const std::vector<Halide::Expr> values = output_values(r, coords, finalized, finalized_pair);
+    const Halide::Expr index = flat_index(output_coords(r, coords), output_extents(r));
     for (size_t o = 0; o < values.size(); ++o) {
       const BufferArg &out = r.output_buffers[o];
       const Halide::Expr v = Halide::cast(out.type, values[o]);
@@ -110,8 +141,9 @@ void check_tma_store(const ReductionKernelRequest &r, const StagePlan &p) {
 std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const LoopStructure &loops,
                                         std::string &summary) {
   TWIST_CHECK(r.output == ReductionKernelRequest::Output::values, "write-back tiles of partial states");
-  std::vector<Halide::Expr> coords;
-  for (const Var &v : r.reduction.definition().args) coords.push_back(loops.value_of.at(v.name()));
+  std::vector<Halide::Expr> point;
+  for (const Var &v : r.reduction.definition().args) point.push_back(loops.value_of.at(v.name()));
+  const std::vector<Halide::Expr> coords = output_coords(r, point);
   const Transport transport = r.schedule ? r.schedule->output_transport() : Transport::plain;
   std::vector<StagePlan> plans;
   int bytes = 0;

@@ -9,11 +9,21 @@
 
 namespace twist {
 
-// Statements storing the point at `coords` (the output's coordinates, in kernel terms) whose state
-// components are `state`; `part` is the split part's index where the request stores partial states.
+// Statements storing the point at `coords` (the reduction's coordinates, in kernel terms) whose state
+// components are `state`; `part` is the split part's index where the request stores partial states. Where
+// the fused consumer reads column pairs (ReductionKernelRequest::paired_dim), `coords` is the pair's first
+// point (even in that dimension), `pair_state` the state of the second, and the consumer's point they make
+// is stored.
 Halide::Internal::Stmt epilogue_stores(const ReductionKernelRequest &request,
                                        const std::vector<Halide::Expr> &coords,
-                                       const std::vector<Halide::Expr> &state, const Halide::Expr &part);
+                                       const std::vector<Halide::Expr> &state, const Halide::Expr &part,
+                                       const std::vector<Halide::Expr> &pair_state = {});
+
+// The point of the stored output that the reduction's point `coords` goes into, and the output's extents:
+// the reduction's, halved in the dimension of a consumer's column pairs.
+std::vector<Halide::Expr> output_coords(const ReductionKernelRequest &request,
+                                        const std::vector<Halide::Expr> &coords);
+std::vector<Halide::Expr> output_extents(const ReductionKernelRequest &request);
 
 // The write-back tiles of the request's outputs, over the block's `loops`, with a line each added to
 // `summary`: a tensor-core kernel's lanes hold pairs of elements scattered over 8 rows of each atom, which

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "lang/error.h"
@@ -48,6 +49,7 @@ std::string Realization::to_string() const {
     if (r.placement == Placement::at_consumer)
       s += fmt::format(" {} loop {}", r.consumer, r.loop.empty() ? "(its row)" : r.loop);
     if (r.placement == Placement::epilogue) s += " " + r.consumer;
+    if (r.paired_dim >= 0) s += fmt::format(" (column pairs in dimension {})", r.paired_dim);
     if (!r.extents.empty()) s += fmt::format(" over [{}]", fmt::join(r.extents, ", "));
     if (r.by_default) s += " (default)";
     s += "\n";
@@ -174,10 +176,13 @@ class Planner {
           realization_.of(consumer.name()).placement == Placement::at_consumer)
         continue;
       const FuncSchedule *fs = schedule_.find(r.func.name());
-      if (consumer.same_as(output) && reads_pointwise(consumer, r.func) && fs &&
+      const bool pointwise = reads_pointwise(consumer, r.func);
+      const int paired = column_pairs_from_registers(consumer, r.func, fs);
+      if (consumer.same_as(output) && (pointwise || paired >= 0) && fs &&
           !binds_reduction_to_threads(r.func, fs)) {
         r.placement = Placement::epilogue;
         r.consumer = consumer.name();
+        r.paired_dim = pointwise ? -1 : paired;
       } else {
         r.placement = Placement::at_consumer;
         r.consumer = consumer.name();
@@ -196,6 +201,42 @@ class Planner {
           if (!equal(simplify(c->args[k]), Halide::Expr(cd.args[k]))) return false;
       }
     return true;
+  }
+
+  // The dimension d in which every call of `producer` in `consumer` is at (.., 2 x_d + c, ..), c in {0, 1},
+  // and at the consumer's own point x in every other dimension; none where the calls are otherwise.
+  std::optional<int> reads_column_pairs(const Func &consumer, const Func &producer) const {
+    const Definition &cd = consumer.definition();
+    int paired = -1;
+    for (const Halide::Expr &e : computed_expressions(consumer))
+      for (const Call *c : func_calls(e)) {
+        if (c->name != producer.name()) continue;
+        if (c->args.size() != cd.args.size()) return std::nullopt;
+        for (size_t k = 0; k < c->args.size(); ++k) {
+          const Halide::Expr x(cd.args[k]);
+          if (equal(simplify(c->args[k]), x)) continue;
+          const int64_t *offset = as_const_int(simplify(c->args[k] - 2 * x));
+          if (!offset || (*offset != 0 && *offset != 1) || (paired >= 0 && paired != static_cast<int>(k)))
+            return std::nullopt;
+          paired = static_cast<int>(k);
+        }
+      }
+    if (paired < 0) return std::nullopt;
+    return paired;
+  }
+
+  // The dimension in which `consumer` reads the reduction `producer` at column pairs (reads_column_pairs)
+  // where the producer's matrix atom has its columns along it, or -1. The atoms' accumulator layouts keep
+  // columns 2x and 2x + 1 in one thread (the kernel checks that from the layouts), so such a consumer is
+  // computed from registers.
+  int column_pairs_from_registers(const Func &consumer, const Func &producer, const FuncSchedule *fs) const {
+    const std::optional<int> dim = reads_column_pairs(consumer, producer);
+    if (!dim || !fs || !fs->atom()) return -1;
+    // The coordinates do not depend on the extents.
+    const std::vector<Halide::Expr> extents(producer.definition().args.size(), Halide::Expr(1));
+    const LoopStructure loops = make_loops(producer, extents, fs);
+    return expr_uses_var(loops.value_of.at(producer.definition().args[*dim].name()), fs->atom()->j) ? *dim
+                                                                                                    : -1;
   }
 
   void check_compute_at() const {
@@ -278,7 +319,10 @@ class Planner {
     out.extents = to_halide(out.func.shape());
     for (auto it = realization_.funcs.rbegin() + 1; it != realization_.funcs.rend(); ++it) {
       FuncRealization &r = *it;
-      if (r.placement == Placement::epilogue) r.extents = realization_.of(r.consumer).extents;
+      if (r.placement == Placement::epilogue) {
+        r.extents = realization_.of(r.consumer).extents;
+        if (r.paired_dim >= 0) r.extents[r.paired_dim] = simplify(2 * r.extents[r.paired_dim]);
+      }
       if (r.placement != Placement::root) continue;
       std::vector<Interval> bounds;
       for (const std::string &c : callers(r.func.name())) {

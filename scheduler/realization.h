@@ -5,7 +5,10 @@
 // The rule, for funcs the schedule does not place:
 //   - a pure func is inlined into its consumers;
 //   - a reduction read by the program's pure output at that output's own points (a GEMM's bias epilogue) is
-//     computed by its own schedule, with the output as its fused epilogue;
+//     computed by its own schedule, with the output as its fused epilogue; so is a reduction with a matrix
+//     atom that the output reads at column pairs, (.., 2x, ..) and (.., 2x + 1, ..) at its own point x (a
+//     gated activation over interleaved gate and up columns), whose extent in that dimension is then twice
+//     the output's (the atom's layouts keep both columns of a pair in one thread: scheduler/epilogue.h);
 //   - any other reduction read by exactly one pure func is computed at that consumer's row: the consumer's
 //     loops that the reduction's coordinates depend on, one block per row, folded by the block's threads as
 //     a tree (long reductions get a cooperative tree per output point);
@@ -37,8 +40,11 @@ struct FuncRealization {
   Func func;
   Placement placement = Placement::inlined;
   std::string consumer, loop;         // at_consumer: where (an empty loop: the row); epilogue: the output
-  std::vector<Halide::Expr> extents;  // root and output: the extents it is computed over
-  bool by_default = false;            // placed by the rule above, not by the schedule
+  std::vector<Halide::Expr> extents;  // root, epilogue and output: the extents it is computed over
+  // epilogue: the dimension in which the consumer reads it at column pairs (2x, 2x + 1), or -1 where the
+  // consumer reads it at its own point.
+  int paired_dim = -1;
+  bool by_default = false;  // placed by the rule above, not by the schedule
 };
 
 struct Realization {

@@ -68,15 +68,21 @@ class ReductionKernelBuilder {
   Stmt fold_update();
   Stmt atom_update();
   // Runs `body` once per register point (the register dims as unrolled loops; in atom mode, also the four
-  // accumulator elements of each lane, with the atom's row and column loops defined from the lane).
-  Stmt for_each_point(const std::function<Stmt()> &body) const;
+  // accumulator elements of each lane, with the atom's row and column loops defined from the lane). With
+  // `pairs`, only the even elements: each the first of a column pair whose second is the element after it.
+  Stmt for_each_point(const std::function<Stmt()> &body, bool pairs = false) const;
+  // Whether the epilogue stores a consumer's points from column pairs of the accumulators; refuses, saying
+  // why, a schedule under which a thread does not hold both columns of each pair.
+  bool stores_column_pairs() const;
   Halide::Expr register_index(const std::vector<int> &dims) const;
   Stmt init_states() const;
   Stmt epilogue();
   // The epilogue's writes of a wgmma kernel's 16-bit output into its TMA write-back tile by stmatrix, or an
   // undefined Stmt where that does not apply (see the definition).
   Stmt stmatrix_writes(const std::vector<Halide::Expr> &coords) const;
-  std::vector<Halide::Expr> state_values() const;  // the states at the current point, as the monoid's types
+  // The states at the current point (in atom mode, at the accumulator element `element_offset` after it),
+  // as the monoid's types.
+  std::vector<Halide::Expr> state_values(int element_offset = 0) const;
 
   const ReductionKernelRequest &req_;
   const Definition &def_;
@@ -363,14 +369,14 @@ Halide::Expr ReductionKernelBuilder::register_index(const std::vector<int> &dims
   return simplify(index);
 }
 
-Stmt ReductionKernelBuilder::for_each_point(const std::function<Stmt()> &body) const {
+Stmt ReductionKernelBuilder::for_each_point(const std::function<Stmt()> &body, bool pairs) const {
   Stmt s = body();
   if (atom_) {
     // The accumulator element e of this lane is the atom's (row, col) = (accumulator_row(e),
     // accumulator_col(e)).
     const std::string e = "acc.e";
     std::vector<Stmt> per_element;
-    for (int k = 0; k < accumulator_elements(); ++k) {
+    for (int k = 0; k < accumulator_elements(); k += pairs ? 2 : 1) {
       Stmt one = substitute(e, Halide::Expr(k), s);
       one = LetStmt::make(loops_.dims[atom_j_].name, wgmma_n_ ? wgmma_accumulator_col(k) : accumulator_col(k),
                           one);
@@ -388,10 +394,11 @@ Stmt ReductionKernelBuilder::for_each_point(const std::function<Stmt()> &body) c
 }
 
 // In atom mode a point's state lives at acc[register_index * accumulator_elements() + e].
-std::vector<Halide::Expr> ReductionKernelBuilder::state_values() const {
+std::vector<Halide::Expr> ReductionKernelBuilder::state_values(int element_offset) const {
   std::vector<Halide::Expr> values;
   if (atom_) {
-    const Halide::Expr index = register_index(register_dims_) * accumulator_elements() + var("acc.e");
+    const Halide::Expr index =
+        register_index(register_dims_) * accumulator_elements() + var("acc.e") + element_offset;
     const bool hybrid = req_.schedule->accumulation().kind == Accumulation::Kind::hybrid;
     Halide::Expr v = load(hybrid ? f32 : accumulator_type_, hybrid ? "acc.f32" : "acc", index);
     values.push_back(Halide::cast(monoid_.state[0].type, v));
@@ -632,17 +639,61 @@ Stmt ReductionKernelBuilder::epilogue() {
   // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.
   const bool specialized = consumer_threads_ < mapping_.threads;
   const Stmt sync = specialized ? intrinsic::named_barrier(1, consumer_threads_) : intrinsic::barrier();
+  const std::vector<Halide::Expr> stored = output_coords(req_, coords);
   if (const Stmt writes = stmatrix_writes(coords); writes.defined())
-    return write_back(write_backs_, coords, writes, consumer_threads_, sync);
+    return write_back(write_backs_, stored, writes, consumer_threads_, sync);
   // A point outside the output is not stored; into a shared tile it may be, as the tile's copy-out skips it,
-  // unless computing its value reads an input or it repeats a point (sharing that point's cell).
-  const Stmt stores = for_each_point([&] {
-    const Stmt s = epilogue_stores(req_, coords, state_values(), part);
-    const bool all_guards = write_backs_.empty() || reads_inputs(s, *req_.graph);
-    return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
-  });
+  // unless computing its value reads an input or it repeats a point (sharing that point's cell). A column
+  // pair's first point is even and the reduction's extent there is twice the output's, so where the first
+  // is inside, so is the second.
+  const bool pairs = stores_column_pairs();
+  const Stmt stores = for_each_point(
+      [&] {
+        const Stmt s = epilogue_stores(req_, coords, state_values(), part,
+                                       pairs ? state_values(1) : std::vector<Halide::Expr>{});
+        const bool all_guards = write_backs_.empty() || reads_inputs(s, *req_.graph);
+        return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
+      },
+      pairs);
   if (write_backs_.empty()) return stores;
-  return write_back(write_backs_, coords, stores, consumer_threads_, sync);
+  return write_back(write_backs_, stored, stores, consumer_threads_, sync);
+}
+
+bool ReductionKernelBuilder::stores_column_pairs() const {
+  if (req_.paired_dim < 0 || req_.output != Output::values) return false;
+  const std::string &fname = req_.reduction.name(), &consumer = req_.consumer->name();
+  if (!atom_)
+    fail(
+        "func '{}' reads '{}' at column pairs (2x, 2x + 1), which fuse into its epilogue only where one "
+        "thread holds both columns: schedule '{}' with a matrix_atom, or compute it as a stage of its own "
+        "(FuncSchedule::compute_root)",
+        consumer, fname, fname);
+  const std::string &column = loops_.dims[atom_j_].name;
+  const Halide::Expr coordinate = loops_.value_of.at(def_.args[req_.paired_dim].name());
+  if (!expr_uses_var(coordinate, column))
+    fail(
+        "func '{}' reads '{}' at pairs of coordinate {} ({}), which the matrix atom of '{}' does not lay out "
+        "along its columns ({}), so a pair is not in one thread; pair along the atom's columns, or compute "
+        "'{}' as a stage of its own (FuncSchedule::compute_root)",
+        consumer, fname, req_.paired_dim, def_.args[req_.paired_dim].name(), fname, column, fname);
+  // Both columns of a pair in one thread's registers: element 2p + 1 is the column after element 2p, in
+  // the same row, and 2p is at an even column of the atom, whose other terms in the coordinate are even.
+  const bool even_tiles = is_const_zero(simplify(substitute(column, Halide::Expr(0), coordinate) % 2));
+  for (int e = 0; e < accumulator_elements(); e += 2) {
+    const Halide::Expr col = wgmma_n_ ? wgmma_accumulator_col(e) : accumulator_col(e);
+    const Halide::Expr next_col = wgmma_n_ ? wgmma_accumulator_col(e + 1) : accumulator_col(e + 1);
+    const Halide::Expr row = wgmma_n_ ? wgmma_accumulator_row(e) : accumulator_row(e);
+    const Halide::Expr next_row = wgmma_n_ ? wgmma_accumulator_row(e + 1) : accumulator_row(e + 1);
+    if (!even_tiles || !is_const_one(simplify(next_col - col)) || !is_const_zero(simplify(next_row - row)) ||
+        !is_const_zero(simplify(col % 2)))
+      fail(
+          "func '{}' reads '{}' at column pairs, but under the schedule of '{}' accumulator elements {} "
+          "and {} are not columns 2x and 2x + 1 of one row (the tiles of coordinate {} = {} must be of "
+          "even widths); tile '{}' to even widths, or compute it as a stage of its own "
+          "(FuncSchedule::compute_root)",
+          consumer, fname, fname, e, e + 1, req_.paired_dim, coordinate, fname);
+  }
+  return true;
 }
 
 Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &coords) const {
@@ -651,7 +702,9 @@ Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &co
   // one stmatrix.x4 instead of eight 2-byte stores per lane. It writes every cell of the matrices, so a point
   // outside the output gets a zero (the TMA store clips it), and a repeated point (a clamped split's) would
   // overwrite its twin: those kernels keep the stores by element.
-  if (!wgmma_n_ || wgmma_n_ % 16 != 0 || write_backs_.size() != 1 || !req_.schedule->stmatrix_writes())
+  // (A consumer of column pairs has one element per pair: half the matrices' cells.)
+  if (!wgmma_n_ || wgmma_n_ % 16 != 0 || write_backs_.size() != 1 || !req_.schedule->stmatrix_writes() ||
+      req_.paired_dim >= 0)
     return Stmt();
   const StagePlan &tile = write_backs_[0];
   if (tile.directive.transport != Transport::tma || tile.type.bits() != 16 || !loops_.repeat_guards.empty())

@@ -19,6 +19,10 @@ struct ReductionKernelRequest {
   Func reduction;
   // A pure func that reads the reduction pointwise: the kernel stores its values instead (a fused epilogue).
   std::optional<Func> consumer;
+  // The consumer's dimension in which it reads the reduction at column pairs (2x, 2x + 1): each of its points
+  // is computed from two of the reduction's (extents are the reduction's, twice the consumer's there). -1:
+  // it reads the reduction at its own point.
+  int paired_dim = -1;
   std::vector<Halide::Expr> extents;  // of the pure domain
   const FuncSchedule *schedule = nullptr;
   Target target;

@@ -113,14 +113,18 @@ void append_last_block_fold(Kernel &k, const ReductionKernelRequest &values,
 
 }  // namespace
 
-Stmt fold_parts(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials, int parts,
-                const std::vector<Halide::Expr> &coords) {
-  // The parts go into `chains` folds of consecutive parts (chain c folds parts c * run .. c * run + run - 1,
-  // the last chains fewer or none where `chains` does not divide the parts), which are then combined pairwise
-  // in order, neighbours first: a reassociation of the fold that the split's own associativity check already
-  // approved, keeping the parts' order (the monoid need not commute). The chains' loads are independent, so
-  // a thread waits `run` times for memory instead of `parts` times: with few points (decoding: batch x heads
-  // x the head dimension) the fold is a chain of load latencies, not a stream of bytes.
+namespace {
+
+// The fold of the parts' states at the reduction's point `point` into the register arrays named `prefix` +
+// component (their element 0 ends with the folded state). The parts go into `chains` folds of consecutive
+// parts (chain c folds parts c * run .. c * run + run - 1, the last chains fewer or none where `chains` does
+// not divide the parts), which are then combined pairwise in order, neighbours first: a reassociation of the
+// fold that the split's own associativity check already approved, keeping the parts' order (the monoid need
+// not commute). The chains' loads are independent, so a thread waits `run` times for memory instead of
+// `parts` times: with few points (decoding: batch x heads x the head dimension) the fold is a chain of load
+// latencies, not a stream of bytes.
+Stmt fold_point(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials, int parts,
+                const std::vector<Halide::Expr> &point, const std::string &prefix) {
   const Monoid &m = *values.reduction.definition().reduction->monoid;
   const int chains = std::min(parts, kMaxChains);
   const int run = (parts + chains - 1) / chains;
@@ -131,11 +135,10 @@ Stmt fold_parts(const ReductionKernelRequest &values, const std::vector<BufferAr
   auto combine_into = [&](const Halide::Expr &into, const std::function<Halide::Expr(size_t)> &rhs) {
     std::vector<Stmt> stores;
     for (size_t c = 0; c < m.state.size(); ++c)
-      stores.push_back(stmt::store("state." + m.state[c].name, m.combine[c], into));
+      stores.push_back(stmt::store(prefix + m.state[c].name, m.combine[c], into));
     std::vector<std::pair<std::string, Halide::Expr>> operands;
     for (size_t c = 0; c < m.state.size(); ++c) {
-      operands.push_back(
-          {a[c].as<Variable>()->name, load(m.state[c].type, "state." + m.state[c].name, into)});
+      operands.push_back({a[c].as<Variable>()->name, load(m.state[c].type, prefix + m.state[c].name, into)});
       operands.push_back({b[c].as<Variable>()->name, rhs(c)});
     }
     return stmt::let_all(operands, Block::make(stores));
@@ -143,7 +146,7 @@ Stmt fold_parts(const ReductionKernelRequest &values, const std::vector<BufferAr
   const Halide::Expr chain = stmt::var("chain"), step = stmt::var("step");
   const Halide::Expr part = chain * run + step;
   std::vector<Halide::Expr> at = {part};
-  at.insert(at.end(), coords.begin(), coords.end());
+  at.insert(at.end(), point.begin(), point.end());
   Stmt fold = stmt::guarded(
       parts % chains == 0 ? const_true() : part < parts,
       combine_into(
@@ -151,7 +154,7 @@ Stmt fold_parts(const ReductionKernelRequest &values, const std::vector<BufferAr
   std::vector<Stmt> steps;
   for (size_t c = 0; c < m.state.size(); ++c)
     steps.push_back(
-        stmt::unrolled("chain", chains, stmt::store("state." + m.state[c].name, m.identity[c], chain)));
+        stmt::unrolled("chain", chains, stmt::store(prefix + m.state[c].name, m.identity[c], chain)));
   steps.push_back(For::make("step", 0, run, ForType::Serial, Halide::DeviceAPI::None,
                             stmt::unrolled("chain", chains, fold)));
   // Pairwise, neighbours first; a chain without a right neighbour (chains not a power of 2) waits.
@@ -162,16 +165,43 @@ Stmt fold_parts(const ReductionKernelRequest &values, const std::vector<BufferAr
                       combine_into(
                           chain * (2 * stride),
                           [&](size_t c) {
-                            return load(m.state[c].type, "state." + m.state[c].name,
+                            return load(m.state[c].type, prefix + m.state[c].name,
                                         chain * (2 * stride) + stride);
                           }))));
-  std::vector<Halide::Expr> state;
-  for (const Component &c : m.state) state.push_back(load(c.type, "state." + c.name, 0));
-  steps.push_back(epilogue_stores(values, coords, state, Halide::Expr()));
+  return Block::make(steps);
+}
+
+}  // namespace
+
+Stmt fold_parts(const ReductionKernelRequest &values, const std::vector<BufferArg> &partials, int parts,
+                const std::vector<Halide::Expr> &coords) {
+  const Monoid &m = *values.reduction.definition().reduction->monoid;
+  auto folded = [&](const std::string &prefix) {
+    std::vector<Halide::Expr> state;
+    for (const Component &c : m.state) state.push_back(load(c.type, prefix + c.name, 0));
+    return state;
+  };
+  // A consumer reading column pairs (ReductionKernelRequest::paired_dim) has its own points: each folds both
+  // points of its pair.
+  const int paired = values.paired_dim;
+  std::vector<Halide::Expr> point = coords, pair;
+  std::vector<std::string> prefixes = {"state."};
+  if (paired >= 0) {
+    point[paired] = 2 * coords[paired];
+    pair = point;
+    pair[paired] = point[paired] + 1;
+    prefixes.push_back("pair.state.");
+  }
+  std::vector<Stmt> steps = {fold_point(values, partials, parts, point, prefixes[0])};
+  if (paired >= 0) steps.push_back(fold_point(values, partials, parts, pair, prefixes[1]));
+  steps.push_back(epilogue_stores(values, point, folded(prefixes[0]), Halide::Expr(),
+                                  paired >= 0 ? folded(prefixes[1]) : std::vector<Halide::Expr>{}));
   Stmt body = Block::make(steps);
-  for (const Component &c : m.state)
-    body =
-        Allocate::make("state." + c.name, c.type, Halide::MemoryType::Register, {chains}, const_true(), body);
+  const int chains = std::min(parts, kMaxChains);
+  for (const std::string &prefix : prefixes)
+    for (const Component &c : m.state)
+      body =
+          Allocate::make(prefix + c.name, c.type, Halide::MemoryType::Register, {chains}, const_true(), body);
   return body;
 }
 
@@ -179,12 +209,13 @@ Kernel combine_kernel(const ReductionKernelRequest &values, const std::vector<Bu
                       int parts) {
   const Monoid &m = *values.reduction.definition().reduction->monoid;
   Kernel k = pointwise_kernel(
-      values.kernel_name, values.extents,
+      values.kernel_name, output_extents(values),
       [&](const std::vector<Halide::Expr> &coords) { return fold_parts(values, partials, parts, coords); });
   const int chains = std::min(parts, kMaxChains);
   k.schedule_summary = fmt::format(
-      "  folds {} partial states per point with {}'s combine, in {} chains of up to {} consecutive parts\n",
-      parts, m.name, chains, (parts + chains - 1) / chains);
+      "  folds {} partial states per point with {}'s combine, in {} chains of up to {} consecutive parts{}\n",
+      parts, m.name, chains, (parts + chains - 1) / chains,
+      values.paired_dim >= 0 ? ", both points of each column pair per thread" : "");
   return k;
 }
 
@@ -201,6 +232,12 @@ void combine_in_last_block(Kernel &parts_kernel, const ReductionKernelRequest &v
         "output tile, but persistent() gives blocks several tiles; drop persistent() or use "
         "SplitCombine::kernel",
         values.reduction.name());
+  if (values.paired_dim >= 0)
+    fail(
+        "schedule of '{}': split_reduction with SplitCombine::last_block cannot finalize a consumer that "
+        "reads "
+        "'{}' at column pairs (its points are not the reduction's); use SplitCombine::kernel",
+        values.reduction.name(), values.reduction.name());
   append_last_block_fold(parts_kernel, values, partials, parts, counters);
   const Monoid &m = *values.reduction.definition().reduction->monoid;
   const int chains = std::min(parts, kMaxChains);

@@ -112,10 +112,13 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
   const FuncGraph &graph = *ctx.graph;
   const Schedule &schedule = *ctx.schedule;
   const Func &output = stage.func;
-  const std::vector<Halide::Expr> &extents = stage.extents;
   ReductionKernelRequest request;
   request.graph = &graph;
+  // A fused consumer of column pairs covers half the reduction's points in that dimension.
+  const FuncRealization &computed = output.same_as(reduced) ? stage : ctx.realization->of(reduced.name());
+  const std::vector<Halide::Expr> &extents = computed.extents;
   request.extents = extents;
+  request.paired_dim = computed.paired_dim;
   request.target = ctx.target;
   request.intermediates = ctx.intermediates;
   request.reduction = reduced;

@@ -16,7 +16,9 @@ decode case, in both steps):
     PYTHONPATH=python compute-sanitizer --tool memcheck --error-exitcode 3 python3 apps/gemma/bench_gemma.py \
         --manifests .gpu/gemma_manifests --phase decode --sanitize
 
---no-compile leaves torch.compile out (it compiles the reference for a minute or more per case); --phase
+--no-compile leaves torch.compile out (on the H200 it compiled the 2-layer forward in 17 s at prefill B1 S2048
+and 6 s at decode B8 L4096, each decoder layer in 2 s; --quick with it, after compute-sanitizer over the decode
+case's kernels, ran in 78 s); --phase
 keeps the cases of one phase; --sanitize runs every kernel once on random inputs and nothing else, for
 compute-sanitizer.
 
@@ -29,8 +31,9 @@ For every case (prefill: batch x new tokens; decode: batch x keys in the cache) 
   3. times every kernel against PyTorch's code for the same op (the model's own modules and functions: the
      linears, the norms, the add, RoPE, scaled-dot-product attention, the gated activation), and reports ours /
      PyTorch's per kernel and their geometric mean over the layer's kernels (the seed reports 1.30x);
-  4. sums each layer type's kernels (ours, PyTorch's) and times the whole forward pass: reference eager,
-     reference under torch.compile, and the twist model.
+  4. sums each layer type's kernels (ours, PyTorch's), and times one decoder layer of each type (called with
+     the arguments the forward pass gives it) and the whole forward pass: reference eager, reference under
+     torch.compile (its first call's compilation recorded apart), and the twist model.
 Decoding starts each timed step from a fresh copy of the filled cache, made outside the timed region. Timings are
 triton.testing.do_bench medians. Writes the records as JSON and prints a table; exits 1 if a check failed.
 
@@ -57,9 +60,14 @@ SLACK = 1.5
 # Each kernel against PyTorch's code for the same op on the same inputs: both round their outputs to bf16
 # (relative L2 error; half a bf16 ulp is 2^-9).
 KERNEL_TOLERANCE = 2e-2
-PREFILL = [(b, s) for b in (1, 2, 4, 8) for s in (2048, 4096, 8192)]
-DECODE = [(b, keys) for b in (1, 8, 32, 64) for keys in (4096, 8192, 16384, 32768)]
+# The issue's grid (prefill: batch 1 to 8 x 2048 to 8192 tokens; decode: batch 1 to 64 x 4096 to 32768 keys
+# in the cache) by its corners and its middle: each case compiles the reference for torch.compile anew.
+PREFILL = [(1, 2048), (1, 8192), (4, 4096), (8, 2048), (8, 8192)]
+DECODE = [(1, 4096), (1, 32768), (8, 16384), (64, 4096), (64, 32768)]
 QUICK_PREFILL, QUICK_DECODE = [(1, 2048)], [(8, 4096)]
+# Decoding's cache is filled by prefills of at most this many tokens: at batch 64 x 32768 keys one prefill of
+# the whole prompt would hold 2M tokens' activations (the f32 model's MLP alone 180 GB).
+CACHE_FILL_CHUNK = 4096
 # The PyTorch code each twist kernel replaces (what PyTorch runs for the same op, in the model's own code).
 PYTORCH_EQUIVALENT = {
     "input_norm": "input_layernorm",
@@ -108,10 +116,12 @@ def new_record(shape: gemma.LayerShape, gpu: str, date: str, layers: int) -> dic
 
 
 def finish_record(r: dict, errors: dict[str, float], reference_errors: dict[str, float], kernels: dict,
-                  kernel_errors: dict, layer_ms: dict, forward_ms: dict) -> dict:
+                  kernel_errors: dict, layer_ms: dict, forward_ms: dict, layer_forward_ms: dict | None = None,
+                  compile_s: dict | None = None) -> dict:
     """`errors` and `reference_errors`: the twist model's and the bf16 reference's against the exact model;
-    `kernel_errors`: per layer type and kernel, ours against PyTorch's code for the same op; `forward_ms` has
-    "eager", "twist" and, unless torch.compile was left out, "compile"."""
+    `kernel_errors`: per layer type and kernel, ours against PyTorch's code for the same op; `forward_ms` (the
+    forward pass) and `layer_forward_ms` (per layer type, one decoder layer's call) have "eager", "twist" and,
+    unless torch.compile was left out, "compile"; `compile_s`: what torch.compile's first calls took."""
     r["errors"], r["reference_errors"], r["kernel_errors"] = errors, reference_errors, kernel_errors
     r["kernels_over_tolerance"] = sorted(f"{layer}/{k}" for layer, per in kernel_errors.items()
                                          for k, e in per.items() if not e <= KERNEL_TOLERANCE)
@@ -121,23 +131,33 @@ def finish_record(r: dict, errors: dict[str, float], reference_errors: dict[str,
     r.update(kernel_summary(kernels))
     r["layer_ms"] = layer_ms
     r["forward_ms"] = forward_ms
-    r["end_to_end_speedup"] = {f"vs_{which}": ms / forward_ms["twist"] for which, ms in forward_ms.items()
-                               if which != "twist"}
+    r["end_to_end_speedup"] = speedups_of(forward_ms)
+    r["layer_forward_ms"] = layer_forward_ms or {}
+    r["layer_speedup"] = {kind: speedups_of(ms) for kind, ms in r["layer_forward_ms"].items()}
+    r["compile_s"] = compile_s or {}
     return r
+
+
+def speedups_of(ms: dict[str, float]) -> dict[str, float]:
+    """{"eager": .., "compile": .., "twist": ..} milliseconds as {"vs_eager": eager / twist, ...}."""
+    return {f"vs_{which}": t / ms["twist"] for which, t in ms.items() if which != "twist"}
 
 
 def format_table(records: list[dict]) -> str:
     lines = [f"{'case':<22}{'ok':>4}{'error':>8}{'bf16 ref':>9}{'worst kernel':>26}{'kernel geomean':>16}"
-             f"{'vs eager':>10}{'vs compile':>12}  slower kernels"]
+             f"{'vs eager':>10}{'vs compile':>12}  per layer (vs eager / vs compile)  slower kernels"]
     for r in records:
         worst = max(((e, f"{layer}/{k}") for layer, per in r["kernel_errors"].items() for k, e in per.items()),
                     key=lambda pair: math.inf if math.isnan(pair[0]) else pair[0])
         speedup = r["end_to_end_speedup"]
         compiled = f"{speedup['vs_compile']:>11.2f}x" if "vs_compile" in speedup else f"{'-':>12}"
+        per_layer = ", ".join(f"{kind} {s['vs_eager']:.2f}x / " + (f"{s['vs_compile']:.2f}x" if "vs_compile" in s
+                                                                   else "-")
+                              for kind, s in r.get("layer_speedup", {}).items()) or "-"
         lines.append(f"{r['case']:<22}{'yes' if r['ok'] else 'NO':>4}{r['errors']['hidden_states']:>8.4f}"
                      f"{r['reference_errors']['hidden_states']:>9.4f}{worst[1]:>18} {worst[0]:.4f}"
                      f"{r['geomean_speedup']:>15.2f}x{speedup['vs_eager']:>9.2f}x{compiled}"
-                     f"  {', '.join(r['slower_than_pytorch']) or '-'}")
+                     f"  {per_layer}  {', '.join(r['slower_than_pytorch']) or '-'}")
     return "\n".join(lines)
 
 
@@ -253,12 +273,57 @@ def kernel_error(ours, theirs) -> float:
     return max(relative_l2(a, b) for a, b in zip(ours, theirs))
 
 
-def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record: dict, timer=bench_ms,
-                 compile_reference: bool = True) -> dict:
-    """Checks the twist model against the reference on one case, then times the kernels and the forward passes
-    with `timer(fn, before)`. The exact model (f32) is the yardstick: the twist model must be within SLACK of
-    its error as transformers' bf16 model has it."""
+def first_call_s(fn, before=None) -> float:
+    """Seconds of fn()'s first call (torch.compile's compilation), which the timer's warm-up would hide."""
+    import time
     import torch
+    if before:
+        before()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize() if torch.cuda.is_available() else None
+    return time.perf_counter() - start
+
+
+def release_compile_workers() -> None:
+    """Shuts down torch.compile's pool of compile worker processes, which outlives the compilation. In the H200
+    run of 2026-12-03 18:43 the decode case's small kernels (ours and PyTorch's, launch-bound) measured 4 to 8
+    times slower after the prefill case had compiled than in a run without torch.compile: the idle pool is the
+    suspect, so the next case's timings start without it (a later compilation starts a new one)."""
+    from torch._inductor import async_compile
+    async_compile.shutdown_compile_workers()
+
+
+def layer_calls(model, run) -> dict[str, tuple[int, tuple, dict]]:
+    """Per layer type, the first decoder layer of that type in `model` and the arguments `run()` (a forward pass)
+    calls it with; a cache among them is copied as it was then, as the layer's call appends to it."""
+    calls = {}
+
+    def capture(index):
+        def hook(module, args, kwargs):
+            kind = gemma.LAYER_TYPES[module.self_attn.layer_type]
+            if kind not in calls:
+                calls[kind] = (index, args, {k: copy.deepcopy(v) if k == "past_key_values" else v
+                                             for k, v in kwargs.items()})
+        return hook
+    hooks = [layer.register_forward_pre_hook(capture(i), with_kwargs=True)
+             for i, layer in enumerate(model.model.layers)]
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return calls
+
+
+def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record: dict, timer=bench_ms,
+                 compile_reference: bool = True, compiler=None) -> dict:
+    """Checks the twist model against the reference on one case, then times the kernels, one decoder layer of
+    each type and the forward passes with `timer(fn, before)` (torch.compile's by `compiler`, torch.compile
+    unless given). The exact model (f32) is the yardstick: the twist model must be within SLACK of its error as
+    transformers' bf16 model has it."""
+    import torch
+    compiler = compiler or torch.compile
     from transformers import DynamicCache
     reference, exact = models["bf16"], models["exact"]
     config = reference.config
@@ -274,7 +339,9 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
         for which in ("exact", "bf16"):
             prefilled[which] = DynamicCache(config=config)
             with torch.no_grad():
-                models[which].model(input_ids=ids, past_key_values=prefilled[which], use_cache=True)
+                for first in range(0, prompt, CACHE_FILL_CHUNK):
+                    models[which].model(input_ids=ids[:, first:first + CACHE_FILL_CHUNK],
+                                        past_key_values=prefilled[which], use_cache=True)
 
     def forward(model, cache_of="bf16"):
         """(fn, before): one forward pass, and what restores its cache before it (decoding)."""
@@ -306,10 +373,8 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
         record["errors_against_bf16_reference"] = against_reference
         print(f"{record['case']}: relative L2 error against the exact model, twist {errors}, bf16 reference "
               f"{reference_errors}; twist against the bf16 reference {against_reference}", flush=True)
-        forward_ms = {}
-        runs = [("eager", reference)] + ([("compile", torch.compile(reference))] if compile_reference else [])
-        for which, model in runs + [("twist", twisted)]:
-            forward_ms[which] = timer(*forward(model))
+        # The kernels first, then eager and twist, torch.compile last: each stage printed as it is measured, so
+        # that a run cut short (compilation takes the longest) keeps what came before.
         layer_ms, kernels_ms, kernel_errors = {}, {}, {}
         for layer in twisted.model.layers:
             kind = layer._twist.kind
@@ -320,7 +385,43 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
                 kernels_ms[kind] = {name: {"twist_ms": timer(ours), "pytorch_ms": timer(theirs)}
                                     for name, (ours, theirs) in pairs.items()}
                 layer_ms[kind] = layer_kernels_ms(kernels_ms[kind])
-    return finish_record(record, errors, reference_errors, kernels_ms, kernel_errors, layer_ms, forward_ms)
+        print(f"{record['case']}: kernels (ms) {kernels_ms}, errors {kernel_errors}", flush=True)
+        # One decoder layer of each type, called as the forward pass calls it (the twist layer then normalizes
+        # its own input: the forward pass has the previous layer's residual norm do that).
+        fn, before = forward(reference)
+        if before:
+            before()
+        calls = layer_calls(reference, fn)
+        layer_runs = {}
+        for kind, (index, args, kwargs) in calls.items():
+            cache = kwargs.get("past_key_values")
+
+            def restore(kwargs=kwargs, cache=cache):
+                if cache is not None:
+                    kwargs["past_key_values"] = copy.deepcopy(cache)
+            layer_runs[kind] = (index, lambda layer, args=args, kwargs=kwargs: (lambda: layer(*args, **kwargs)),
+                                restore)
+        forward_ms, layer_forward_ms, compile_s = {}, {kind: {} for kind in layer_runs}, {}
+        for which, model in (("eager", reference), ("twist", twisted)):
+            forward_ms[which] = timer(*forward(model))
+            for kind, (index, call, restore) in layer_runs.items():
+                layer_forward_ms[kind][which] = timer(call(model.model.layers[index]), restore)
+        gemma.clear_stashes(twisted)
+        print(f"{record['case']}: forward (ms) {forward_ms}, one layer (ms) {layer_forward_ms}", flush=True)
+        if compile_reference:
+            compiled = compiler(reference)
+            compile_s["forward"] = first_call_s(*forward(compiled))
+            forward_ms["compile"] = timer(*forward(compiled))
+            for kind, (index, call, restore) in layer_runs.items():
+                layer = compiler(reference.model.layers[index])
+                compile_s[f"{kind} layer"] = first_call_s(call(layer), restore)
+                layer_forward_ms[kind]["compile"] = timer(call(layer), restore)
+            print(f"{record['case']}: torch.compile forward (ms) {forward_ms['compile']}, one layer (ms) "
+                  f"{ {kind: ms['compile'] for kind, ms in layer_forward_ms.items()} }, compiling (s) {compile_s}",
+                  flush=True)
+            release_compile_workers()
+    return finish_record(record, errors, reference_errors, kernels_ms, kernel_errors, layer_ms, forward_ms,
+                         layer_forward_ms, compile_s)
 
 
 def sanitize_kernels(kernels: gemma.TwistKernels) -> None:

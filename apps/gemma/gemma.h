@@ -63,15 +63,16 @@ LayerAttention layer_attention(const Config &c, LayerType t);
 // --- the programs ------------------------------------------------------------------------------------------
 
 // gelu_tanh(x Wgate) * (x Wup) as ONE GEMM over the gate and up weights interleaved column by column,
-// W[:, 2j] = Wgate[:, j] and W[:, 2j + 1] = Wup[:, j] ([hidden, 2 intermediate]), on the tensor cores, then
-// the gated activation over each pair of columns, each rounded to the storage type first as PyTorch's two
-// projections store them. The interleaving is what a fused epilogue needs: the accumulator layouts of
-// mma.m16n8k16 and wgmma give each thread columns 2c and 2c + 1 together, so the pair of output column j is
-// in one thread's registers (apps/gemma/README.md, "Not yet").
+// W[:, 2j] = Wgate[:, j] and W[:, 2j + 1] = Wup[:, j] ([hidden, 2 intermediate]), on the tensor cores, with
+// the gated activation over each pair of columns in its epilogue, each rounded to the storage type first as
+// PyTorch's two projections store them. The interleaving is what makes the epilogue fuse: the accumulator
+// layouts of mma.m16n8k16 and wgmma give each thread columns 2c and 2c + 1 together, so the pair of output
+// column j is in one thread's registers and only [M, intermediate] is stored.
 struct GatedUp {
   Type dtype;
   int hidden, intermediate;
   Gemm gemm;  // A = x [M, hidden], B = the interleaved weights; gemm.C, its f32 sums, [M, 2 intermediate]
+              // (never stored: the epilogue reads them in registers)
   Func out;   // [M, intermediate]
 };
 GatedUp make_gated_up(Type dtype, int hidden, int intermediate, const std::string &prefix = "");

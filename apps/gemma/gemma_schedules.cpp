@@ -1,6 +1,7 @@
 // Every schedule of the Gemma kernels, chosen in this one file: the library's schedules as they stand, so
 // that a better GEMM or attention schedule (the Hopper datapath) changes the line that picks it here.
 #include <algorithm>
+#include <variant>
 
 #include "apps/gemm/gemm_rule.h"
 #include "apps/gemma/gemma.h"
@@ -12,13 +13,16 @@ GemmPlan projection_plan(int64_t m, int64_t n, int64_t k) {
 }
 
 Schedule schedule_gated_up(const GatedUp &g, const GemmPlan &plan) {
-  // The GEMM as `plan` tiles it, its f32 sums into a workspace (its own kernels), and the
-  // gated activation as a pointwise kernel over their column pairs. Fused into the GEMM's epilogue, the pair
-  // of an output column would be register-local, but the lowering fuses only a consumer that reads the
-  // reduction at its own point (README, "Not yet").
-  Schedule s = plan.schedule(g.gemm);
-  s[g.gemm.C].compute_root();
-  return s;
+  // The GEMM as `plan` tiles it; the gate reads its column pairs, which the accumulator layouts keep in
+  // one thread, so it is the GEMM's epilogue (scheduler/realization.h) and only [M, I] is stored, in tiles
+  // half the block's width (of the 2I columns where those are fewer): TMA stores them where their rows are
+  // a multiple of 32 bytes, as it needs.
+  GemmPlan fused = plan;
+  if (auto *t = std::get_if<HopperTiling>(&fused.tiling)) {
+    const int row_bytes = std::min(t->block_n, 2 * g.intermediate) / 2 * g.dtype.bytes();
+    if (row_bytes % 32 != 0) t->tma_store = false;
+  }
+  return fused.schedule(g.gemm);
 }
 
 Schedule schedule_head_norm(const HeadNorm &n) {

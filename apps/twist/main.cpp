@@ -551,7 +551,7 @@ int export_gemma(const Options &o) {
   const gm::GatedUp g = gm::make_gated_up(bf16, c.hidden, c.intermediate);
   const apps::GemmPlan gate_up_plan = gm::projection_plan(rows, 2 * c.intermediate, c.hidden);
   write("gate_up", g.out, gm::schedule_gated_up(g, gate_up_plan),
-        {{"M", rows}, {"N", 2 * c.intermediate}, {"K", c.hidden}}, gate_up_plan.name() + "_then_gate");
+        {{"M", rows}, {"N", 2 * c.intermediate}, {"K", c.hidden}}, gate_up_plan.name() + "_gate_in_epilogue");
   projection("down_proj", c.hidden, c.intermediate);
   residual_norm("post_feedforward_norm", layer_scalar);
   return 0;

@@ -230,11 +230,21 @@ def test_the_benchmark_measures_a_case(models, shape):
     PyTorch counterpart computes what the kernel does (their errors are those of bf16 rounding), and the record
     holds every kernel of both layer types."""
     model, kernels = swapped(models)
+    compiled = []
+
+    def compiler(module):  # torch.compile's place, without compiling: which modules the benchmark compiles
+        compiled.append(type(module).__name__)
+        return module
     record = bench_gemma.measure_case(models, model, kernels, shape, bench_gemma.new_record(shape, "cpu", "-", 3),
-                                      timer=run_once, compile_reference=False)
+                                      timer=run_once, compiler=compiler)
     assert record["ok"], record
     for layer in ("sliding", "full"):
         assert set(record["kernel_errors"][layer]) == set(gemma.KERNELS)
         assert max(record["kernel_errors"][layer].values()) < 1e-2, record["kernel_errors"][layer]
-    assert record["end_to_end_speedup"] == {"vs_eager": 1.0}
+    assert record["end_to_end_speedup"] == {"vs_eager": 1.0, "vs_compile": 1.0}
+    # One decoder layer of each type, eager, compiled and swapped, and the whole model compiled.
+    assert record["layer_speedup"] == {kind: {"vs_eager": 1.0, "vs_compile": 1.0} for kind in ("sliding", "full")}
+    assert sorted(compiled) == sorted(["Gemma4ForCausalLM", "Gemma4TextDecoderLayer", "Gemma4TextDecoderLayer"])
+    assert set(record["compile_s"]) == {"forward", "sliding layer", "full layer"}
+    assert all(layer._twist.stash is None for layer in model.model.layers)
     assert "prefill B2 S7" in bench_gemma.format_table([record]) or shape.phase == "decode"

@@ -354,6 +354,15 @@ def swap_decoder_layers(model, kernels: TwistKernels) -> None:
     _take_final_norm_from_last_layer(text_model.norm)
 
 
+def clear_stashes(model) -> None:
+    """Drops the normalized outputs the swapped layers hand on (swap_decoder_layers): after a layer was called
+    on its own, as the benchmark times one, its hand-over must not outlive the call."""
+    text_model = getattr(model, "model", model)
+    for layer in text_model.layers:
+        layer._twist.stash = None
+    text_model.norm._twist_stash = None
+
+
 def _take_final_norm_from_last_layer(norm) -> None:
     """The model's final norm returns the last layer's second output when it is given that layer's output;
     anything else (a hidden state the layers did not produce) goes through the module's own forward."""
@@ -412,5 +421,5 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
 
 
 __all__ = ["CONFIGS", "KERNELS", "LayerShape", "TextDims", "TwistKernels", "UnsupportedConfig", "check_manifest",
-           "config_kwargs", "config_name_for", "dims_of", "expected_buffers", "export_command",
+           "clear_stashes", "config_kwargs", "config_name_for", "dims_of", "expected_buffers", "export_command",
            "export_layer_kernels", "geometric_mean", "layer_shape", "load_layer_manifests", "swap_decoder_layers"]

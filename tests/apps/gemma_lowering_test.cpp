@@ -21,31 +21,103 @@ constexpr double bf16_tolerance = 1.6e-2;  // as the norms' bf16 cases: one bf16
 
 }  // namespace
 
-TEST_CASE("gemma: gate and up projections as one tensor-core GEMM over interleaved weights, then the gate") {
+TEST_CASE("gemma: gate and up projections as one tensor-core GEMM with the gate in its epilogue") {
   const Config c = gemma4_tiny();
-  const int hidden = 192;  // three k-tiles of 64, so that K splits in the last case
+  const int hidden = 192;  // three k-tiles of 64, so that K splits in the split cases
   const GatedUp g = make_gated_up(bf16, hidden, c.intermediate, "gu_");
   struct Case {
     int rows;
     GemmPlan plan;
+    Target target;
   };
+  // 2I = 80 columns: the last block tile of 64 (32 output columns) is cut short, and 37 rows are odd.
   const HopperTiling split_k{.block_m = 64, .block_n = 64, .warpgroups = 1, .stages = 2, .split_k = 3};
+  HopperTiling plain_store = split_k;
+  plain_store.split_k = 1;
+  plain_store.warp_specialized = false;
+  plain_store.persistent_blocks = 0;
+  plain_store.tma_store = false;
+  const GemmTiling mma{.block_m = 64, .block_n = 64, .block_k = 64, .warp_m = 32, .warp_n = 32, .stages = 2};
+  GemmTiling mma_split = mma;
+  mma_split.split_k = 3;
   for (const Case &k :
-       {Case{37, projection_plan(37, 2 * c.intermediate, hidden)},
-        Case{8, projection_plan(8, 2 * c.intermediate, hidden)}, Case{8, GemmPlan{split_k}}}) {
-    INFO(k.rows, " rows, ", k.plan.name());
-    REQUIRE(k.plan.hopper());
+       {Case{37, projection_plan(37, 2 * c.intermediate, hidden), Target::sm90a()},
+        Case{8, projection_plan(8, 2 * c.intermediate, hidden), Target::sm90a()},
+        Case{37, GemmPlan{split_k}, Target::sm90a()}, Case{37, GemmPlan{plain_store}, Target::sm90a()},
+        Case{37, GemmPlan{mma}, Target::sm80()}, Case{37, GemmPlan{mma_split}, Target::sm80()}}) {
+    INFO(k.rows, " rows, ", k.plan.name(), " on ", k.target.arch);
     const Schedule s = schedule_gated_up(g, k.plan);
-    const LoweredProgram p = lower(g.out, s, Target::sm90a());
-    // The GEMM's [M, 2I] sums (beside their split-K partial sums where K is split), then the gate's kernel.
-    CHECK(std::count_if(p.workspaces.begin(), p.workspaces.end(),
-                        [&](const Workspace &w) { return w.name == g.gemm.C.name(); }) == 1);
-    CHECK(p.workspaces.size() == (std::get<HopperTiling>(k.plan.tiling).split_k > 1 ? 2u : 1u));
+    const LoweredProgram p = lower(g.out, s, k.target);
+    const bool split = k.plan.hopper() ? std::get<HopperTiling>(k.plan.tiling).split_k > 1
+                                       : std::get<GemmTiling>(k.plan.tiling).split_k > 1;
+    // No [M, 2I] sums: one kernel, or the split's parts and the combine that finalizes the pairs.
+    CHECK(std::none_of(p.workspaces.begin(), p.workspaces.end(),
+                       [&](const Workspace &w) { return w.name == g.gemm.C.name(); }));
+    CHECK(p.workspaces.size() == (split ? 1u : 0u));
+    CHECK(p.kernels.size() == (split ? 2u : 1u));
     CHECK(p.kernels.back().name == g.out.name());
     const std::map<std::string, double> sizes = {
         {g.gemm.M.name(), k.rows}, {g.gemm.N.name(), 2 * c.intermediate}, {g.gemm.K.name(), hidden}};
     CHECK(lowered_error(g.out, s, random_inputs(g.out, sizes, 31), sizes) < bf16_tolerance);
   }
+}
+
+TEST_CASE("column pairs: SwiGLU with a bias read from an input fuses on both datapaths, split or not") {
+  // Not Gemma's gate: x silu(x Wgate) * (x Wup) + bias over f16 interleaved weights, the bias an input that
+  // the epilogue reads (so every point it computes is guarded), 24 output columns of 48.
+  const Gemm gemm = make_gemm({.input = f16, .output = f16, .prefix = "swiglu_"});
+  const Input bias("swiglu_bias", f32, {Expr(24)});
+  Func out("swiglu_out");
+  Var i("i"), j("j");
+  const Expr gate = gemm.C(i, 2 * j), up = gemm.C(i, 2 * j + 1);
+  out(i, j) = cast(f16, gate / (1.0f + exp(-gate)) * up + bias(j));
+  out.set_shape({gemm.M, Expr(24)});
+  const GemmTiling mma{.block_m = 32, .block_n = 32, .block_k = 32, .warp_m = 32, .warp_n = 16, .stages = 2};
+  GemmTiling mma_split = mma;
+  mma_split.split_k = 2;
+  const HopperTiling wgmma{.block_m = 64,
+                           .block_n = 32,
+                           .block_k = 64,
+                           .warpgroups = 1,
+                           .stages = 2,
+                           .warp_specialized = false,
+                           .persistent_blocks = 0,
+                           .tma_store = false};
+  for (const auto &[plan, target] :
+       {std::pair{GemmPlan{mma}, Target::sm80()}, std::pair{GemmPlan{mma_split}, Target::sm80()},
+        std::pair{GemmPlan{wgmma}, Target::sm90a()}}) {
+    INFO(plan.name());
+    const Schedule s = plan.schedule(gemm);
+    const LoweredProgram p = lower(out, s, target);
+    CHECK(p.kernels.back().name == out.name());
+    CHECK(p.kernels.size() == p.workspaces.size() + 1);  // the split's parts write the only workspace
+    CHECK(p.workspaces.size() == (plan.hopper()                                   ? 0u
+                                  : std::get<GemmTiling>(plan.tiling).split_k > 1 ? 1u
+                                                                                  : 0u));
+    const std::map<std::string, double> sizes = {
+        {gemm.M.name(), 19}, {gemm.N.name(), 48}, {gemm.K.name(), 128}};
+    CHECK(lowered_error(out, s, random_inputs(out, sizes, 43), sizes) < 2e-3);
+  }
+}
+
+TEST_CASE("gemma: pairs of rows of a contraction are not in one thread, so their consumer is not fused") {
+  // The same gate over pairs of the GEMM's rows: the atoms give a thread rows 8 apart, so the GEMM is not
+  // placed as the consumer's epilogue but computed at its rows, which refuses two rows; as a stage of its own
+  // it is right.
+  const Gemm gemm = make_gemm({.input = bf16, .output = bf16, .prefix = "rows_"});
+  Func gated("rows_gated");
+  Var i("i"), j("j");
+  gated(i, j) = cast(bf16, gelu_tanh(cast(f32, gemm.C(2 * i, j))) * cast(f32, gemm.C(2 * i + 1, j)));
+  gated.set_shape({Expr(9), gemm.N});
+  Schedule s =
+      GemmPlan{
+          GemmTiling{.block_m = 64, .block_n = 64, .block_k = 32, .warp_m = 32, .warp_n = 32, .stages = 2}}
+          .schedule(gemm);
+  CHECK_THROWS_WITH(lower(gated, s, Target::sm80()), doctest::Contains("a reduction computed at a row"));
+  s[gemm.C].compute_root();
+  CHECK(lower(gated, s, Target::sm80()).kernels.size() == 2);
+  const std::map<std::string, double> sizes = {{gemm.M.name(), 18}, {gemm.N.name(), 24}, {gemm.K.name(), 40}};
+  CHECK(lowered_error(gated, s, random_inputs(gated, sizes, 37), sizes) < bf16_tolerance);
 }
 
 TEST_CASE("gemma: q and k RMSNorm with RoPE, and v's norm without weight, read from the fused projection") {
@@ -138,7 +210,8 @@ TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_
   for (const int rows : {2048, 8}) {
     const GemmPlan plan = projection_plan(rows, 2 * c.intermediate, c.hidden);
     CHECK(plan.hopper());
-    CHECK(lower(g.out, schedule_gated_up(g, plan), Target::sm90a()).kernels.size() >= 2);
+    CHECK(lower(g.out, schedule_gated_up(g, plan), Target::sm90a()).workspaces.empty() ==
+          (std::get<HopperTiling>(plan.tiling).split_k == 1));
   }
   const ResidualNorm rn = make_residual_norm(bf16, c.hidden, c.eps, "big_rn_");
   CHECK(lower(rn.out, schedule_residual_norm(rn), Target::sm90a()).kernels.size() == 1);
