@@ -83,6 +83,11 @@ if wants sanitizer; then
       "GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)"
     sanitize_case $tool "warp-specialized Hopper attention" \
       "GPU: warp-specialized Hopper attention with masked rows and grouped-query heads (for the sanitizers)"
+    # Two consumer warpgroups taking turns (bar.sync / bar.arrive on their own named barriers).
+    sanitize_case $tool "ping-pong Hopper attention" \
+      "GPU: ping-pong Hopper attention with masked rows and grouped-query heads (for the sanitizers)"
+    # 2-block clusters: B multicast by TMA, slots released in both blocks, cluster barriers.
+    sanitize_case $tool "clustered Hopper GEMM" "GPU: clustered Hopper GEMM on a small problem (for the sanitizers)"
   done
   # Split-KV decoding on the decode rule's ring (apps::decode_tiling: 3 cp.async slots, parts of 24 tiles).
   for tool in memcheck racecheck; do
