@@ -14,6 +14,8 @@
 
 using namespace twist;
 using namespace twist::apps;
+using twist::testing::affine_rows;
+using twist::testing::AffineRows;
 using twist::testing::attention_sizes;
 using twist::testing::compile_for_both_targets;
 using twist::testing::lowered_error;
@@ -136,13 +138,8 @@ TEST_CASE(
   // The affine maps h -> a h + b compose in sequence order only. 13 parts: 13 chains of one, combined
   // pairwise with one left over at each level; 40 parts: 16 chains of 3, the last two empty and one of a
   // single part.
-  SizeParam rows("odd_rows"), cols("odd_cols");
-  Input a("odd_a", f64, {rows, cols}), b("odd_b", f64, {rows, cols});
-  Var i("i");
-  RDom r({{0, cols}}, "odd_r");
-  Func f("odd_f");
-  f(i) = reduce(algebra::affine(f64), r, std::vector<Expr>{a(i, r.x), b(i, r.x)});
-  f.set_shape({rows});
+  const AffineRows affine = affine_rows("odd");
+  const Func &f = affine.f;
   REQUIRE_FALSE(algebra::affine(f64).commutative);
   for (const int parts : {13, 40}) {
     Schedule s;

@@ -36,6 +36,28 @@ double hopper_error(const Attention &a, const AttentionTiling &t,
   return lowered_error(a.out, schedule_attention(a, t), random_inputs(a.out, scalars, seed), scalars);
 }
 
+// The problems every variant of the Hopper kernel (overlap_producer, warp specialization, ping-pong) is
+// checked on first, with func names starting with `prefix`: f16 and bf16 at odd lengths; causal, where the
+// first 30 queries of (70, 40) see no key and give 0, with skipped tiles and one tile only (20, 20);
+// grouped-query heads sharing each K and V tile.
+void check_variant_problems(const AttentionTiling &t, const std::string &prefix) {
+  for (const Type &type : {f16, bf16}) {
+    Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = prefix + type_name(type)});
+    const double err = hopper_error(a, t, attention_sizes(a, 1, 2, 70, 77), 3);
+    INFO(type_name(type), " error ", err);
+    CHECK(err < (type == f16 ? 2e-3 : 1e-2));
+  }
+  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = prefix + "c"});
+  for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}, std::pair{20, 20}}) {
+    const double err = hopper_error(causal, t, attention_sizes(causal, 2, 1, s, l), 8);
+    INFO(s, " queries, ", l, " keys: error ", err);
+    CHECK(err < 2e-3);
+  }
+  Attention gqa =
+      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = prefix + "g"});
+  CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
+}
+
 }  // namespace
 
 TEST_CASE("Hopper attention (TMA ring, wgmma) matches the oracle: f16 and bf16, odd lengths") {
@@ -199,23 +221,8 @@ TEST_CASE("Hopper attention schedules that cannot lower are refused with the rea
 TEST_CASE("overlap_producer: the next key tile's S in flight during this tile's update matches the oracle") {
   AttentionTiling t = small_hopper_tiling();
   t.overlap_scores = true;
-  for (const Type &type : {f16, bf16}) {
-    Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "ho" + type_name(type)});
-    const double err = hopper_error(a, t, attention_sizes(a, 1, 2, 70, 77), 3);
-    INFO(type_name(type), " error ", err);
-    CHECK(err < (type == f16 ? 2e-3 : 1e-2));
-  }
-  // Causal: rows that see no key give 0, skipped tiles, one key tile only (no next tile to overlap).
-  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hoc"});
-  for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}, std::pair{20, 20}}) {
-    const double err = hopper_error(causal, t, attention_sizes(causal, 2, 1, s, l), 8);
-    INFO(s, " queries, ", l, " keys: error ", err);
-    CHECK(err < 2e-3);
-  }
-  // Grouped-query heads sharing the ring's tiles.
-  Attention gqa =
-      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hog"});
-  CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
+  // Causal with one key tile only: no next tile to overlap.
+  check_variant_problems(t, "ho");
   // One warpgroup of two row atoms (the second S accumulator's later atom), one key step, three slots.
   AttentionTiling two_atoms = t;
   two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
@@ -284,23 +291,7 @@ TEST_CASE(
   // interpreter runs the roles as groups that switch at their mbarrier waits, so a wrong count or parity
   // hangs (a reported deadlock) and an early refill is a reported hazard, not only a wrong number.
   const AttentionTiling t = small_specialized_tiling();
-  for (const Type &type : {f16, bf16}) {
-    Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "hw" + type_name(type)});
-    const double err = hopper_error(a, t, attention_sizes(a, 1, 2, 70, 77), 3);
-    INFO(type_name(type), " error ", err);
-    CHECK(err < (type == f16 ? 2e-3 : 1e-2));
-  }
-  // Causal: the first 30 queries of (70, 40) see no key and give 0; skipped tiles; one tile only (20, 20).
-  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hwc"});
-  for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}, std::pair{20, 20}}) {
-    const double err = hopper_error(causal, t, attention_sizes(causal, 2, 1, s, l), 8);
-    INFO(s, " queries, ", l, " keys: error ", err);
-    CHECK(err < 2e-3);
-  }
-  // Grouped-query heads: the consumers are two query heads of a group sharing each K and V tile.
-  Attention gqa =
-      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hwg"});
-  CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
+  check_variant_problems(t, "hw");
   // D = 128 on one consumer warpgroup of two row atoms, one key step per tile, three slots.
   AttentionTiling one = t;
   one.warp_rows = 128, one.key_tile = 16, one.stages = 3;
@@ -315,6 +306,7 @@ TEST_CASE(
   parts.split_kv = 3;
   CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
   // With the next tile's S in flight during this tile's update, on the consumers' larger budget.
+  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hwc"});
   AttentionTiling overlap = t;
   overlap.overlap_scores = true;
   for (auto [s, l] : {std::pair{70, 77}, std::pair{20, 20}})
@@ -398,23 +390,8 @@ TEST_CASE("ping-pong Hopper attention: two consumer warpgroups taking turns matc
   // the other has arrived: a turn passed too early or not at all is a reported deadlock or an unbalanced
   // barrier at the block's end, not only a wrong number.
   const AttentionTiling t = small_ping_pong_tiling();
-  for (const Type &type : {f16, bf16}) {
-    Attention a = make_attention({.dtype = type, .head_dim = 64, .prefix = "hp" + type_name(type)});
-    const double err = hopper_error(a, t, attention_sizes(a, 1, 2, 70, 77), 3);
-    INFO(type_name(type), " error ", err);
-    CHECK(err < (type == f16 ? 2e-3 : 1e-2));
-  }
-  // Causal: the first 30 queries of (70, 40) see no key and give 0; skipped tiles; one tile only (20, 20).
-  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hpc"});
-  for (auto [s, l] : {std::pair{70, 40}, std::pair{50, 77}, std::pair{130, 130}, std::pair{20, 20}}) {
-    const double err = hopper_error(causal, t, attention_sizes(causal, 2, 1, s, l), 8);
-    INFO(s, " queries, ", l, " keys: error ", err);
-    CHECK(err < 2e-3);
-  }
   // Grouped-query heads: the two warpgroups are two query heads of a group sharing each K and V tile.
-  Attention gqa =
-      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hpg"});
-  CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
+  check_variant_problems(t, "hp");
   // D = 128 (one key step a tile) and D = 256, causal, lengths the tiles do not divide.
   AttentionTiling d128_tiling = t;
   d128_tiling.key_tile = 16, d128_tiling.stages = 3;
@@ -428,6 +405,7 @@ TEST_CASE("ping-pong Hopper attention: two consumer warpgroups taking turns matc
   parts.split_kv = 3;
   CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
   // With the next tile's S in flight during this tile's update: the turn passes after that S.
+  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hpc"});
   AttentionTiling overlap = t;
   overlap.overlap_scores = true;
   for (auto [s, l] : {std::pair{70, 77}, std::pair{20, 20}, std::pair{130, 130}})

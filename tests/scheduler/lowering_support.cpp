@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "algebra/builtins.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/runtime/kernel_cache.h"
 #include "backends/reference/evaluate_funcs.h"
@@ -19,6 +20,17 @@ Tensors random_inputs(const Func &output, const std::map<std::string, double> &s
     inputs.emplace(in.name(), reference::random_normal(in.type(), evaluate_shape(shape, sizes), seed++));
   }
   return inputs;
+}
+
+AffineRows affine_rows(const std::string &prefix) {
+  SizeParam rows(prefix + "_rows"), cols(prefix + "_cols");
+  Input a(prefix + "_a", f64, {rows, cols}), b(prefix + "_b", f64, {rows, cols});
+  Var i("i");
+  RDom r({{0, cols}}, prefix + "_r");
+  Func f(prefix + "_f");
+  f(i) = reduce(algebra::affine(f64), r, std::vector<Expr>{a(i, r.x), b(i, r.x)});
+  f.set_shape({rows});
+  return {a, b, f};
 }
 
 double lowered_error(const Func &output, const Schedule &schedule, const Tensors &inputs,

@@ -24,6 +24,16 @@ double lowered_error(const Func &output, const Schedule &schedule, const Tensors
                      const std::map<std::string, double> &scalars,
                      const reference::InterpretOptions &options = {});
 
+// f(i) = the affine maps h -> a(i, c) h + b(i, c) composed in order over the columns c, in f64: a reduction
+// whose monoid (algebra::affine) does not commute, so a split whose combine reorders the parts gets a wrong
+// answer. Its names start with `prefix`: sizes "<prefix>_rows" and "<prefix>_cols", reduction loop
+// "<prefix>_r.x". The inputs are kept with the func: a func's inputs must be live while it lowers.
+struct AffineRows {
+  Input a, b;
+  Func f;
+};
+AffineRows affine_rows(const std::string &prefix);
+
 // Compiles every kernel of `program` (and their fallbacks) for sm_80 and sm_90a; returns the sources.
 std::vector<std::string> compile_for_both_targets(const LoweredProgram &program);
 

@@ -20,6 +20,8 @@
 
 using namespace twist;
 using namespace twist::apps;
+using twist::testing::affine_rows;
+using twist::testing::AffineRows;
 using twist::testing::attention_sizes;
 using twist::testing::compile_for_both_targets;
 using twist::testing::contains;
@@ -179,13 +181,8 @@ TEST_CASE("GEMM split-K with each tile's last block folding: mma.sync and Hopper
 }
 
 TEST_CASE("the last block's fold keeps the order of a monoid that does not commute, in any block order") {
-  SizeParam rows("lb_rows"), cols("lb_cols");
-  Input a("lb_a", f64, {rows, cols}), b("lb_b", f64, {rows, cols});
-  Var i("i");
-  RDom r({{0, cols}}, "lb_r");
-  Func f("lb_f");
-  f(i) = reduce(algebra::affine(f64), r, std::vector<Expr>{a(i, r.x), b(i, r.x)});
-  f.set_shape({rows});
+  const AffineRows affine = affine_rows("lb");
+  const Func &f = affine.f;
   REQUIRE_FALSE(algebra::affine(f64).commutative);
   for (const int parts : {13, 40}) {
     Schedule s;
