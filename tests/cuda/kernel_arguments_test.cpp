@@ -112,6 +112,30 @@ TEST_CASE("kernel arguments without a buffer's address or a scalar's value are r
                        doctest::Contains("kernel tma_kernel takes scalar 'alpha', but no value"), Error);
 }
 
+TEST_CASE("a buffer past the 32-bit offsets' reach, or a scalar past 32 bits, is refused before launch") {
+  const twist::Kernel k = tma_kernel();
+  auto never = [](const TensorMapRequest &) -> CUtensorMap {
+    FAIL("no map should be encoded");
+    return {};
+  };
+  // A is [B, M, K]: 2^31 elements at B = 2^15, M = 1024, K = 64, one past the largest offset an int holds.
+  Scalars huge = kScalars;
+  huge["B"] = 32768;
+  huge["M"] = 1024;
+  CHECK_THROWS_WITH_AS(
+      KernelArguments(k, {{"A", 0xa000}, {"C", 0xc000}}, huge, never),
+      doctest::Contains("input buffer 'A' of shape [32768, 1024, 64] has 2147483648 elements, "
+                        "past the 2147483647"),
+      Error);
+  huge["B"] = 32767;  // the largest batch whose A fits: accepted
+  CHECK_NOTHROW(check_offsets_fit(k, huge));
+  Scalars wide = kScalars;
+  wide["M"] = 3.0e9;
+  wide["B"] = 0;
+  CHECK_THROWS_WITH_AS(KernelArguments(k, {{"A", 0xa000}, {"C", 0xc000}}, wide, never),
+                       doctest::Contains("scalar 'M' = 3000000000 does not fit"), Error);
+}
+
 TEST_CASE(
     "the printed signature takes tensor maps last, as __grid_constant__ CUtensorMap, and NVRTC accepts it") {
   const std::string source = cuda_source(tma_kernel());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include <fmt/ranges.h>
 
@@ -46,6 +47,20 @@ TensorMapRequest tensor_map_request(const twist::Kernel &kernel, const TensorMap
   return r;
 }
 
+void check_offsets_fit(const twist::Kernel &kernel, const Scalars &scalars) {
+  for (const BufferArg &b : kernel.buffers) {
+    const std::vector<int64_t> shape = evaluate_shape(b.shape, scalars);
+    int64_t elements = 1;
+    for (int64_t e : shape) elements *= e;
+    if (elements > std::numeric_limits<int32_t>::max())
+      fail(
+          "kernel {}: {} buffer '{}' of shape [{}] has {} elements, past the {} that the generated kernel's "
+          "32-bit offsets reach; split the call (fewer batches or heads per launch)",
+          kernel.name, role_name(b.role), b.name, fmt::join(shape, ", "), elements,
+          std::numeric_limits<int32_t>::max());
+  }
+}
+
 KernelArguments::KernelArguments(const twist::Kernel &kernel,
                                  const std::map<std::string, CUdeviceptr> &addresses, const Scalars &scalars,
                                  const TensorMapEncoder &encode) {
@@ -62,6 +77,10 @@ KernelArguments::KernelArguments(const twist::Kernel &kernel,
       fail("kernel {} takes scalar '{}', but no value was given for it", kernel.name, s.name);
     std::vector<unsigned char> bytes(s.type.bytes());
     if (s.type == i32) {
+      if (it->second < std::numeric_limits<int32_t>::min() ||
+          it->second > std::numeric_limits<int32_t>::max())
+        fail("kernel {}: scalar '{}' = {} does not fit the kernel's 32-bit integer argument; split the call",
+             kernel.name, s.name, it->second);
       const int32_t x = static_cast<int32_t>(it->second);
       std::memcpy(bytes.data(), &x, 4);
     } else if (s.type == f32) {
@@ -74,6 +93,7 @@ KernelArguments::KernelArguments(const twist::Kernel &kernel,
     }
     scalars_.push_back(std::move(bytes));
   }
+  check_offsets_fit(kernel, scalars);
   for (const TensorMap &m : kernel.tensor_maps)
     tensor_maps_.push_back(encode(tensor_map_request(kernel, m, scalars, address_of(m.buffer))));
   for (CUdeviceptr &a : addresses_) pointers_.push_back(&a);

@@ -24,12 +24,18 @@ int swizzle_bytes(TensorMap::Swizzle s);
 TensorMapRequest tensor_map_request(const twist::Kernel &kernel, const TensorMap &map, const Scalars &scalars,
                                     CUdeviceptr address);
 
+// Throws, naming the buffer and its element count, when a buffer of `kernel` over `scalars` holds more
+// elements than the 32-bit offsets of the generated code reach (2^31 - 1): the kernel would read and write
+// elsewhere.
+void check_offsets_fit(const twist::Kernel &kernel, const Scalars &scalars);
+
 // Encodes a tensor map: encode_tensor_map (through the driver) when launching; tests substitute their own.
 using TensorMapEncoder = std::function<CUtensorMap(const TensorMapRequest &)>;
 
 class KernelArguments {
  public:
-  // Throws, naming the kernel, when a buffer has no address or a scalar no value.
+  // Throws, naming the kernel, when a buffer has no address, a scalar no value or one past its type, or
+  // check_offsets_fit fails.
   KernelArguments(const twist::Kernel &kernel, const std::map<std::string, CUdeviceptr> &addresses,
                   const Scalars &scalars, const TensorMapEncoder &encode = encode_tensor_map);
   KernelArguments(const KernelArguments &) = delete;
