@@ -315,7 +315,8 @@ def kernel_pairs(model, kernels, shape: gemma.LayerShape, layer, attention_call)
     h, o = randn(rows, dims.hidden), randn(rows, dims.hidden)
     projected = randn(b, s, dims.qkv_columns(t.kind) // d, d)
     # The eager layer's projections are three tensors, each viewed as heads.
-    q_heads, k_heads = projected[:, :, :dims.heads].contiguous(), projected[:, :, dims.heads:dims.heads + kv].contiguous()
+    q_heads = projected[:, :, :dims.heads].contiguous()
+    k_heads = projected[:, :, dims.heads:dims.heads + kv].contiguous()
     v_heads = projected[:, :, v_first:v_first + kv].contiguous()
     # Rotary tables as the model's: cos^2 + sin^2 = 1.
     angles = torch.rand(b, s, d, device=device, generator=generator) * 2 * torch.pi

@@ -68,8 +68,8 @@ class BenchGemmaTest(unittest.TestCase):
         shape = gemma.LayerShape("decode", batch=64, keys=32768)
         r = bench_gemma.new_record(shape, "H200", "2026-12-03", 2)
         r["out_of_memory"] = {"eager forward": "CUDA out of memory. Tried to allocate 64.00 GiB"}
-        r = bench_gemma.finish_record(r, {"logits": 0.01, "hidden_states": 0.01}, {"logits": 0.01, "hidden_states": 0.01},
-                                      kernels, {"full": {"attention": None, "qkv": 0.003}},
+        errors = {"logits": 0.01, "hidden_states": 0.01}
+        r = bench_gemma.finish_record(r, errors, errors, kernels, {"full": {"attention": None, "qkv": 0.003}},
                                       {"full": bench_gemma.layer_kernels_ms(kernels["full"])},
                                       {"eager": None, "twist": 3.0}, {"full": {"eager": None, "twist": 1.5}})
         self.assertTrue(r["ok"])

@@ -511,7 +511,7 @@ int export_gemma(const Options &o) {
                {"keys", std::to_string(keys)},
                {"schedule", schedule_name},
                {"dtype", "bf16"}};
-    // The GEMM rule's modeled time beside the measurement (apps/gemma/bench_gemma.py), as export gemm notes it.
+    // The GEMM rule's modeled time beside the measurement (apps/gemma/bench_gemma.py), as in export gemm.
     if (gemm && plan)
       if (const auto *hopper = std::get_if<apps::HopperTiling>(&plan->tiling))
         if (const auto modeled = apps::hopper_plan_of(*gemm, *hopper))

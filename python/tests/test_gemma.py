@@ -88,10 +88,12 @@ def test_a_shape_whose_buffers_the_kernels_cannot_index_is_refused_by_name(tmp_p
                                                       r"elements.*at most 32 sequences"):
         gemma.check_index_range(dims, "full", gemma.LayerShape("decode", batch=64, keys=32768))
     with pytest.raises(gemma.UnsupportedConfig, match="buffer 'K'"):
-        gemma.export_layer_kernels("no-twist-needed", tmp_path, "31b", "full", gemma.LayerShape("decode", 64, keys=32768))
+        gemma.export_layer_kernels("no-twist-needed", tmp_path, "31b", "full",
+                                   gemma.LayerShape("decode", 64, keys=32768))
     # 2^31 elements are indexed (the last offset is 2^31 - 1); the sliding layers see the window's keys only.
     gemma.check_index_range(dims, "full", gemma.LayerShape("decode", batch=32, keys=32768))
-    gemma.check_index_range(dims, "sliding", gemma.layer_shape(dims, "sliding", gemma.LayerShape("decode", 64, keys=32768)))
+    sliding = gemma.layer_shape(dims, "sliding", gemma.LayerShape("decode", 64, keys=32768))
+    gemma.check_index_range(dims, "sliding", sliding)
     gemma.check_index_range(dims, "full", gemma.LayerShape("prefill", batch=8, tokens=8192))
 
 
