@@ -291,8 +291,10 @@ def describe_attention_call(call) -> str:
     """What PyTorch's attention baseline is: the function, its implementation, and the arguments that choose
     SDPA's path (a mask or is_causal, GQA by repeat_kv beyond head dim 256)."""
     function, module, query, key, value, mask, kwargs = call
-    masking = "no mask (SDPA is_causal)" if mask is None else f"a {str(mask.dtype).removeprefix('torch.')} " \
-                                                                f"mask {tuple(mask.shape)}"
+    if mask is not None:
+        masking = f"a {str(mask.dtype).removeprefix('torch.')} mask {tuple(mask.shape)}"
+    else:  # transformers' SDPA path asks for is_causal where there is no mask and more than one query
+        masking = "no mask (is_causal)" if query.shape[2] > 1 else "no mask (one query, every key)"
     return (f"{function.__module__}.{function.__name__} (attn_implementation "
             f"'{module.config._attn_implementation}'): query {tuple(query.shape)}, key and value {tuple(key.shape)}"
             f", {masking}, scaling {kwargs.get('scaling')}, sliding_window {kwargs.get('sliding_window')}")

@@ -260,5 +260,7 @@ def test_the_benchmark_measures_a_case(models, shape, check_tokens, monkeypatch)
         assert f"attn_implementation '{implementation}'" in record["pytorch_baselines"][f"{layer}/attention"]
     assert "sliding_window 5" in record["pytorch_baselines"]["sliding/attention"]
     assert "sliding_window None" in record["pytorch_baselines"]["full/attention"]
+    if shape.phase == "prefill":
+        assert "no mask (is_causal)" in record["pytorch_baselines"]["full/attention"]
     assert record["out_of_memory"] == {}
     assert bench_gemma.case_name(shape) in bench_gemma.format_table([record])
