@@ -18,24 +18,31 @@ decode case, in both steps):
 
 --no-compile leaves torch.compile out (on the H200 it compiled the 2-layer forward in 17 s at prefill B1 S2048
 and 6 s at decode B8 L4096, each decoder layer in 2 s; --quick with it, after compute-sanitizer over the decode
-case's kernels, ran in 78 s); --phase
-keeps the cases of one phase; --sanitize runs every kernel once on random inputs and nothing else, for
+case's kernels, ran in 78 s); --phase keeps the cases of one phase, --case names the cases to run
+(decode_B64_L32768; repeatable); --sanitize runs every kernel once on random inputs and nothing else, for
 compute-sanitizer.
 
 For every case (prefill: batch x new tokens; decode: batch x keys in the cache) it
   1. (--export-only) exports the layer kernels (twist export gemma) for both layer types at the case's shape,
      into MANIFESTS/<case>; the run on the GPU reads them from there;
   2. checks the twist model's last hidden state and logits against the exact model (the reference in f32) on
-     the same weights and inputs: within SLACK times the error transformers' bf16 model has (relative L2),
-     and each kernel against PyTorch's code for the same op on the same random inputs (KERNEL_TOLERANCE);
-  3. times every kernel against PyTorch's code for the same op (the model's own modules and functions: the
-     linears, the norms, the add, RoPE, scaled-dot-product attention, the gated activation), and reports ours /
-     PyTorch's per kernel and their geometric mean over the layer's kernels (the seed reports 1.30x);
+     the same weights and inputs, on the batch's first checked_batch() sequences: within SLACK times the error
+     transformers' bf16 model has (relative L2); and each kernel against PyTorch's code for the same op
+     (KERNEL_TOLERANCE);
+  3. times every kernel against PyTorch's code for the same op as the eager layer runs it (PYTORCH_EQUIVALENT;
+     attention: the layer's own attention function on the arguments the eager layer gives it, captured from
+     that call, so SDPA takes the layer's path; the record's pytorch_baselines names it), and reports ours /
+     PyTorch's per kernel and their geometric mean over the layer's kernels (the seed reports 1.30x); the
+     projections also by their kernels' device time (the profiler's) beside the GEMM rule's modeled time;
   4. sums each layer type's kernels (ours, PyTorch's), and times one decoder layer of each type (called with
      the arguments the forward pass gives it) and the whole forward pass: reference eager, reference under
-     torch.compile (its first call's compilation recorded apart), and the twist model.
+     torch.compile (its first call's compilation recorded apart), and the twist model; profiles_ms holds the
+     CUDA kernels of one call of each layer and of PyTorch's attention, by device time.
 Decoding starts each timed step from a fresh copy of the filled cache, made outside the timed region. Timings are
-triton.testing.do_bench medians. Writes the records as JSON and prints a table; exits 1 if a check failed.
+triton.testing.do_bench medians. Each case builds its twist model and caches and frees them; what PyTorch cannot
+fit in the GPU's memory is recorded (out_of_memory: PyTorch's message, the bytes asked for and held) and left out
+of the ratios, and each record has its peak_allocated_bytes. Writes the records as JSON and prints a table;
+exits 1 if a check failed.
 
 The records, summaries and tables run without torch (apps/gemma/test_bench_gemma.py); measure_case() runs on
 the CPU with a PyTorch stand-in for the kernels and for the timer (python/tests/test_gemma_swap.py).
@@ -45,6 +52,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import gc
 import json
 import math
 import sys
@@ -65,23 +73,36 @@ KERNEL_TOLERANCE = 2e-2
 PREFILL = [(1, 2048), (1, 8192), (4, 4096), (8, 2048), (8, 8192)]
 DECODE = [(1, 4096), (1, 32768), (8, 16384), (64, 4096), (64, 32768)]
 QUICK_PREFILL, QUICK_DECODE = [(1, 2048)], [(8, 4096)]
-# Decoding's cache is filled by prefills of at most this many tokens: at batch 64 x 32768 keys one prefill of
-# the whole prompt would hold 2M tokens' activations (the f32 model's MLP alone 180 GB).
-CACHE_FILL_CHUNK = 4096
+# The references fill a decoding case's cache in calls of at most this many rows (batch x tokens), a few
+# sequences at a time (checked_batch): at batch 64 x 32768 keys one prefill of the whole prompt would hold 2M
+# tokens' activations (the f32 model's MLP alone 180 GB), and transformers' SDPA path repeats the full layers'
+# 4 KV heads to 32 (repeat_kv: heads of 512 are past SDPA's GQA support), 8 times the cache, for every call.
+CACHE_FILL_ROWS = 4096
+# The exact model (f32) and the bf16 reference are checked against on the first sequences of the batch only,
+# at most this many tokens (prefill) or keys (decode) in all: the sequences of a batch are independent, and at
+# B8 S8192 the f32 model's attention takes SDPA's math path, whose [B, 32, S, S] f32 scores alone are 64 GiB
+# (the grid run of 2026-12-03 20:05 ran out of memory there).
+CHECK_TOKENS = 16384
 # The PyTorch code each twist kernel replaces (what PyTorch runs for the same op, in the model's own code).
 PYTORCH_EQUIVALENT = {
-    "input_norm": "input_layernorm",
-    "qkv": "q_proj, k_proj, v_proj",
-    "q_norm_rope": "q_norm, apply_rotary_pos_emb, transpose",
-    "k_norm_rope": "k_norm, apply_rotary_pos_emb, transpose",
-    "v_norm": "v_norm, transpose",
-    "attention": "scaled_dot_product_attention (GQA, causal or sliding mask)",
-    "o_proj": "o_proj",
+    "input_norm": "input_layernorm (Gemma4RMSNorm)",
+    "qkv": "q_proj, k_proj, v_proj: three nn.Linear calls (cuBLAS), as the layer makes them",
+    "q_norm_rope": "q_norm on q_proj's output viewed as heads, apply_rotary_pos_emb, transpose (a view, as the "
+                   "layer leaves it)",
+    "k_norm_rope": "k_norm on k_proj's output viewed as heads, apply_rotary_pos_emb, transpose (a view)",
+    "v_norm": "v_norm on v_proj's (full layers: k_proj's) output viewed as heads, transpose (a view)",
+    "attention": "the layer's own attention function, captured from the call the eager layer makes (its "
+                 "attn_implementation, mask, scaling and sliding window; pytorch_baselines names it per layer type), "
+                 "with its output as the layer reshapes it; ours: the attention kernel and the transpose to "
+                 "[B*S, H*D] that the twist layer makes",
+    "o_proj": "o_proj (nn.Linear)",
     "post_attention_norm": "post_attention_layernorm, add, pre_feedforward_layernorm",
     "gate_up": "gate_proj, up_proj, gelu_tanh(gate) * up",
-    "down_proj": "down_proj",
+    "down_proj": "down_proj (nn.Linear)",
     "post_feedforward_norm": "post_feedforward_layernorm, add, next input_layernorm",
 }
+# The kernels whose manifests carry the GEMM rule's modeled time (twist export gemma, modeled_us).
+PROJECTIONS = ("qkv", "o_proj", "gate_up", "down_proj")
 
 
 def cases(quick: bool) -> list[gemma.LayerShape]:
@@ -96,18 +117,25 @@ def case_name(shape: gemma.LayerShape) -> str:
 
 def kernel_summary(kernels: dict[str, dict[str, float]]) -> dict:
     """Per layer type and kernel, {"twist_ms", "pytorch_ms"}: the speedups (PyTorch / ours), their geometric
-    mean, and the kernels slower than PyTorch's."""
+    mean, and the kernels slower than PyTorch's. A kernel whose PyTorch code ran out of memory (pytorch_ms None)
+    has no speedup and is listed apart."""
     speedups = {f"{layer}/{k}": t["pytorch_ms"] / t["twist_ms"] for layer, per in kernels.items()
-                for k, t in per.items()}
-    return {"speedup": speedups, "geomean_speedup": gemma.geometric_mean(speedups.values()),
-            "slower_than_pytorch": sorted(k for k, v in speedups.items() if v < 1)}
+                for k, t in per.items() if t["pytorch_ms"] is not None and t["twist_ms"] is not None}
+    return {"speedup": speedups,
+            "geomean_speedup": gemma.geometric_mean(speedups.values()) if speedups else None,
+            "slower_than_pytorch": sorted(k for k, v in speedups.items() if v < 1),
+            "unmeasured": sorted(f"{layer}/{k}" for layer, per in kernels.items() for k in per
+                                 if f"{layer}/{k}" not in speedups)}
 
 
-def layer_kernels_ms(kernels: dict[str, dict[str, float]]) -> dict[str, float]:
+def layer_kernels_ms(kernels: dict[str, dict[str, float]]) -> dict[str, float | None]:
     """One layer's time as the sum of its kernels' medians, ours and PyTorch's code for the same ops (the
-    transposes and the cache update between them, which both sides run, are not counted)."""
-    return {"twist": sum(t["twist_ms"] for t in kernels.values()),
-            "pytorch": sum(t["pytorch_ms"] for t in kernels.values())}
+    cache update between them, which both sides run, is not counted); None for a side with a kernel that
+    could not run."""
+    def total(side):
+        times = [t[side] for t in kernels.values()]
+        return None if any(v is None for v in times) else sum(times)
+    return {"twist": total("twist_ms"), "pytorch": total("pytorch_ms")}
 
 
 def new_record(shape: gemma.LayerShape, gpu: str, date: str, layers: int) -> dict:
@@ -119,12 +147,15 @@ def finish_record(r: dict, errors: dict[str, float], reference_errors: dict[str,
                   kernel_errors: dict, layer_ms: dict, forward_ms: dict, layer_forward_ms: dict | None = None,
                   compile_s: dict | None = None) -> dict:
     """`errors` and `reference_errors`: the twist model's and the bf16 reference's against the exact model;
-    `kernel_errors`: per layer type and kernel, ours against PyTorch's code for the same op; `forward_ms` (the
-    forward pass) and `layer_forward_ms` (per layer type, one decoder layer's call) have "eager", "twist" and,
-    unless torch.compile was left out, "compile"; `compile_s`: what torch.compile's first calls took."""
+    `kernel_errors`: per layer type and kernel, ours against PyTorch's code for the same op (None where
+    PyTorch's ran out of memory); `forward_ms` (the forward pass) and `layer_forward_ms` (per layer type, one
+    decoder layer's call) have "eager", "twist" and, unless torch.compile was left out, "compile" (None where
+    it ran out of memory); `compile_s`: what torch.compile's first calls took."""
     r["errors"], r["reference_errors"], r["kernel_errors"] = errors, reference_errors, kernel_errors
     r["kernels_over_tolerance"] = sorted(f"{layer}/{k}" for layer, per in kernel_errors.items()
-                                         for k, e in per.items() if not e <= KERNEL_TOLERANCE)
+                                         for k, e in per.items() if e is not None and not e <= KERNEL_TOLERANCE)
+    r["kernels_unchecked"] = sorted(f"{layer}/{k}" for layer, per in kernel_errors.items()
+                                    for k, e in per.items() if e is None)
     r["ok"] = (all(errors[k] <= SLACK * reference_errors[k] for k in errors)
                and not r["kernels_over_tolerance"])
     r["kernels"] = kernels
@@ -138,26 +169,35 @@ def finish_record(r: dict, errors: dict[str, float], reference_errors: dict[str,
     return r
 
 
-def speedups_of(ms: dict[str, float]) -> dict[str, float]:
-    """{"eager": .., "compile": .., "twist": ..} milliseconds as {"vs_eager": eager / twist, ...}."""
-    return {f"vs_{which}": t / ms["twist"] for which, t in ms.items() if which != "twist"}
+def speedups_of(ms: dict[str, float | None]) -> dict[str, float]:
+    """{"eager": .., "compile": .., "twist": ..} milliseconds as {"vs_eager": eager / twist, ...}, leaving out
+    what did not run (None)."""
+    if ms.get("twist") is None:
+        return {}
+    return {f"vs_{which}": t / ms["twist"] for which, t in ms.items() if which != "twist" and t is not None}
 
 
 def format_table(records: list[dict]) -> str:
+    def ratio(value, width):
+        return f"{value:>{width - 1}.2f}x" if value is not None else f"{'-':>{width}}"
     lines = [f"{'case':<22}{'ok':>4}{'error':>8}{'bf16 ref':>9}{'worst kernel':>26}{'kernel geomean':>16}"
              f"{'vs eager':>10}{'vs compile':>12}  per layer (vs eager / vs compile)  slower kernels"]
     for r in records:
-        worst = max(((e, f"{layer}/{k}") for layer, per in r["kernel_errors"].items() for k, e in per.items()),
-                    key=lambda pair: math.inf if math.isnan(pair[0]) else pair[0])
+        checked = [(e, f"{layer}/{k}") for layer, per in r["kernel_errors"].items() for k, e in per.items()
+                   if e is not None]
+        worst = max(checked, key=lambda pair: math.inf if math.isnan(pair[0]) else pair[0])
         speedup = r["end_to_end_speedup"]
-        compiled = f"{speedup['vs_compile']:>11.2f}x" if "vs_compile" in speedup else f"{'-':>12}"
-        per_layer = ", ".join(f"{kind} {s['vs_eager']:.2f}x / " + (f"{s['vs_compile']:.2f}x" if "vs_compile" in s
-                                                                   else "-")
+        per_layer = ", ".join(f"{kind} " + (f"{s['vs_eager']:.2f}x" if "vs_eager" in s else "-") + " / "
+                              + (f"{s['vs_compile']:.2f}x" if "vs_compile" in s else "-")
                               for kind, s in r.get("layer_speedup", {}).items()) or "-"
         lines.append(f"{r['case']:<22}{'yes' if r['ok'] else 'NO':>4}{r['errors']['hidden_states']:>8.4f}"
                      f"{r['reference_errors']['hidden_states']:>9.4f}{worst[1]:>18} {worst[0]:.4f}"
-                     f"{r['geomean_speedup']:>15.2f}x{speedup['vs_eager']:>9.2f}x{compiled}"
+                     f"{ratio(r['geomean_speedup'], 16)}{ratio(speedup.get('vs_eager'), 10)}"
+                     f"{ratio(speedup.get('vs_compile'), 12)}"
                      f"  {per_layer}  {', '.join(r['slower_than_pytorch']) or '-'}")
+        if r.get("out_of_memory"):
+            lines.append(f"{'':<22}out of memory: " + "; ".join(f"{what}: {why}"
+                                                                for what, why in r["out_of_memory"].items()))
     return "\n".join(lines)
 
 
@@ -206,52 +246,111 @@ def build_models(layers: int, device: str = "cuda", config: str = "31b", **overr
     return {"exact": copy.deepcopy(bf16).float(), "bf16": bf16}
 
 
-def kernel_pairs(model, kernels, shape: gemma.LayerShape, layer) -> dict[str, tuple]:
-    """Per twist kernel of `layer`: (ours, PyTorch's code for the same op), both callables on the same random
-    inputs, returning the same tensors (the residual norms both their outputs)."""
+class _AttentionCaptured(Exception):
+    """Stops the eager layer at its attention call, once the call's arguments are recorded."""
+
+
+class _AttentionCapture:
+    """Stands in for transformers' ALL_ATTENTION_FUNCTIONS in modeling_gemma4 while one eager layer runs: the
+    attention function the layer looks up (by its config's attn_implementation) is recorded with the arguments
+    the layer passes it, and the layer stops there (before attention: a call PyTorch cannot fit in memory is
+    not made)."""
+
+    def __init__(self, functions):
+        self.functions, self.call = functions, None
+
+    def get_interface(self, name, default):
+        function = self.functions.get_interface(name, default)
+
+        def capture(module, query, key, value, attention_mask, **kwargs):
+            self.call = (function, module, query, key, value, attention_mask, kwargs)
+            raise _AttentionCaptured
+        return capture
+
+
+def captured_attention_call(layer, args, kwargs) -> tuple:
+    """(function, module, query, key, value, mask, kwargs): the attention call the eager decoder layer `layer`
+    makes on its arguments (a cache among them is appended to: pass a copy)."""
+    from transformers.models.gemma4 import modeling_gemma4 as mg
+    functions = mg.ALL_ATTENTION_FUNCTIONS
+    capture = _AttentionCapture(functions)
+    mg.ALL_ATTENTION_FUNCTIONS = capture
+    try:
+        layer(*args, **kwargs)
+    except _AttentionCaptured:
+        pass
+    finally:
+        mg.ALL_ATTENTION_FUNCTIONS = functions
+    if capture.call is None:
+        raise RuntimeError(f"layer {layer.self_attn.layer_idx} made no attention call: transformers' "
+                           "Gemma4TextAttention no longer looks up ALL_ATTENTION_FUNCTIONS")
+    return capture.call
+
+
+def describe_attention_call(call) -> str:
+    """What PyTorch's attention baseline is: the function, its implementation, and the arguments that choose
+    SDPA's path (a mask or is_causal, GQA by repeat_kv beyond head dim 256)."""
+    function, module, query, key, value, mask, kwargs = call
+    if mask is not None:
+        masking = f"a {str(mask.dtype).removeprefix('torch.')} mask {tuple(mask.shape)}"
+    else:  # transformers' SDPA path asks for is_causal where there is no mask and more than one query
+        masking = "no mask (is_causal)" if query.shape[2] > 1 else "no mask (one query, every key)"
+    return (f"{function.__module__}.{function.__name__} (attn_implementation "
+            f"'{module.config._attn_implementation}'): query {tuple(query.shape)}, key and value {tuple(key.shape)}"
+            f", {masking}, scaling {kwargs.get('scaling')}, sliding_window {kwargs.get('sliding_window')}")
+
+
+def kernel_pairs(model, kernels, shape: gemma.LayerShape, layer, attention_call) -> dict[str, tuple]:
+    """Per twist kernel of `layer`: (ours, PyTorch's code for the same op as the eager layer runs it), both
+    callables on the same inputs, returning the same values (the residual norms both their outputs; qkv the
+    three projections). Attention runs on the query, keys and values the eager layer passed its attention
+    function (`attention_call`, captured_attention_call), the other kernels on random inputs."""
     import torch
-    import torch.nn.functional as F
     from transformers.models.gemma4 import modeling_gemma4 as mg
     dims, t, attn, mlp = gemma.dims_of(model.config), layer._twist, layer.self_attn, layer.mlp
     kv, d, values_from_keys = dims.attention(t.kind)
     v_first = dims.heads + (0 if values_from_keys else kv)
-    b, s, keys, rows = shape.batch, shape.tokens, shape.key_count, shape.rows
+    b, s, rows = shape.batch, shape.tokens, shape.rows
     device = layer.input_layernorm.weight.device
     generator = torch.Generator(device=device).manual_seed(1)
     randn = lambda *size: torch.randn(*size, device=device, dtype=torch.bfloat16, generator=generator)  # noqa: E731
     h, o = randn(rows, dims.hidden), randn(rows, dims.hidden)
     projected = randn(b, s, dims.qkv_columns(t.kind) // d, d)
+    # The eager layer's projections are three tensors, each viewed as heads.
+    q_heads = projected[:, :, :dims.heads].contiguous()
+    k_heads = projected[:, :, dims.heads:dims.heads + kv].contiguous()
+    v_heads = projected[:, :, v_first:v_first + kv].contiguous()
     # Rotary tables as the model's: cos^2 + sin^2 = 1.
     angles = torch.rand(b, s, d, device=device, generator=generator) * 2 * torch.pi
     cos, sin = angles.cos().to(torch.bfloat16), angles.sin().to(torch.bfloat16)
-    q, k, v = randn(b, dims.heads, s, d), randn(b, kv, keys, d), randn(b, kv, keys, d)
     g, a = randn(rows, dims.intermediate), randn(rows, dims.heads * d)
     run = lambda kernel, **x: (lambda: kernels.call(t.kind, shape, kernel, **x))  # noqa: E731
-    heads = lambda x, first, count: x[:, :, first:first + count, :]  # noqa: E731
-    window = attn.sliding_window
-    qi = torch.arange(keys - s, keys, device=device)[:, None]
-    kj = torch.arange(keys, device=device)[None, :]
-    mask = (kj <= qi) & ((qi - kj < window) if window else True)
+    function, module, query, key, value, mask, attention_kwargs = attention_call
+    # Ours reads them contiguous, as the twist layer produces them.
+    q, k, v = (x.contiguous() for x in (query, key, value))
+    projections = [p for p in (attn.q_proj, attn.k_proj, attn.v_proj) if p is not None]
+    widths = [p.out_features for p in projections]
 
     def residual_norm(post, next_norm):
         def pytorch():
             summed = h + post(o)
             return summed, next_norm(summed)
         return pytorch
+
+    def rope(norm, x):
+        return lambda: mg.apply_rotary_pos_emb(norm(x), cos, sin, unsqueeze_dim=2).transpose(1, 2)
     return {
         "input_norm": (run("input_norm", x=h, w=layer.input_layernorm.weight), lambda: layer.input_layernorm(h)),
-        "qkv": (run("qkv", A=h, B=t.qkv),
-                lambda: torch.cat([p(h) for p in (attn.q_proj, attn.k_proj, attn.v_proj) if p is not None], -1)),
+        "qkv": (lambda: tuple(kernels.call(t.kind, shape, "qkv", A=h, B=t.qkv).split(widths, -1)),
+                lambda: tuple(p(h) for p in projections)),
         "q_norm_rope": (run("q_norm_rope", x=projected, w=attn.q_norm.weight, cos=cos, sin=sin),
-                        lambda: mg.apply_rotary_pos_emb(attn.q_norm(heads(projected, 0, dims.heads)), cos, sin,
-                                                        unsqueeze_dim=2).transpose(1, 2).contiguous()),
+                        rope(attn.q_norm, q_heads)),
         "k_norm_rope": (run("k_norm_rope", x=projected, w=attn.k_norm.weight, cos=cos, sin=sin),
-                        lambda: mg.apply_rotary_pos_emb(attn.k_norm(heads(projected, dims.heads, kv)), cos, sin,
-                                                        unsqueeze_dim=2).transpose(1, 2).contiguous()),
-        "v_norm": (run("v_norm", x=projected),
-                   lambda: attn.v_norm(heads(projected, v_first, kv)).transpose(1, 2).contiguous()),
-        "attention": (run("attention", Q=q, K=k, V=v),
-                      lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0, enable_gqa=True)),
+                        rope(attn.k_norm, k_heads)),
+        "v_norm": (run("v_norm", x=projected), lambda: attn.v_norm(v_heads).transpose(1, 2)),
+        "attention": (lambda: kernels.call(t.kind, shape, "attention", Q=q, K=k, V=v).transpose(1, 2)
+                      .reshape(rows, -1),
+                      lambda: function(module, query, key, value, mask, **attention_kwargs)[0].reshape(rows, -1)),
         "o_proj": (run("o_proj", A=a, B=t.o), lambda: attn.o_proj(a)),
         "post_attention_norm": (run("post_attention_norm", x=o, residual=h,
                                     w_post=layer.post_attention_layernorm.weight,
@@ -294,17 +393,17 @@ def release_compile_workers() -> None:
     async_compile.shutdown_compile_workers()
 
 
-def layer_calls(model, run) -> dict[str, tuple[int, tuple, dict]]:
+def layer_calls(model, run, cache=None) -> dict[str, tuple[int, tuple, dict]]:
     """Per layer type, the first decoder layer of that type in `model` and the arguments `run()` (a forward pass)
-    calls it with; a cache among them is copied as it was then, as the layer's call appends to it."""
+    calls it with. The pass appends to its cache: the calls take `cache` in its place, the cache the pass
+    started from (a layer's call sees the entries of the layers before it appended to, but reads only its own)."""
     calls = {}
 
     def capture(index):
         def hook(module, args, kwargs):
             kind = gemma.LAYER_TYPES[module.self_attn.layer_type]
             if kind not in calls:
-                calls[kind] = (index, args, {k: copy.deepcopy(v) if k == "past_key_values" else v
-                                             for k, v in kwargs.items()})
+                calls[kind] = (index, args, {k: cache if k == "past_key_values" else v for k, v in kwargs.items()})
         return hook
     hooks = [layer.register_forward_pre_hook(capture(i), with_kwargs=True)
              for i, layer in enumerate(model.model.layers)]
@@ -316,15 +415,75 @@ def layer_calls(model, run) -> dict[str, tuple[int, tuple, dict]]:
     return calls
 
 
+def checked_batch(shape: gemma.LayerShape) -> int:
+    """How many of the case's sequences are checked against the exact model and the bf16 reference
+    (CHECK_TOKENS); the decoding caches are filled that many sequences at a time."""
+    return max(1, min(shape.batch, CHECK_TOKENS // shape.key_count))
+
+
+def filled_cache(model, ids, config):
+    """A DynamicCache after `model` read `ids` ([sequences, prompt]) in calls of at most CACHE_FILL_ROWS rows."""
+    from transformers import DynamicCache
+    cache = DynamicCache(config=config)
+    chunk = max(1, CACHE_FILL_ROWS // ids.shape[0])
+    for first in range(0, ids.shape[1], chunk):
+        model.model(input_ids=ids[:, first:first + chunk], past_key_values=cache, use_cache=True)
+    return cache
+
+
+def batch_concatenated(caches):
+    """One cache holding the sequences of `caches` (DynamicCaches of the same layers and length) one after the
+    other; the first cache becomes it."""
+    import torch
+    merged = caches[0]
+    for i, layer in enumerate(merged.layers):
+        layer.keys = torch.cat([c.layers[i].keys for c in caches])
+        layer.values = torch.cat([c.layers[i].values for c in caches])
+    return merged
+
+
+def unless_out_of_memory(what: str, fn, out_of_memory: dict):
+    """fn()'s value, or None where it ran out of GPU memory: `out_of_memory[what]` then says what it asked for
+    (PyTorch's message: the allocation, the capacity, what was held) and what this process held."""
+    import torch
+    try:
+        return fn()
+    except torch.cuda.OutOfMemoryError as error:
+        out_of_memory[what] = (f"{str(error).splitlines()[0]} [allocated by this process at the failure: "
+                               f"{torch.cuda.memory_allocated()} bytes]")
+    import gc
+    gc.collect()
+    torch.cuda.empty_cache()
+    return None
+
+
+def kernel_profile(fn, before=None, top: int = 10) -> dict[str, float]:
+    """The CUDA kernels one call of fn() runs, the longest `top` by their total milliseconds: which path PyTorch
+    took (e.g. SDPA's memory-efficient kernel or its math path). Empty without a GPU."""
+    import torch
+    if not torch.cuda.is_available():
+        return {}
+    from torch.profiler import ProfilerActivity, profile
+    if before:
+        before()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+        fn()
+        torch.cuda.synchronize()
+    kernels = sorted(((e.self_device_time_total / 1e3, e.key) for e in profiler.key_averages()
+                      if e.self_device_time_total > 0), reverse=True)
+    return {name[:120]: round(ms, 4) for ms, name in kernels[:top]}
+
+
 def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record: dict, timer=bench_ms,
                  compile_reference: bool = True, compiler=None) -> dict:
     """Checks the twist model against the reference on one case, then times the kernels, one decoder layer of
     each type and the forward passes with `timer(fn, before)` (torch.compile's by `compiler`, torch.compile
-    unless given). The exact model (f32) is the yardstick: the twist model must be within SLACK of its error as
-    transformers' bf16 model has it."""
+    unless given). The exact model (f32) is the yardstick: on the first checked_batch(shape) sequences, the
+    twist model must be within SLACK of its error as transformers' bf16 model has it. What PyTorch cannot fit in
+    the GPU's memory is recorded (record["out_of_memory"]) and left out of the ratios."""
     import torch
     compiler = compiler or torch.compile
-    from transformers import DynamicCache
     reference, exact = models["bf16"], models["exact"]
     config = reference.config
     device = reference.lm_head.weight.device
@@ -332,86 +491,131 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
     prompt = shape.tokens if shape.phase == "prefill" else shape.keys - 1
     ids = torch.randint(0, config.vocab_size, (shape.batch, prompt), device=device, generator=generator)
     step = torch.randint(0, config.vocab_size, (shape.batch, 1), device=device, generator=generator)
-    prefilled = {}
+    checked = record["checked_sequences"] = checked_batch(shape)
+    out_of_memory = record.setdefault("out_of_memory", {})
+    guarded = lambda what, fn: unless_out_of_memory(what, fn, out_of_memory)  # noqa: E731
+    caches = {}
     if shape.phase == "decode":
-        # Each reference fills its cache, the twist model decodes from the bf16 one's: every model decodes the
-        # same step against the same keys (and the twist model needs no kernels for the prompt's length).
-        for which in ("exact", "bf16"):
-            prefilled[which] = DynamicCache(config=config)
-            with torch.no_grad():
-                for first in range(0, prompt, CACHE_FILL_CHUNK):
-                    models[which].model(input_ids=ids[:, first:first + CACHE_FILL_CHUNK],
-                                        past_key_values=prefilled[which], use_cache=True)
+        # The bf16 reference fills the batch's cache `checked` sequences at a time; the twist model decodes from
+        # it, the references from their own caches of the checked sequences: every model decodes the same step
+        # against the same keys, and the twist model needs no kernels for the prompt's length.
+        with torch.no_grad():
+            groups = [filled_cache(reference, ids[first:first + checked], config)
+                      for first in range(0, shape.batch, checked)]
+            caches["exact"] = filled_cache(exact, ids[:checked], config)
+        caches["bf16"] = copy.deepcopy(groups[0]) if len(groups) > 1 else groups[0]
+        caches["batch"] = batch_concatenated(groups)
+        del groups
 
-    def forward(model, cache_of="bf16"):
-        """(fn, before): one forward pass, and what restores its cache before it (decoding)."""
+    def forward(model, cache=None, sequences=None):
+        """(fn, before): one forward pass over the first `sequences` sequences (all of them by default), and
+        what restores its cache before it (decoding)."""
         # The LM head on the last token only: [B, S, 262144] logits would outweigh the layers measured.
         last = {"logits_to_keep": 1} if hasattr(model, "lm_head") else {}
         if shape.phase == "prefill":
-            return lambda: model(input_ids=ids, use_cache=False, **last), None
-        state = {}
+            x = ids[:sequences]
+            return lambda: model(input_ids=x, use_cache=False, **last), None
+        x, state = step[:sequences], {}
 
-        def restore():  # a fresh copy of the filled cache: decoding appends to it
-            state["cache"] = copy.deepcopy(prefilled[cache_of])
-        return lambda: model(input_ids=step, past_key_values=state["cache"], use_cache=True, **last), restore
+        def restore():  # a fresh copy of the filled cache (decoding appends to it), the last one dropped first
+            state["cache"] = None
+            state["cache"] = copy.deepcopy(cache)
+        return lambda: model(input_ids=x, past_key_values=state["cache"], use_cache=True, **last), restore
 
-    def output(model, cache_of, field):
-        fn, before = forward(model, cache_of)
+    def output(model, cache, field, sequences=None):
+        fn, before = forward(model, cache, sequences)
         if before:
             before()
-        return getattr(fn(), field)
+        return getattr(fn(), field)[:checked]
 
     with torch.no_grad():
         errors, reference_errors, against_reference = {}, {}, {}
         for field, name, base in (("logits", "logits", lambda m: m), ("last_hidden_state", "hidden_states",
                                                                        lambda m: m.model)):
-            want = output(base(exact), "exact", field)
-            ours, reference_output = output(base(twisted), "bf16", field), output(base(reference), "bf16", field)
+            want = output(base(exact), caches.get("exact"), field, checked)
+            reference_output = output(base(reference), caches.get("bf16"), field, checked)
+            ours = output(base(twisted), caches.get("batch"), field)
             errors[name] = relative_l2(ours, want)
             reference_errors[name] = relative_l2(reference_output, want)
             against_reference[name] = relative_l2(ours, reference_output)
+        for which in ("exact", "bf16"):
+            caches.pop(which, None)
         record["errors_against_bf16_reference"] = against_reference
-        print(f"{record['case']}: relative L2 error against the exact model, twist {errors}, bf16 reference "
-              f"{reference_errors}; twist against the bf16 reference {against_reference}", flush=True)
-        # The kernels first, then eager and twist, torch.compile last: each stage printed as it is measured, so
-        # that a run cut short (compilation takes the longest) keeps what came before.
-        layer_ms, kernels_ms, kernel_errors = {}, {}, {}
-        for layer in twisted.model.layers:
-            kind = layer._twist.kind
-            if kind not in kernels_ms:
-                seen = gemma.layer_shape(gemma.dims_of(twisted.config), kind, shape)
-                pairs = kernel_pairs(twisted, kernels, seen, layer)
-                kernel_errors[kind] = {name: kernel_error(*pair) for name, pair in pairs.items()}
-                kernels_ms[kind] = {name: {"twist_ms": timer(ours), "pytorch_ms": timer(theirs)}
-                                    for name, (ours, theirs) in pairs.items()}
-                layer_ms[kind] = layer_kernels_ms(kernels_ms[kind])
-        print(f"{record['case']}: kernels (ms) {kernels_ms}, errors {kernel_errors}", flush=True)
-        # One decoder layer of each type, called as the forward pass calls it (the twist layer then normalizes
-        # its own input: the forward pass has the previous layer's residual norm do that).
-        fn, before = forward(reference)
+        print(f"{record['case']}: relative L2 error against the exact model ({checked} sequences), twist "
+              f"{errors}, bf16 reference {reference_errors}; twist against the bf16 reference {against_reference}",
+              flush=True)
+        # One decoder layer of each type, with the arguments the forward pass gives it (taken from the twist
+        # model's pass, which fits in memory where the reference's may not; the layers' arguments are the
+        # model's, and the twist layer then normalizes its own input).
+        fn, before = forward(twisted, caches.get("batch"))
         if before:
             before()
-        calls = layer_calls(reference, fn)
+        calls = layer_calls(twisted, fn, caches.get("batch"))
+        del fn, before
+        gemma.clear_stashes(twisted)
         layer_runs = {}
         for kind, (index, args, kwargs) in calls.items():
-            cache = kwargs.get("past_key_values")
-
-            def restore(kwargs=kwargs, cache=cache):
+            def restore(kwargs=kwargs, cache=caches.get("batch")):
+                # A fresh copy of the filled cache for this call, every other call's copy dropped first (at
+                # B64 L32768 each is 17 GB).
                 if cache is not None:
+                    for _, _, others in calls.values():
+                        others["past_key_values"] = None
                     kwargs["past_key_values"] = copy.deepcopy(cache)
             layer_runs[kind] = (index, lambda layer, args=args, kwargs=kwargs: (lambda: layer(*args, **kwargs)),
                                 restore)
+        # The kernels, each against PyTorch's code as the eager layer runs it, attention on the arguments the
+        # eager layer gives its attention function.
+        layer_ms, kernels_ms, kernel_errors, baselines, profiles = {}, {}, {}, dict(PYTORCH_EQUIVALENT), {}
+        for kind, (index, call, restore) in layer_runs.items():
+            restore()
+            attention_call = captured_attention_call(reference.model.layers[index], *calls[kind][1:])
+            restore()
+            baselines[f"{kind}/attention"] = describe_attention_call(attention_call)
+            seen = gemma.layer_shape(gemma.dims_of(twisted.config), kind, shape)
+            pairs = kernel_pairs(twisted, kernels, seen, twisted.model.layers[index], attention_call)
+            del attention_call
+            kernel_errors[kind] = {name: guarded(f"{kind}/{name} (PyTorch's, to check ours)",
+                                                 lambda pair=pair: kernel_error(*pair))
+                                   for name, pair in pairs.items()}
+            kernels_ms[kind] = {name: {"twist_ms": timer(ours),
+                                       "pytorch_ms": guarded(f"{kind}/{name} (PyTorch's)", lambda f=theirs: timer(f))}
+                                for name, (ours, theirs) in pairs.items()}
+            # The projections' kernels on the device alone (the profiler's kernel times, without the launches
+            # that bound the timer's figure where a kernel takes tens of microseconds), beside what the GEMM rule
+            # modeled for the plan it picked.
+            manifests = getattr(kernels, "manifests", {}).get((kind, seen), {})
+            for name in PROJECTIONS:
+                times = kernels_ms[kind][name]
+                for side, fn in (("twist", pairs[name][0]), ("pytorch", pairs[name][1])):
+                    profile = guarded(f"{kind}/{name} ({side}, profiled)", lambda f=fn: kernel_profile(f))
+                    times[f"{side}_device_ms"] = sum(profile.values()) if profile else None
+                if name in manifests and "modeled_us" in manifests[name].notes:
+                    times["modeled_ms"] = float(manifests[name].notes["modeled_us"]) / 1e3
+                    times["schedule"] = manifests[name].notes.get("schedule")
+            profiles[f"{kind}/attention PyTorch"] = guarded(f"{kind}/attention (profiled)",
+                                                            lambda f=pairs["attention"][1]: kernel_profile(f))
+            del pairs
+            layer_ms[kind] = layer_kernels_ms(kernels_ms[kind])
+        record["pytorch_baselines"] = baselines
+        print(f"{record['case']}: kernels (ms) {kernels_ms}, errors {kernel_errors}", flush=True)
         forward_ms, layer_forward_ms, compile_s = {}, {kind: {} for kind in layer_runs}, {}
         for which, model in (("eager", reference), ("twist", twisted)):
-            forward_ms[which] = timer(*forward(model))
+            forward_ms[which] = guarded(f"{which} forward", lambda: timer(*forward(model, caches.get("batch"))))
             for kind, (index, call, restore) in layer_runs.items():
-                layer_forward_ms[kind][which] = timer(call(model.model.layers[index]), restore)
+                layer = model.model.layers[index]
+                layer_forward_ms[kind][which] = guarded(f"{which} {kind} layer",
+                                                        lambda: timer(call(layer), restore))
+                # Where the layer's time goes: its kernels, once (why a layer is slower than its kernels say).
+                profiles[f"{kind} layer {which}"] = guarded(f"{which} {kind} layer (profiled)",
+                                                           lambda: kernel_profile(call(layer), restore))
         gemma.clear_stashes(twisted)
+        record["profiles_ms"] = profiles
         print(f"{record['case']}: forward (ms) {forward_ms}, one layer (ms) {layer_forward_ms}", flush=True)
-        if compile_reference:
+        if compile_reference and forward_ms["eager"] is not None:
             compiled = compiler(reference)
-            compile_s["forward"] = first_call_s(*forward(compiled))
-            forward_ms["compile"] = timer(*forward(compiled))
+            compile_s["forward"] = first_call_s(*forward(compiled, caches.get("batch")))
+            forward_ms["compile"] = timer(*forward(compiled, caches.get("batch")))
             for kind, (index, call, restore) in layer_runs.items():
                 layer = compiler(reference.model.layers[index])
                 compile_s[f"{kind} layer"] = first_call_s(call(layer), restore)
@@ -446,12 +650,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=2, help="decoder layers (sliding ones, then a full one)")
     p.add_argument("--quick", action="store_true", help="one prefill and one decode case")
     p.add_argument("--phase", choices=("prefill", "decode"), help="only the cases of this phase")
+    p.add_argument("--case", action="append", type=parse_case, help="a case to run, in the order given, as its "
+                   "directory is named (prefill_B8_S8192, decode_B64_L32768); repeat for several; any batch, "
+                   "tokens and keys")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out (it compiles for a minute "
                    "or more per case)")
     p.add_argument("--export-only", action="store_true", help="export the kernels (no GPU, no torch) and stop")
     p.add_argument("--sanitize", action="store_true", help="only run every kernel once on random inputs, under "
                    "compute-sanitizer: no models, no timing")
     return p.parse_args(argv)
+
+
+def parse_case(name: str) -> gemma.LayerShape:
+    """A case named as case_directory names it: prefill_B<batch>_S<tokens> or decode_B<batch>_L<keys>."""
+    import re
+    match = re.fullmatch(r"(prefill)_B(\d+)_S(\d+)|(decode)_B(\d+)_L(\d+)", name)
+    if not match:
+        raise argparse.ArgumentTypeError(f"case '{name}': name it prefill_B<batch>_S<tokens> or "
+                                         "decode_B<batch>_L<keys>, e.g. prefill_B8_S8192, decode_B64_L32768")
+    if match.group(1):
+        return gemma.LayerShape("prefill", batch=int(match.group(2)), tokens=int(match.group(3)))
+    return gemma.LayerShape("decode", batch=int(match.group(5)), keys=int(match.group(6)))
 
 
 def case_directory(manifests: str | Path, shape: gemma.LayerShape) -> Path:
@@ -462,14 +681,19 @@ def export_all(twist: str, manifests: str | Path, shapes: list[gemma.LayerShape]
     dims = gemma.CONFIGS["31b"]
     for shape in shapes:
         for layer in ("sliding", "full"):
+            seen = gemma.layer_shape(dims, layer, shape)
+            try:
+                gemma.check_index_range(dims, layer, seen)
+            except gemma.UnsupportedConfig as refusal:  # the run reports the case as failed, with this message
+                print(f"not exporting {layer} {case_name(shape)}: {refusal}", flush=True)
+                continue
             print(f"exporting {layer} {case_name(shape)}", flush=True)
-            gemma.export_layer_kernels(twist, case_directory(manifests, shape), "31b", layer,
-                                       gemma.layer_shape(dims, layer, shape))
+            gemma.export_layer_kernels(twist, case_directory(manifests, shape), "31b", layer, seen)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    shapes = [shape for shape in cases(args.quick) if args.phase in (None, shape.phase)]
+    shapes = [shape for shape in (args.case or cases(args.quick)) if args.phase in (None, shape.phase)]
     if args.export_only:
         export_all(args.twist, args.manifests, shapes)
         return 0
@@ -482,19 +706,29 @@ def main(argv: list[str]) -> int:
     records, failures, date = [], [], datetime.date.today().isoformat()
     gpu = torch.cuda.get_device_name()
     for shape in shapes:
+        # Each case builds what it needs (the twist model, its caches) and frees it: the grid's large cases need
+        # the GPU's memory to themselves.
+        torch.cuda.reset_peak_memory_stats()
+        record = new_record(shape, gpu, date, args.layers)
         try:
             kernels = gemma.TwistKernels(case_directory(args.manifests, shape), "31b", [shape])
             model = copy.deepcopy(models["bf16"])
             gemma.swap_decoder_layers(model, kernels)
-            records.append(measure_case(models, model, kernels, shape, new_record(shape, gpu, date, args.layers),
+            records.append(measure_case(models, model, kernels, shape, record,
                                         compile_reference=not args.no_compile))
-            del model
         except Exception as error:  # the other cases still run, unless the CUDA context is lost
             traceback.print_exc()
-            failures.append(f"{case_name(shape)}: {error}")
+            failures.append(f"{case_name(shape)}: {error} (peak allocated {torch.cuda.max_memory_allocated()} "
+                            f"bytes of {torch.cuda.get_device_properties(0).total_memory})")
             if getattr(error, "sticky", False):
                 break
             continue
+        finally:
+            model = kernels = None
+            gc.collect()
+            torch.cuda.empty_cache()
+            record["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+            record["device_bytes"] = torch.cuda.get_device_properties(0).total_memory
         # After every case, so that a run cut short keeps what it measured.
         Path(args.out).write_text(json.dumps(records, indent=1) + "\n")
         print(format_table(records[-1:]), flush=True)

@@ -62,6 +62,43 @@ class BenchGemmaTest(unittest.TestCase):
         self.assertIn("sliding/qkv nan", bench_gemma.format_table([r]))
 
 
+    def test_what_pytorch_could_not_fit_in_memory_is_left_out_of_the_ratios_and_said(self):
+        kernels = {"full": {"attention": {"twist_ms": 1.0, "pytorch_ms": None},
+                            "qkv": {"twist_ms": 1.0, "pytorch_ms": 0.5}}}
+        shape = gemma.LayerShape("decode", batch=64, keys=32768)
+        r = bench_gemma.new_record(shape, "H200", "2026-12-03", 2)
+        r["out_of_memory"] = {"eager forward": "CUDA out of memory. Tried to allocate 64.00 GiB"}
+        errors = {"logits": 0.01, "hidden_states": 0.01}
+        r = bench_gemma.finish_record(r, errors, errors, kernels, {"full": {"attention": None, "qkv": 0.003}},
+                                      {"full": bench_gemma.layer_kernels_ms(kernels["full"])},
+                                      {"eager": None, "twist": 3.0}, {"full": {"eager": None, "twist": 1.5}})
+        self.assertTrue(r["ok"])
+        self.assertEqual(r["speedup"], {"full/qkv": 0.5})
+        self.assertEqual(r["unmeasured"], ["full/attention"])
+        self.assertEqual(r["kernels_unchecked"], ["full/attention"])
+        self.assertEqual(r["layer_ms"]["full"], {"twist": 2.0, "pytorch": None})
+        self.assertEqual(r["end_to_end_speedup"], {})
+        table = bench_gemma.format_table([r])
+        self.assertIn("64.00 GiB", table)
+        self.assertIn("full/qkv", table)
+
+    def test_the_references_check_as_many_sequences_as_fit_the_check_budget(self):
+        decode, prefill = gemma.LayerShape("decode", batch=64, keys=32768), gemma.LayerShape("prefill", 8, 2048)
+        self.assertEqual(bench_gemma.checked_batch(decode), 1)
+        self.assertEqual(bench_gemma.checked_batch(prefill), bench_gemma.CHECK_TOKENS // 2048)
+        self.assertEqual(bench_gemma.checked_batch(gemma.LayerShape("prefill", 2, 2048)), 2)
+
+
+    def test_a_case_is_named_as_its_directory(self):
+        for shape in bench_gemma.cases(quick=False):
+            name = bench_gemma.case_directory("m", shape).name
+            self.assertEqual(bench_gemma.parse_case(name), shape)
+        self.assertEqual(bench_gemma.parse_args(["--case", "decode_B64_L32768", "--case", "prefill_B8_S8192"]).case,
+                         [gemma.LayerShape("decode", 64, keys=32768), gemma.LayerShape("prefill", 8, 8192)])
+        with self.assertRaises(SystemExit):
+            bench_gemma.parse_args(["--case", "decode_B64"])
+
+
 class ExportTest(unittest.TestCase):
     def test_a_case_directory_holds_both_layer_types_the_sliding_one_at_its_window(self):
         import os

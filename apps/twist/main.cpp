@@ -494,7 +494,8 @@ int export_gemma(const Options &o) {
   const std::string label = fmt::format("gemma_{}_{}_{}_B{}_S{}{}", c.name, gm::to_string(*layer), phase,
                                         batch, tokens, decode ? fmt::format("_L{}", keys) : "");
   auto write = [&](const std::string &kernel, const Func &out, const Schedule &s, const Scalars &scalars,
-                   const std::string &schedule_name) {
+                   const std::string &schedule_name, std::optional<apps::GemmShape> gemm = std::nullopt,
+                   const apps::GemmPlan *plan = nullptr) {
     const LoweredProgram p = lower(out, s, Target::sm90a());
     dump(o, out, s, p);
     cuda::ExportRequest r;
@@ -510,12 +511,18 @@ int export_gemma(const Options &o) {
                {"keys", std::to_string(keys)},
                {"schedule", schedule_name},
                {"dtype", "bf16"}};
+    // The GEMM rule's modeled time beside the measurement (apps/gemma/bench_gemma.py), as in export gemm.
+    if (gemm && plan)
+      if (const auto *hopper = std::get_if<apps::HopperTiling>(&plan->tiling))
+        if (const auto modeled = apps::hopper_plan_of(*gemm, *hopper))
+          r.notes["modeled_us"] = fmt::format("{:.1f}", modeled->seconds() * 1e6);
     std::cout << cuda::export_program(p, r, out_dir).string() << "\n";
   };
   auto projection = [&](const std::string &kernel, int n, int k) {
     const apps::Gemm g = apps::make_gemm({.input = bf16, .output = bf16});
     const apps::GemmPlan plan = gm::projection_plan(rows, n, k);
-    write(kernel, g.out, plan.schedule(g), {{"M", rows}, {"N", n}, {"K", k}}, plan.name());
+    write(kernel, g.out, plan.schedule(g), {{"M", rows}, {"N", n}, {"K", k}}, plan.name(),
+          apps::GemmShape{rows, n, k, 1, bf16}, &plan);
   };
   auto head_norm = [&](const std::string &kernel, int heads, int first_column, bool weight, bool rope) {
     const gm::HeadNorm n = gm::make_head_norm({.dtype = bf16,
@@ -551,7 +558,8 @@ int export_gemma(const Options &o) {
   const gm::GatedUp g = gm::make_gated_up(bf16, c.hidden, c.intermediate);
   const apps::GemmPlan gate_up_plan = gm::projection_plan(rows, 2 * c.intermediate, c.hidden);
   write("gate_up", g.out, gm::schedule_gated_up(g, gate_up_plan),
-        {{"M", rows}, {"N", 2 * c.intermediate}, {"K", c.hidden}}, gate_up_plan.name() + "_gate_in_epilogue");
+        {{"M", rows}, {"N", 2 * c.intermediate}, {"K", c.hidden}}, gate_up_plan.name() + "_gate_in_epilogue",
+        apps::GemmShape{rows, 2 * c.intermediate, c.hidden, 1, bf16}, &gate_up_plan);
   projection("down_proj", c.hidden, c.intermediate);
   residual_norm("post_feedforward_norm", layer_scalar);
   return 0;

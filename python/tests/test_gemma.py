@@ -81,6 +81,22 @@ def test_a_sliding_layer_decodes_against_its_window_only():
     assert gemma.layer_shape(big, "sliding", prefill) == prefill
 
 
+def test_a_shape_whose_buffers_the_kernels_cannot_index_is_refused_by_name(tmp_path):
+    dims = gemma.CONFIGS["31b"]
+    # The full layers' K and V at decode B64 L32768: 64 x 4 x 32768 x 512 = 2^32 elements.
+    with pytest.raises(gemma.UnsupportedConfig, match=r"buffer 'K' of shape \(64, 4, 32768, 512\): 4294967296 "
+                                                      r"elements.*at most 32 sequences"):
+        gemma.check_index_range(dims, "full", gemma.LayerShape("decode", batch=64, keys=32768))
+    with pytest.raises(gemma.UnsupportedConfig, match="buffer 'K'"):
+        gemma.export_layer_kernels("no-twist-needed", tmp_path, "31b", "full",
+                                   gemma.LayerShape("decode", 64, keys=32768))
+    # 2^31 elements are indexed (the last offset is 2^31 - 1); the sliding layers see the window's keys only.
+    gemma.check_index_range(dims, "full", gemma.LayerShape("decode", batch=32, keys=32768))
+    sliding = gemma.layer_shape(dims, "sliding", gemma.LayerShape("decode", 64, keys=32768))
+    gemma.check_index_range(dims, "sliding", sliding)
+    gemma.check_index_range(dims, "full", gemma.LayerShape("prefill", batch=8, tokens=8192))
+
+
 def test_geometric_mean():
     assert gemma.geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
     with pytest.raises(ValueError):

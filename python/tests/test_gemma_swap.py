@@ -223,12 +223,17 @@ def run_once(fn, before=None):
     return 1.0
 
 
-@pytest.mark.parametrize("shape", [gemma.LayerShape("prefill", batch=2, tokens=7),
-                                   gemma.LayerShape("decode", batch=2, keys=9)])
-def test_the_benchmark_measures_a_case(models, shape):
+@pytest.mark.parametrize("shape,check_tokens", [(gemma.LayerShape("prefill", batch=2, tokens=7), 16384),
+                                                (gemma.LayerShape("decode", batch=2, keys=9), 16384),
+                                                (gemma.LayerShape("prefill", batch=3, tokens=7), 7),
+                                                (gemma.LayerShape("decode", batch=3, keys=9), 9)])
+def test_the_benchmark_measures_a_case(models, shape, check_tokens, monkeypatch):
     """bench_gemma.measure_case as it runs on the GPU, on the CPU stand-in: its checks pass, each kernel's
     PyTorch counterpart computes what the kernel does (their errors are those of bf16 rounding), and the record
-    holds every kernel of both layer types."""
+    holds every kernel of both layer types. With check_tokens below the case's, the references run on the first
+    sequence only and the decoding cache is filled a sequence at a time and joined (bench_gemma.CHECK_TOKENS):
+    the twist model, decoding from the joined cache, must still match on that sequence."""
+    monkeypatch.setattr(bench_gemma, "CHECK_TOKENS", check_tokens)
     model, kernels = swapped(models)
     compiled = []
 
@@ -247,4 +252,15 @@ def test_the_benchmark_measures_a_case(models, shape):
     assert sorted(compiled) == sorted(["Gemma4ForCausalLM", "Gemma4TextDecoderLayer", "Gemma4TextDecoderLayer"])
     assert set(record["compile_s"]) == {"forward", "sliding layer", "full layer"}
     assert all(layer._twist.stash is None for layer in model.model.layers)
-    assert "prefill B2 S7" in bench_gemma.format_table([record]) or shape.phase == "decode"
+    assert record["checked_sequences"] == (shape.batch if check_tokens > 9 else 1)
+    # Attention's baseline is the function the eager layer calls, as it calls it: no mask at a full-attention
+    # prefill (SDPA's is_causal), the window in sliding layers.
+    implementation = models["bf16"].config._attn_implementation
+    for layer in ("sliding", "full"):
+        assert f"attn_implementation '{implementation}'" in record["pytorch_baselines"][f"{layer}/attention"]
+    assert "sliding_window 5" in record["pytorch_baselines"]["sliding/attention"]
+    assert "sliding_window None" in record["pytorch_baselines"]["full/attention"]
+    if shape.phase == "prefill":
+        assert "no mask (is_causal)" in record["pytorch_baselines"]["full/attention"]
+    assert record["out_of_memory"] == {}
+    assert bench_gemma.case_name(shape) in bench_gemma.format_table([record])

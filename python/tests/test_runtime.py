@@ -14,7 +14,7 @@ import pytest
 
 from twist.runtime import (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, BufferArg, ClusterLaunch, CUclusterDim,
                            CUlaunchAttribute, CUlaunchAttributeValue, CUlaunchConfig, LoadedKernels, ManifestError,
-                           PackedArgs, TensorMapArg, _Loaded, kernel_parameters, load_manifest)
+                           PackedArgs, PackedArgsCache, TensorMapArg, _Loaded, kernel_parameters, load_manifest)
 from twist.tensor_map import DATA_TYPES, SWIZZLES, CUtensorMap
 from twist.torch_ops import op_name, op_schema
 
@@ -127,6 +127,27 @@ def test_tensor_maps_are_encoded_over_their_buffers_and_passed_after_the_scalars
     for i in (3, 4):
         assert packed.array[i] % 128 == 0
         assert CUtensorMap.from_address(packed.array[i]).opaque[0] == ENCODED_MARK
+
+
+def test_each_set_of_buffer_addresses_is_packed_once(tmp_path):
+    kernel = load_manifest(write_tma_manifest(tmp_path)).kernels[0]
+    driver = StandInDriver()
+    cache = PackedArgsCache([kernel], driver, capacity=2)
+    first = {"A": 0x7F0000001000, "C": 0x7F0000100000}
+    packed = cache(first)
+    assert len(driver.calls) == 2  # both maps encoded
+    assert cache(dict(reversed(first.items()))) is packed  # the same addresses, in any order: nothing encoded
+    assert len(driver.calls) == 2
+    moved = cache({"A": 0x7F0000001000, "C": 0x7F0000200000})
+    assert len(driver.calls) == 4 and driver.calls[-1]["address"] == 0x7F0000200000
+    assert ctypes.cast(moved[0].array[0], ctypes.POINTER(ctypes.c_uint64)).contents.value == 0x7F0000200000
+    # At capacity (2) the least recently used set goes: `first` is used again, so a new set evicts `moved`.
+    assert cache(first) is packed
+    cache({"A": 0x7F0000003000, "C": 0x7F0000100000})
+    assert cache(first) is packed
+    encoded = len(driver.calls)
+    cache({"A": 0x7F0000001000, "C": 0x7F0000200000})
+    assert len(driver.calls) == encoded + 2
 
 
 def test_a_missing_buffer_address_names_the_kernel_and_the_map(tmp_path):

@@ -452,6 +452,28 @@ def kernel_parameters(kernel: KernelSpec, addresses: dict[str, int], libcuda=Non
     return PackedArgs(values)
 
 
+class PackedArgsCache:
+    """The packed parameters of a manifest's kernels by the buffers' device addresses, each set of addresses packed
+    once. A custom op's calls mostly get the same addresses again (its weights, and outputs in the blocks PyTorch's
+    caching allocator hands back), and encoding a tensor map takes tens of microseconds of Python (50 us a map on
+    the development host), as long as a decode-sized kernel runs. The driver copies the parameters at each launch,
+    so a set in use may be evicted; the `capacity` most recently used sets are kept."""
+
+    def __init__(self, kernels: list[KernelSpec], libcuda=None, capacity: int = 64):
+        self._kernels, self._libcuda, self.capacity = kernels, libcuda, capacity
+        self._packed: dict[tuple, list[PackedArgs]] = {}
+
+    def __call__(self, addresses: dict[str, int]) -> list[PackedArgs]:
+        key = tuple(sorted(addresses.items()))
+        packed = self._packed.pop(key, None)
+        if packed is None:
+            packed = [kernel_parameters(k, addresses, self._libcuda) for k in self._kernels]
+            if len(self._packed) >= self.capacity:
+                del self._packed[next(iter(self._packed))]  # the least recently used: dicts keep insertion order
+        self._packed[key] = packed
+        return packed
+
+
 class LoadedKernels:
     """A manifest's kernels loaded into the primary context of one device, the one PyTorch allocates in.
 
@@ -470,6 +492,7 @@ class LoadedKernels:
         except BaseException:
             self.close()
             raise
+        self._packed = PackedArgsCache(manifest.kernels, self._driver.lib)
 
     def _load(self, spec: KernelSpec) -> _Loaded:
         d, label = self._driver, self.manifest.label
@@ -498,7 +521,7 @@ class LoadedKernels:
         return loaded
 
     def pack(self, addresses: dict[str, int]) -> list[PackedArgs]:
-        return [kernel_parameters(k.spec, addresses, self._driver.lib) for k in self.kernels]
+        return self._packed(addresses)
 
     def launch(self, packed: list[PackedArgs], stream: int, wait: bool) -> None:
         """Queues every kernel on `stream` (a CUstream handle; 0 is the legacy default stream); with wait,
