@@ -74,7 +74,10 @@ class _Launcher:
         buffers = {b.name: t.contiguous() for b, t in zip(self.manifest.with_role("input"), tensors)}
         for b in self.manifest.buffers:
             if b.role != "input":
-                buffers[b.name] = torch.empty(b.shape, dtype=torch_dtype(b.dtype), device=device)
+                # A zeroed workspace (the arrival counters of a split whose last block folds the parts) must
+                # start at zero; the kernels leave it so, but a fresh allocation is not.
+                allocate = torch.zeros if b.zeroed else torch.empty
+                buffers[b.name] = allocate(b.shape, dtype=torch_dtype(b.dtype), device=device)
         kernels = self.loaded[index]
         packed = kernels.pack({name: t.data_ptr() for name, t in buffers.items()})
         kernels.launch(packed, torch.cuda.current_stream(device).cuda_stream, wait=False)

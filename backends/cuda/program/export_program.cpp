@@ -99,6 +99,7 @@ std::filesystem::path export_program(const LoweredProgram &program, const Export
   std::string kernels;
   for (const twist::Kernel &planned : program.kernels) {
     const twist::Kernel &k = select_variant(planned, r.scalars);
+    check_offsets_fit(k, r.scalars);
     const CompiledKernel c = compile_kernel(k, r.arch);
     const std::string stem = r.label + "." + c_name(k.name);
     write_file(dir / (stem + ".cu"), c.source.data(), c.source.size());

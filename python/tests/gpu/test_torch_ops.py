@@ -88,6 +88,24 @@ def test_gemm_as_a_custom_op_in_a_compiled_function_matches_torch_matmul():
            2.0 * a_spec.shape[0] * b_spec.shape[1] * k)
 
 
+def test_a_split_folded_by_its_last_blocks_starts_from_zeroed_counters_in_every_call():
+    m = manifest("torch_gemm_f16_16x4096x4096_last_block")
+    counters = [w for w in m.with_role("workspace") if w.zeroed]
+    assert counters, "the export should have a zeroed workspace (the split's arrival counters)"
+    gemm = register_manifest(m)
+    (a_spec, b_spec) = m.with_role("input")
+    for call in range(3):
+        # Leave garbage where the caching allocator will place the next call's counters.
+        for w in counters:
+            junk = torch.full(w.shape, 0x3F3F3F3F, dtype=torch.int32, device="cuda")
+            del junk
+        a = torch.randn(a_spec.shape, dtype=torch.float16, device="cuda")
+        b = torch.randn(b_spec.shape, dtype=torch.float16, device="cuda")
+        got = gemm(a, b)
+        torch.cuda.synchronize()
+        assert relative_l2(got, a.float() @ b.float()) < 5e-3, f"call {call}"
+
+
 def test_attention_as_a_custom_op_in_a_compiled_function_matches_sdpa():
     m = manifest("torch_attention_f16_4x16x4096x128")
     attention = register_manifest(m)
