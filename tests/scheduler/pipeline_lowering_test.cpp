@@ -3,6 +3,7 @@
 // with no schedule. Each runs on the interpreter against the oracle.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -530,9 +531,19 @@ TEST_CASE("the row rule trades threads per row for runs per thread where more by
     CHECK(contains(k.schedule_summary, fmt::format("{} threads per row: the block size", c.threads)));
     const std::string source = compile_for_both_targets(p).front();
     CHECK(contains(source, fmt::format("__launch_bounds__({}, {})", c.threads, c.blocks)));
-    // The row's loads: one 16-byte copy per run, ceil(runs / threads) runs per thread.
+    // The row's accesses: one 16-byte load per run into the registers, ceil(runs / threads) runs per thread,
+    // run s of thread t at run s * threads + t of the row; the output stored run by run with 16-byte stores.
     const int runs = (c.hidden / 8 + c.threads - 1) / c.threads;
     CHECK(contains(source, fmt::format("for (int fill_s = 0; fill_s < {}; ++fill_s)", runs)));
+    CHECK(contains(source, fmt::format("twist_copy_sync<16>(&tr8_x_regs[(fill_s * 8)], &tr8_x[(((i * {}) + "
+                                       "((fill_s * {}) + static_cast<int>(threadIdx.x))) * 8)], 16);",
+                                       c.hidden / 8, c.threads)));
+    CHECK(contains(source, fmt::format("for (int column_s = 0; column_s < {}; ++column_s)", runs)));
+    std::string stored = p.outputs[0].name;  // the first output, as the CUDA source names it
+    std::replace(stored.begin(), stored.end(), '.', '_');
+    CHECK(contains(source, fmt::format("twist_copy_sync<16>(&{}[(((i * {}) + ((column_s * {}) + "
+                                       "static_cast<int>(threadIdx.x))) * 8)]",
+                                       stored, c.hidden / 8, c.threads)));
     CHECK(contains(source, fmt::format("< {}))", c.hidden / 8)) == (c.hidden % (c.threads * 8) != 0));
     const std::map<std::string, double> sizes = {{n.rows.name(), 3}};
     Tensors inputs = random_inputs(n.out, sizes, 37);
