@@ -26,7 +26,8 @@ constexpr int kMaxRegisterRuns = 8;
 // The most registers per thread (by the row kernel's model) for which the row rule trades threads per row
 // for runs per thread. In the norms of apps/norms at hidden 4096 to 16384, f16 and bf16, ptxas met bounds of
 // 56 to 80 without spilling for softmax, RMSNorm and two-pass LayerNorm at 8 runs per thread, and spilled 4
-// to 40 bytes for add + RMSNorm's 96 (two rows kept).
+// to 40 bytes for add + RMSNorm's 96 (two rows kept). LayerNorm by shifted sums spilled 32 to 72 bytes
+// within it (72 and 80): the model's margin does not cover what ptxas keeps of its one tree of two sums.
 constexpr int kMostRowRegisters = 80;
 // The 16-byte vectors an elementwise thread moves per output, a block's width apart: loads in flight.
 constexpr int kPointwiseRuns = 2;
