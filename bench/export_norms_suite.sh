@@ -4,12 +4,17 @@
 #
 #   bench/export_norms_suite.sh OUT_DIR [TWIST_BINARY]
 #
-# OUT_DIR gets softmax, layernorm, rmsnorm, add_rmsnorm and swiglu at the shapes issue 12 holds to its target
-# (rows x hidden >= 8192 x 4096): 8192x4096, 16384x8192 and 32768x16384 in f16, 8192x4096 and 32768x16384 in
-# bf16, and LayerNorm by shifted sums (--layernorm shifted_sums) at 32768x16384 beside the default two-pass
-# one (27 manifests, 25 problems: a little over a minute of bench_norms.py with torch.compile's compilations;
-# the variant shares its problem's PyTorch timings). Any other shape: twist export norms --op OP --rows R
-# --hidden H --dtype T --out DIR.
+# OUT_DIR gets the shapes issue 12 holds to its target (rows x hidden >= 8192 x 4096) where the last runs
+# missed or came near torch.compile, and each op in both types (15 problems, 17 manifests: about 50 s of
+# bench_norms.py with its interleaved rounds and torch.compile's compilations; bench/RESULTS.md, "Norms:
+# threads per row"):
+#   RMSNorm      f16 8192x4096, 16384x8192, 32768x16384; bf16 16384x8192, 32768x16384
+#   LayerNorm    f16 16384x8192; f16 and bf16 32768x16384, each also by shifted sums (--layernorm
+#                shifted_sums, a variant timed with its problem)
+#   SwiGLU       f16 8192x4096, 32768x16384; bf16 8192x4096
+#   softmax      f16 16384x8192; bf16 32768x16384
+#   add+RMSNorm  f16 32768x16384; bf16 16384x8192
+# Any other shape: twist export norms --op OP --rows R --hidden H --dtype T --out DIR.
 #
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
 set -euo pipefail
@@ -21,18 +26,29 @@ require_no_manifests "$out"
 mkdir -p "$out"
 
 count=0
-for dtype in f16 bf16; do
-  shapes="8192x4096 32768x16384"
-  [[ $dtype == f16 ]] && shapes="$shapes 16384x8192"
-  for op in softmax layernorm rmsnorm add_rmsnorm swiglu; do
-    for shape in $shapes; do
-      "$twist" export norms --op "$op" --rows "${shape%x*}" --hidden "${shape#*x}" --dtype "$dtype" --out "$out" \
-        >/dev/null
-      count=$((count + 1))
-    done
-  done
-  "$twist" export norms --op layernorm --layernorm shifted_sums --rows 32768 --hidden 16384 --dtype "$dtype" \
-    --out "$out" >/dev/null
+# Each line: op dtype shape [extra arguments of twist export norms].
+while read -r op dtype shape extra; do
+  # shellcheck disable=SC2086  # extra is zero or more arguments
+  "$twist" export norms --op "$op" --rows "${shape%x*}" --hidden "${shape#*x}" --dtype "$dtype" --out "$out" \
+    $extra >/dev/null
   count=$((count + 1))
-done
+done <<'SUITE'
+rmsnorm f16 8192x4096
+rmsnorm f16 16384x8192
+rmsnorm f16 32768x16384
+rmsnorm bf16 16384x8192
+rmsnorm bf16 32768x16384
+layernorm f16 16384x8192
+layernorm f16 32768x16384
+layernorm f16 32768x16384 --layernorm shifted_sums
+layernorm bf16 32768x16384
+layernorm bf16 32768x16384 --layernorm shifted_sums
+swiglu f16 8192x4096
+swiglu f16 32768x16384
+swiglu bf16 8192x4096
+softmax f16 16384x8192
+softmax bf16 32768x16384
+add_rmsnorm f16 32768x16384
+add_rmsnorm bf16 16384x8192
+SUITE
 echo "$count manifests in $out ($(du -sh "$out" | cut -f1))"

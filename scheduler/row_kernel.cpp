@@ -23,6 +23,12 @@ namespace {
 constexpr int kDefaultThreads = 256;
 // The most runs of 16 bytes a thread keeps of a row in registers; longer rows stay in shared memory.
 constexpr int kMaxRegisterRuns = 8;
+// The most registers per thread (by the row kernel's model) for which the row rule trades threads per row
+// for runs per thread. In the norms of apps/norms at hidden 4096 to 16384, f16 and bf16, ptxas met bounds of
+// 56 to 80 without spilling for softmax, RMSNorm and two-pass LayerNorm at 8 runs per thread, and spilled 4
+// to 40 bytes for add + RMSNorm's 96 (two rows kept). LayerNorm by shifted sums spilled 32 to 72 bytes
+// within it (72 and 80): the model's margin does not cover what ptxas keeps of its one tree of two sums.
+constexpr int kMostRowRegisters = 80;
 // The 16-byte vectors an elementwise thread moves per output, a block's width apart: loads in flight.
 constexpr int kPointwiseRuns = 2;
 
@@ -193,7 +199,9 @@ struct RunLayout {
 
 class RowKernelBuilder {
  public:
-  explicit RowKernelBuilder(const StageKernelRequest &r) : req_(r), def_(r.stage.definition()) {}
+  // `threads`: the block size to try, or 0 for row_threads' (a tree the schedule binds sets its own).
+  RowKernelBuilder(const StageKernelRequest &r, int threads)
+      : req_(r), def_(r.stage.definition()), asked_threads_(threads) {}
 
   Kernel build(const std::vector<const FuncRealization *> &at) {
     for (const FuncRealization *f : at) {
@@ -206,6 +214,21 @@ class RowKernelBuilder {
     plan_trees();
     plan_cache();
     return assemble();
+  }
+
+  int threads() const { return threads_; }
+  // The registers per thread the model gives (resident_rows), as asked of the compiler.
+  int registers_per_thread() const {
+    return req_.target.registers_per_sm / (resident_blocks_ * threads_) / 8 * 8;
+  }
+  // Whether the row rule may pick this kernel's block size: rows kept in registers, no tree bound to threads.
+  bool may_choose_threads() const { return !threads_bound_ && !registers_.empty(); }
+  // The bytes of rows kept in registers that an SM holds (and had in flight as they loaded), at the blocks
+  // per SM asked of the compiler; 0 where no row is kept in registers.
+  int64_t resident_row_bytes() const {
+    int64_t row = 0;
+    for (const CachedRow &c : registers_) row += int64_t(c.length) * c.input.type().bytes();
+    return row * resident_blocks_;
   }
 
  private:
@@ -349,7 +372,7 @@ class RowKernelBuilder {
   void plan_trees() {
     int element_bytes = 1;
     for (const Type &t : req_.stage.output_types()) element_bytes = std::max(element_bytes, t.bytes());
-    threads_ = row_threads(product(column_extents_), element_bytes);
+    threads_ = asked_threads_ > 0 ? asked_threads_ : row_threads(product(column_extents_), element_bytes);
     choose_runs(element_bytes);
     const RowReduction *bound = nullptr;
     for (const RowReduction &r : reductions_) {
@@ -364,6 +387,7 @@ class RowKernelBuilder {
             r.realization->func.name(), t, bound->realization->func.name(), req_.stage.name(), threads_);
       bound = &r;
       threads_ = t;
+      threads_bound_ = true;
     }
     for (RowReduction &r : reductions_) {
       const FuncSchedule *fs = req_.schedule->find(r.realization->func.name());
@@ -638,6 +662,7 @@ class RowKernelBuilder {
     finish(k, req_);
     if (width_ > 1) {
       const int blocks = resident_rows(epilogue_reads.vectorized());
+      resident_blocks_ = std::max(blocks, k.min_blocks_per_sm);
       if (blocks > k.min_blocks_per_sm) {
         k.min_blocks_per_sm = blocks;
         k.schedule_summary += fmt::format(
@@ -685,7 +710,10 @@ class RowKernelBuilder {
   int row_dims_ = 0;
   std::vector<Halide::Expr> row_extents_, column_extents_;
   std::set<std::string> column_vars_;
+  const int asked_threads_;
   int threads_ = kDefaultThreads;
+  bool threads_bound_ = false;
+  int resident_blocks_ = 0;
   // Runs of `width_` points (1: one point at a time), `runs_` per thread, over a row of `columns_` points.
   int width_ = 1, runs_ = 0, columns_ = 0;
   std::vector<RunLayout> layouts_;
@@ -698,7 +726,29 @@ class RowKernelBuilder {
 Kernel build_row_kernel(const StageKernelRequest &request) {
   const std::vector<const FuncRealization *> at = request.realization->computed_at(request.stage.name());
   if (at.empty()) return pointwise_stage(request);
-  return RowKernelBuilder(request).build(at);
+  RowKernelBuilder rule(request, 0);
+  Kernel best = rule.build(at);
+  if (!rule.may_choose_threads()) return best;
+  // Fewer threads per row, each with more runs: a thread's registers beyond its runs (the epilogue's vectors,
+  // the trees' states, indices) are the same whatever its runs, so longer runs per thread keep more of an
+  // SM's registers as row, and more bytes of rows resident and in flight (RMSNorm at hidden 8192: 5 blocks
+  // of 256 threads at 48 registers, 80 KB, or 8 of 128 at 64, 128 KB). The most bytes win; a tie keeps more
+  // threads per row (shorter serial folds). Only within kMostRowRegisters per thread by the model: beyond
+  // it ptxas spilled (bench/RESULTS.md, "Norms: threads per row").
+  int64_t most = rule.resident_row_bytes();
+  for (int threads = rule.threads() / 2; threads >= 32; threads /= 2) {
+    RowKernelBuilder fewer(request, threads);
+    Kernel k = fewer.build(at);
+    if (!fewer.may_choose_threads()) break;  // past kMaxRegisterRuns runs per thread: not in registers
+    if (fewer.registers_per_thread() > kMostRowRegisters || fewer.resident_row_bytes() <= most) continue;
+    most = fewer.resident_row_bytes();
+    best = std::move(k);
+  }
+  best.schedule_summary += fmt::format(
+      "  {} threads per row: the block size (of {} and fewer) that keeps the most bytes of rows resident per "
+      "SM, {} KB\n",
+      best.threads, rule.threads(), most / 1024);
+  return best;
 }
 
 Kernel build_tree_kernel(const StageKernelRequest &r) {

@@ -9,7 +9,8 @@
 // compute the row's points of F, reading the reductions' values from shared memory. The block size T follows
 // from the row length: the power of two that gives each thread about four 16-byte vectors of the row,
 // between 32 and 1024 (256 when the length is not a constant), unless the schedule binds a reduction loop to
-// threads.
+// threads; a row kept in registers may take fewer threads with more runs each, where that keeps more bytes of
+// rows resident per SM (docs/pipelines.md, "Threads per row").
 //
 // Rows in registers, where the row is one dimension of constant length, a whole number of 16-byte runs of
 // the output (W points), at most 8 runs per thread, and every tree a default one over a commutative monoid:

@@ -3,6 +3,7 @@
 // with no schedule. Each runs on the interpreter against the oracle.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -475,6 +476,87 @@ TEST_CASE("LayerNorm by shifted sums: one tree, accurate for rows far from zero"
     }
 }
 
+TEST_CASE("LayerNorm's statistics on rows far from zero: mean 1e3, spread 1") {
+  // Every statistic against the exact oracle, on rows whose plain sum of squares would cancel (1e6 against
+  // 1), and the same rows with their first element (shifted sums' K) an outlier 30 above the rest.
+  for (const Type &t : {f16, bf16})
+    for (const auto statistics : {apps::LayerNormStatistics::two_pass, apps::LayerNormStatistics::welford,
+                                  apps::LayerNormStatistics::shifted_sums})
+      for (const bool outlier : {false, true}) {
+        const apps::Norm n =
+            apps::make_norm(apps::NormKind::layernorm,
+                            {.dtype = t, .hidden = 2048, .prefix = "lm_", .layernorm = statistics});
+        const Schedule s = apps::schedule_norm(n);
+        const std::map<std::string, double> sizes = {{"lm_rows", 3}};
+        Tensors inputs = random_inputs(n.out, sizes, 31);
+        reference::HostTensor &x = inputs.at("lm_x");
+        for (int64_t e = 0; e < x.size(); ++e) x.set_linear(e, 1000 + x.get_linear(e));
+        if (outlier)
+          for (int64_t row = 0; row < 3; ++row) x.set_linear(row * 2048, 1030);
+        const double error = lowered_error(n.out, s, inputs, sizes);
+        const std::string what =
+            fmt::format("{} {}{}: relative L2 error {:.3g}", type_name(t), apps::to_string(statistics),
+                        outlier ? ", outlier first" : "", error);
+        MESSAGE(what);
+        CHECK(error < (t == f16 ? 2e-3 : 1.6e-2));
+      }
+}
+
+TEST_CASE("the row rule trades threads per row for runs per thread where more bytes of rows stay resident") {
+  // Hidden 2048 in 16-bit types: 64 threads of 4 runs each by row_threads; 32 threads of 8 runs keep the
+  // epilogue's vectors and the margin once per thread for twice the row. 1928 columns (241 runs): the same
+  // choice with the runs past the row tested. add + RMSNorm keeps two rows: 32 threads would need 96
+  // registers by the model, past kMostRowRegisters, so it stays at 64.
+  struct Case {
+    apps::NormKind kind;
+    Type dtype;
+    int hidden, threads, blocks;
+  };
+  const Case cases[] = {
+      {apps::NormKind::rmsnorm, f16, 2048, 32, 32},       // 32 + 8 + 24 = 64 registers: 32 blocks, 128 KB
+      {apps::NormKind::rmsnorm, bf16, 1928, 32, 32},      // the same, the last runs tested
+      {apps::NormKind::softmax, bf16, 1928, 32, 32},      // 32 + 24 = 56: 36 blocks, at most 32
+      {apps::NormKind::layernorm, f16, 2048, 32, 28},     // 32 + 16 + 24 = 72: 28 blocks
+      {apps::NormKind::add_rmsnorm, bf16, 2048, 64, 16},  // 32 + 32 + 8 + 24 = 96 at 32 threads: kept at 64
+  };
+  for (const Case &c : cases) {
+    const apps::Norm n = apps::make_norm(c.kind, {.dtype = c.dtype, .hidden = c.hidden, .prefix = "tr8_"});
+    const Schedule s = apps::schedule_norm(n);
+    INFO(std::string(apps::to_string(c.kind)), " ", type_name(c.dtype), " hidden ", c.hidden);
+    const LoweredProgram p = lower(n.out, s, Target::sm90a());
+    REQUIRE(p.kernels.size() == 1);
+    const Kernel &k = p.kernels[0];
+    CHECK(k.threads == c.threads);
+    CHECK(k.min_blocks_per_sm == c.blocks);
+    CHECK(contains(k.schedule_summary, fmt::format("{} threads per row: the block size", c.threads)));
+    const std::string source = compile_for_both_targets(p).front();
+    CHECK(contains(source, fmt::format("__launch_bounds__({}, {})", c.threads, c.blocks)));
+    // The row's accesses: one 16-byte load per run into the registers, ceil(runs / threads) runs per thread,
+    // run s of thread t at run s * threads + t of the row; the output stored run by run with 16-byte stores.
+    const int runs = (c.hidden / 8 + c.threads - 1) / c.threads;
+    CHECK(contains(source, fmt::format("for (int fill_s = 0; fill_s < {}; ++fill_s)", runs)));
+    CHECK(contains(source, fmt::format("twist_copy_sync<16>(&tr8_x_regs[(fill_s * 8)], &tr8_x[(((i * {}) + "
+                                       "((fill_s * {}) + static_cast<int>(threadIdx.x))) * 8)], 16);",
+                                       c.hidden / 8, c.threads)));
+    CHECK(contains(source, fmt::format("for (int column_s = 0; column_s < {}; ++column_s)", runs)));
+    std::string stored = p.outputs[0].name;  // the first output, as the CUDA source names it
+    std::replace(stored.begin(), stored.end(), '.', '_');
+    CHECK(contains(source, fmt::format("twist_copy_sync<16>(&{}[(((i * {}) + ((column_s * {}) + "
+                                       "static_cast<int>(threadIdx.x))) * 8)]",
+                                       stored, c.hidden / 8, c.threads)));
+    CHECK(contains(source, fmt::format("< {}))", c.hidden / 8)) == (c.hidden % (c.threads * 8) != 0));
+    const std::map<std::string, double> sizes = {{n.rows.name(), 3}};
+    Tensors inputs = random_inputs(n.out, sizes, 37);
+    const double tolerance = c.dtype == f16 ? 2e-3 : 1.6e-2;
+    CHECK(lowered_error(n.out, s, inputs, sizes) < tolerance);
+    if (c.kind != apps::NormKind::softmax) continue;
+    // A row of -inf: NaN from the oracle and the kernel alike; the other rows exact to the output's rounding.
+    for (int e = c.hidden; e < 2 * c.hidden; ++e)
+      inputs.at("tr8_x").set_linear(e, -std::numeric_limits<double>::infinity());
+    check_elementwise(n.out, s, inputs, sizes, tolerance);
+  }
+}
+
 TEST_CASE("row kernels ask for as many resident blocks as their rows' registers allow") {
   // Registers per thread: its runs of the rows kept (packed), one per value of the epilogue's 16-byte
   // vectors, and 24 more, rounded up to 8; blocks = 65536 / (threads * that), at most 2048 threads per SM.
@@ -484,11 +566,11 @@ TEST_CASE("row kernels ask for as many resident blocks as their rows' registers 
     int hidden, threads, blocks;
   };
   const Case cases[] = {
-      {apps::NormKind::softmax, f16, 16384, 512, 3},     // 16 + 24 = 40 registers
-      {apps::NormKind::softmax, bf16, 4096, 128, 12},    // 40
-      {apps::NormKind::rmsnorm, f16, 16384, 512, 2},     // 16 + 8 (w) + 24 = 48
-      {apps::NormKind::layernorm, bf16, 8192, 256, 4},   // 16 + 16 (w, b) + 24 = 56
-      {apps::NormKind::add_rmsnorm, f16, 2048, 64, 16},  // 32 (x, residual) + 8 + 24 = 64
+      // 8 runs per thread (the row rule's choice, next test case): 32 + 24 = 56 registers
+      {apps::NormKind::softmax, f16, 16384, 256, 4},    {apps::NormKind::softmax, bf16, 4096, 64, 18},  // 56
+      {apps::NormKind::rmsnorm, f16, 16384, 256, 4},     // 32 + 8 (w) + 24 = 64
+      {apps::NormKind::layernorm, bf16, 8192, 128, 7},   // 32 + 16 (w, b) + 24 = 72
+      {apps::NormKind::add_rmsnorm, f16, 2048, 64, 16},  // 4 runs: 32 (x, residual) + 8 + 24 = 64
   };
   for (const Case &c : cases) {
     const apps::Norm n = apps::make_norm(c.kind, {.dtype = c.dtype, .hidden = c.hidden, .prefix = "rb_"});
@@ -510,7 +592,9 @@ TEST_CASE("row kernels ask for as many resident blocks as their rows' registers 
   CHECK(lower(odd.y, Schedule(), Target::sm90a()).kernels[0].min_blocks_per_sm == 1);
 }
 
-TEST_CASE("approximate exp is a multiply and ex2.approx.ftz; bf16 values widen to f32 by a shift") {
+TEST_CASE(
+    "approximate exp is a multiply and ex2.approx.ftz; bf16 values widen to f32 by a move into the upper "
+    "half") {
   const apps::Norm n =
       apps::make_norm(apps::NormKind::softmax, {.dtype = bf16, .hidden = 256, .prefix = "ax_"});
   const std::string source =
@@ -518,8 +602,12 @@ TEST_CASE("approximate exp is a multiply and ex2.approx.ftz; bf16 values widen t
   CHECK(contains(source, "ex2.approx.ftz.f32"));
   CHECK(contains(source, ") * 1.44269504f)"));
   CHECK(!contains(source, "__expf("));
-  CHECK(contains(source, "__uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(ax_x_regs["));
+  // In an asm statement (twist_bf16_to_float), so that NVVM widens the row where each use needs it and
+  // keeps it packed between the fold and the epilogue.
+  CHECK(contains(source, "asm(\"mov.b32 %0, {0, %1};\""));
+  CHECK(contains(source, "twist_bf16_to_float(ax_x_regs["));
   CHECK(!contains(source, "__bfloat162float("));
+  CHECK(!contains(source, "<< 16)"));
 }
 
 TEST_CASE(

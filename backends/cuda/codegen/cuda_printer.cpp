@@ -113,6 +113,18 @@ const std::map<std::string, std::string> &helper_definitions() {
        "  return left ? static_cast<T>(static_cast<unsigned long long>(a) << amount) : static_cast<T>(a >> "
        "amount);\n"
        "}\n"},
+      {"bf16",
+       "// A bf16 is the upper half of its f32. As an asm statement, not a shift in C++, so that NVVM does "
+       "not\n"
+       "// share one widened value between a row's fold and its epilogue: the row stays packed two values to "
+       "a\n"
+       "// register between them, widened again where each use needs it, as __half2float's cvt does for "
+       "f16.\n"
+       "__device__ __forceinline__ float twist_bf16_to_float(__nv_bfloat16 v) {\n"
+       "  float f;\n"
+       "  asm(\"mov.b32 %0, {0, %1};\" : \"=f\"(f) : \"h\"(__bfloat16_as_ushort(v)));\n"
+       "  return f;\n"
+       "}\n"},
       {"copy",
        "template <int Bytes> struct twist_chunk;\n"
        "template <> struct twist_chunk<4> { using type = unsigned; };\n"
@@ -357,10 +369,14 @@ std::string Printer::cast(const Type &to, const Halide::Expr &value) {
   const std::string v = expr(value);
   if (from == to) return v;
   auto to_float = [&]() -> std::string {
-    // A bf16 is the upper half of its f32: a shift, which lets ptxas keep a row's bf16 values packed two
-    // to a register (cvt.f32.bf16 unpacks each into a register of its own: twice the registers per row).
-    if (from.is_bfloat())
-      return "__uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(" + v + ")) << 16)";
+    // A bf16 is the upper half of its f32 (twist_bf16_to_float): a move into the upper half, where
+    // cvt.f32.bf16 unpacks each value into a register of its own, and a shift in C++ lets NVVM keep the
+    // widened row alive from the fold to the epilogue (64 registers of bf16 rows spilled 104 bytes at 8
+    // runs per thread that f16's kept packed without spilling).
+    if (from.is_bfloat()) {
+      helpers_.insert("bf16");
+      return "twist_bf16_to_float(" + v + ")";
+    }
     if (is_16bit_float(from)) return "__half2float(" + v + ")";
     return "static_cast<float>(" + v + ")";
   };
