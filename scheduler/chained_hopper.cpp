@@ -299,12 +299,12 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     steps = {tile(), guarded(has_next, block({wait_landed(r + 1), scores_by_wgmma("acc.s", slot_of(r + 1))})),
              pass_turn(!has_next), intrinsic::wgmma_wait(0)};
   } else {
-    // Tile r's S is in flight on entry (issued by the tile before, or before the loop). The refill comes
-    // first: with two slots, it brings the next tile that is waited for right after. The next tile's S
-    // goes into the other set of accumulators while this tile's update runs; waiting for all but that group
-    // completes this tile's S, and the column products' wait completes the next. The two sets take turns
-    // by the tile's parity (even tiles compute on acc.s, odd ones on acc.s.next), so no register moves
-    // between them and no accumulator of a wgmma in flight is touched.
+    // Tile r's S was issued by the tile before (in flight on entry only for the first, issued before the
+    // loop). The refill comes first: with two slots, it brings the next tile that is waited for right after.
+    // The next tile's S goes into the other set of accumulators while this tile's update runs; waiting for
+    // all but that group completes this tile's S, and the column products' wait completes the next. The two
+    // sets take turns by the tile's parity (even tiles compute on acc.s, odd ones on acc.s.next), so no
+    // register moves between them and no accumulator of a wgmma in flight is touched.
     check_overlap_registers();
     before_loop.push_back(wait_landed(0));
     before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0), count == 1));

@@ -394,8 +394,9 @@ TEST_CASE("GPU: overlapped Hopper attention with masked rows and grouped-query h
   for (bool ping_pong : {false, true}) {
     AttentionTiling t = specialized(128, true, 0, true);
     t.ping_pong = ping_pong;
+    const std::string prefix = ping_pong ? "hosp" : "hos";
     const Case c{"causal GQA 2, a ring that wraps",
-                 {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = ping_pong ? "hosp" : "hos"},
+                 {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = prefix},
                  1,
                  4,
                  190,

@@ -457,10 +457,10 @@ TEST_CASE("ping-pong Hopper attention source: bar.sync on the warpgroup's barrie
       CHECK_MESSAGE(source.find(own) != std::string::npos, own);
       CHECK_MESSAGE(source.find(next) != std::string::npos, next);
       // Every warpgroup runs as many bar.sync as the others: the last one keeps its last turn, and no turn is
-      // taken after the key loop, so the barrier after the loop's last pass is the epilogue's, on id 1.
+      // taken after the key loop's last pass.
       const size_t last_pass = source.rfind("bar.arrive");
       REQUIRE(last_pass != std::string::npos);
-      CHECK(source.compare(source.find("bar.", last_pass + 1), 16, "bar.sync 1, 256;") == 0);
+      CHECK(source.find("bar.sync %0", last_pass) == std::string::npos);
       CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
     }
 }
