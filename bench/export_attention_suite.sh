@@ -8,7 +8,7 @@
 #   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: the Hopper datapath's tiling by rule (TMA, wgmma;
 #   apps::hopper_attention_tiling); at five of them also the tiling the rule chose before warp specialization
 #   and the warp-specialized variants it weighs (a producer warpgroup, setmaxnreg; ping-pong of the two consumer
-#   warpgroups; wider key tiles)
+#   warpgroups; the next tile's S overlapped with this tile's softmax; both)
 #   decode (one query per head), f16, the tiling by rule (apps::decode_tiling), plain and grouped-query, the four
 #   problems baseline.py measured and four outside them; beside each, the same tiling with the other combine of
 #   its split (--split-combine kernel or last_block: a second kernel, or each tile's last block)
@@ -46,20 +46,27 @@ prefill bf16 4 16 4096 128 true
 # Beside the rule's tiling at five problems, by their flags: the tiling the rule chose before warp
 # specialization (two warpgroups of 64 rows; D 64: 64-key tiles, two blocks per SM; D 128: 128-key tiles; D 256:
 # 64-key tiles; 2 slots), the warp-specialized one (a producer warpgroup at 24 registers, the consumers at what
-# it leaves; D 256 on its best measured 80-key tiles), and ping-pong (WarpSpecialization::ping_pong: the two
-# consumer warpgroups take turns on the tensor cores) on the same tiles and on wider ones (D 64: 128-key tiles on
-# one block per SM; D 128: 176-key tiles, FlashAttention-3's non-causal choice; D 256: 80-key tiles). One of them
-# is the rule's own (the same manifest, written again). The warp-specialized 176-key tiles, third slot and
-# overlapped S were measured slower than the rule (bench/RESULTS.md) and are no longer exported.
+# it leaves; D 256 on its best measured 80-key tiles), ping-pong (WarpSpecialization::ping_pong: the two consumer
+# warpgroups take turns on the tensor cores), the next tile's S overlapped with this tile's softmax inside each
+# warpgroup (FuncSchedule::overlap_producer, two sets of S accumulators by the tile's parity) on the
+# warp-specialized kernel, and both together. D 64 overlaps on 128-key tiles at one block per SM (the second S
+# does not fit the 104 registers of two blocks), D 128 on 112-key tiles (ptxas spills 200-240 bytes with two
+# 128-key tiles of S in the consumers' 240 registers, none with 112). One of them is the rule's own (the same manifest, written
+# again). The 176-key tiles (local memory when causal) and the third slot were measured slower than the rule
+# (bench/RESULTS.md) and are no longer exported.
 variants() {  # B H S D causal
   local shape="${1}x${2}x${3}x${3}x${4}" causal=$5 w="--atom wgmma --block-rows 128"
   local ws="$w --warp-specialize true"
   local pp="$ws --ping-pong true"
+  local ovl="$ws --overlap true"
+  local ovlpp="$pp --overlap true"
   case $4 in
     64) tilings=("$w --key-tile 64 --min-blocks 2" "$ws --key-tile 64 --min-blocks 2"
-                 "$pp --key-tile 64 --min-blocks 2" "$pp --key-tile 128") ;;
-    128) tilings=("$w --key-tile 128" "$ws --key-tile 128" "$pp --key-tile 128" "$pp --key-tile 176") ;;
-    256) tilings=("$w --key-tile 64" "$ws --key-tile 80" "$pp --key-tile 64" "$pp --key-tile 80") ;;
+                 "$ovl --key-tile 128" "$ovlpp --key-tile 128") ;;
+    128) tilings=("$w --key-tile 128" "$ws --key-tile 128" "$pp --key-tile 128" "$ovl --key-tile 112"
+                  "$ovlpp --key-tile 112") ;;
+    256) tilings=("$w --key-tile 64" "$ws --key-tile 80" "$pp --key-tile 80" "$ovl --key-tile 64"
+                  "$ovlpp --key-tile 64") ;;
     *) echo "$0: no variants for D = $4" >&2; exit 2 ;;
   esac
   for tiling in "${tilings[@]}"; do

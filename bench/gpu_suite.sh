@@ -86,6 +86,10 @@ if wants sanitizer; then
     # Two consumer warpgroups taking turns (bar.sync / bar.arrive on their own named barriers).
     sanitize_case $tool "ping-pong Hopper attention" \
       "GPU: ping-pong Hopper attention with masked rows and grouped-query heads (for the sanitizers)"
+    # The next tile's S overlapped with this tile's softmax (two S sets by the tile's parity), alone and in
+    # ping-pong.
+    sanitize_case $tool "overlapped Hopper attention" \
+      "GPU: overlapped Hopper attention with masked rows and grouped-query heads (for the sanitizers)"
     # 2-block clusters: B multicast by TMA, slots released in both blocks, cluster barriers.
     sanitize_case $tool "clustered Hopper GEMM" "GPU: clustered Hopper GEMM on a small problem (for the sanitizers)"
   done

@@ -9,12 +9,38 @@
 #include "lang/error.h"
 #include "scheduler/chained_kernel_builder.h"
 #include "scheduler/hopper_layouts.h"
+#include "scheduler/named_barriers.h"
 #include "scheduler/register_split.h"
 
 namespace twist::chained {
 
 using namespace Halide::Internal;
 using namespace twist::stmt;
+
+namespace {
+
+// `s` with register arrays `a` and `b` exchanged: their loads and stores, and their names in intrinsics
+// (a wgmma's accumulators).
+Stmt swap_arrays(const Stmt &s, const std::string &a, const std::string &b) {
+  struct Swap : IRMutator {
+    const std::string &a, &b;
+    Swap(const std::string &x, const std::string &y) : a(x), b(y) {}
+    const std::string &other(const std::string &name) const { return name == a ? b : name == b ? a : name; }
+    using IRMutator::visit;
+    Halide::Expr visit(const Load *op) override {
+      const Halide::Expr index = mutate(op->index);
+      return Load::make(op->type, other(op->name), index, op->image, op->param, op->predicate, op->alignment);
+    }
+    Stmt visit(const Store *op) override {
+      return Store::make(other(op->name), mutate(op->value), mutate(op->index), op->param, op->predicate,
+                         op->alignment);
+    }
+    Halide::Expr visit(const StringImm *op) override { return StringImm::make(other(op->value)); }
+  } swap(a, b);
+  return swap.mutate(s);
+}
+
+}  // namespace
 
 void ChainedKernelBuilder::plan_hopper() {
   const std::string &fname = req_.reduction.name();
@@ -72,7 +98,8 @@ Stmt ChainedKernelBuilder::scores_by_wgmma(const std::string &accumulator, const
   w.a = staged_operand(rows_operand_.input, q_coords_, "S.dka", {atom_row_, "S.dka"}, 0);
   w.b = staged_operand(keys_operand_.input, k_coords_, "S.dka", {"S.jn", "S.ja", "S.dka"}, slot);
   w.accumulate = var("S.dk") > 0;
-  return block({intrinsic::wgmma_fence(), over(row_loops_, unrolled("S.dk", dk_extent_, intrinsic::wgmma(w))),
+  return block({intrinsic::wgmma_fence({accumulator}),
+                over(row_loops_, unrolled("S.dk", dk_extent_, intrinsic::wgmma(w))),
                 intrinsic::wgmma_commit()});
 }
 
@@ -114,14 +141,16 @@ bool ChainedKernelBuilder::ping_pong() const {
 
 Stmt ChainedKernelBuilder::take_turn() const {
   const Halide::Expr warpgroup = intrinsic::thread_index() / hopper::kWarpgroupThreads;
-  return intrinsic::named_barrier(kFirstTurnBarrier + warpgroup, 2 * hopper::kWarpgroupThreads);
+  return intrinsic::named_barrier(named_barriers::kFirstTurn + warpgroup, 2 * hopper::kWarpgroupThreads);
 }
 
-Stmt ChainedKernelBuilder::pass_turn() const {
+Stmt ChainedKernelBuilder::pass_turn(const Halide::Expr &last_turn) const {
   const int warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
+  named_barriers::last_turn_barrier(warpgroups);
   const Halide::Expr warpgroup = intrinsic::thread_index() / hopper::kWarpgroupThreads;
-  return intrinsic::named_barrier_arrive(kFirstTurnBarrier + (warpgroup + 1) % warpgroups,
-                                         2 * hopper::kWarpgroupThreads);
+  const Stmt pass = intrinsic::named_barrier_arrive(named_barriers::kFirstTurn + (warpgroup + 1) % warpgroups,
+                                                    2 * hopper::kWarpgroupThreads);
+  return guarded(simplify(!(last_turn && is_last_consumer_warpgroup())), pass);
 }
 
 Halide::Expr ChainedKernelBuilder::is_last_consumer_warpgroup() const {
@@ -166,7 +195,8 @@ Stmt ChainedKernelBuilder::column_products_by_wgmma() {
   // In ping-pong without overlap_producer the products are issued in the warpgroup's turn and waited for by
   // the key loop once the next S is issued too (tma_key_loop).
   const bool turn = ping_pong() && !req_.schedule->overlaps_producer();
-  return block({turn ? take_turn() : Stmt(), intrinsic::wgmma_fence(), over(loops, intrinsic::wgmma(w)),
+  // The fence orders acc.o alone: with overlap_producer the next tile's S is in flight across it.
+  return block({turn ? take_turn() : Stmt(), intrinsic::wgmma_fence({w.d}), over(loops, intrinsic::wgmma(w)),
                 intrinsic::wgmma_commit(), turn ? Stmt() : intrinsic::wgmma_wait(0)});
 }
 
@@ -238,8 +268,10 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
                                     block({intrinsic::mbarrier_wait(empty(reuse), (previous / depth) % 2),
                                            issue(var(key_loop_) - 1 + depth, reuse)}));
   // Ping-pong: the consumer warpgroups take turns in a ring, the last one giving the first its first turn
-  // before the loop, the first taking the last one's last turn after it, so that each barrier ends with as
-  // many arrivals as waits. Without overlap_producer a turn issues one tile's P V and the next tile's S
+  // before the loop and keeping its own last turn, so that each barrier ends with as many arrivals as waits
+  // and every warpgroup runs as many bar.sync as the others (compute-sanitizer's racecheck reported the
+  // epilogue's write-back tile as raced when the first warpgroup took one more turn after the loop than the
+  // others: bench/RESULTS.md). Without overlap_producer a turn issues one tile's P V and the next tile's S
   // together (FlashAttention-3's order; the first turn issues the first S): taken before the column
   // products (column_products_by_wgmma, which then leaves its wait to the loop), passed once S is issued,
   // and the P V waited for after the pass, so that the other warpgroup's turn follows at once. With
@@ -247,12 +279,12 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   // taken once its tile has landed (a turn that waited for a tile inside could wait for the other
   // warpgroup's release of its slot, which that one gives only after its own next turn).
   const bool ping_pong_turns = ping_pong();
-  auto in_turn = [&](const Stmt &issue) {
-    return ping_pong_turns ? block({take_turn(), issue, pass_turn()}) : issue;
+  auto in_turn = [&](const Stmt &issue, const Halide::Expr &last_turn) {
+    return ping_pong_turns ? block({take_turn(), issue, pass_turn(last_turn)}) : issue;
   };
   const Halide::Expr has_next = r + 1 < count;
   std::vector<Stmt> steps, before_loop;
-  if (ping_pong_turns) before_loop.push_back(guarded(is_last_consumer_warpgroup(), pass_turn()));
+  if (ping_pong_turns) before_loop.push_back(guarded(is_last_consumer_warpgroup(), pass_turn(const_false())));
   if (!req_.schedule->overlaps_producer() && !ping_pong_turns) {
     // S for this tile; the refill runs while its wgmmas are in flight.
     steps = {wait_landed(r), scores_by_wgmma("acc.s", ring_slot_), refill, intrinsic::wgmma_wait(0), tile()};
@@ -262,30 +294,31 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     // together: a wait for the P V alone would leave acc.s in flight where the CUDA source pins the
     // accumulators, and ptxas would serialize the wgmmas.
     before_loop.push_back(wait_landed(0));
-    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0)));
+    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0), const_false()));
     before_loop.push_back(intrinsic::wgmma_wait(0));
     steps = {tile(), guarded(has_next, block({wait_landed(r + 1), scores_by_wgmma("acc.s", slot_of(r + 1))})),
-             pass_turn(), intrinsic::wgmma_wait(0)};
+             pass_turn(!has_next), intrinsic::wgmma_wait(0)};
   } else {
-    // Tile r's S is in flight on entry (issued by the tile before, or before the loop). The refill comes
-    // first: with two slots, it brings the next tile that is waited for right after. The next tile's S
-    // goes into acc.s.next while this tile's update runs; waiting for all but that group completes this
-    // tile's S, and the column products' wait completes the next, which then moves into acc.s.
+    // Tile r's S was issued by the tile before (in flight on entry only for the first, issued before the
+    // loop). The refill comes first: with two slots, it brings the next tile that is waited for right after.
+    // The next tile's S goes into the other set of accumulators while this tile's update runs; waiting for
+    // all but that group completes this tile's S, and the column products' wait completes the next. The two
+    // sets take turns by the tile's parity (even tiles compute on acc.s, odd ones on acc.s.next), so no
+    // register moves between them and no accumulator of a wgmma in flight is touched.
     check_overlap_registers();
     before_loop.push_back(wait_landed(0));
-    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0)));
-    std::vector<std::pair<std::string, int>> points = row_loops_;
-    points.push_back({"S.jn", jn_extent_});
-    points.push_back({"S.e", 4});
-    const Halide::Expr point = s_index(var("S.jn"), var("S.e"));
-    steps = {
-        refill,
-        IfThenElse::make(has_next,
-                         block({wait_landed(r + 1), in_turn(scores_by_wgmma("acc.s.next", slot_of(r + 1))),
-                                intrinsic::wgmma_wait(1)}),
-                         intrinsic::wgmma_wait(0)),
-        tile(), guarded(has_next, over(points, store("acc.s", load(s_type_, "acc.s.next", point), point)))};
-    summary_ += "  the next key tile's S wgmmas overlap this tile's update (acc.s.next)\n";
+    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0), count == 1));
+    const Stmt even =
+        block({IfThenElse::make(has_next,
+                                block({wait_landed(r + 1),
+                                       in_turn(scores_by_wgmma("acc.s.next", slot_of(r + 1)), r + 2 == count),
+                                       intrinsic::wgmma_wait(1, {"acc.s"})}),
+                                intrinsic::wgmma_wait(0)),
+               tile()});
+    steps = {refill, IfThenElse::make(r % 2 == 0, even, swap_arrays(even, "acc.s", "acc.s.next"))};
+    summary_ +=
+        "  the next key tile's S wgmmas overlap this tile's update (acc.s and acc.s.next by the tile's "
+        "parity)\n";
   }
   const Stmt release = intrinsic::mbarrier_arrive(empty(ring_slot_));
   steps.push_back(specialization ? guarded(thread % hopper::kWarpgroupThreads == 0, release) : release);
@@ -303,15 +336,13 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   std::vector<Stmt> compute = {states, intrinsic::mbarrier_wait(q_full, 0)};
   if (!before_loop.empty()) compute.push_back(guarded(simplify(count > 0), block(before_loop)));
   compute.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
-  if (ping_pong_turns) {
-    compute.push_back(
-        guarded(simplify(count > 0 && intrinsic::thread_index() < hopper::kWarpgroupThreads), take_turn()));
+  if (ping_pong_turns)
     summary_ += fmt::format(
-        "  ping-pong: consumer warpgroup w takes its turn on named barrier {} + w {}\n", kFirstTurnBarrier,
+        "  ping-pong: consumer warpgroup w takes its turn on named barrier {} + w {}\n",
+        named_barriers::kFirstTurn,
         req_.schedule->overlaps_producer()
             ? "to issue each S, once the S's tile has landed"
             : "to issue its column products and the next S, and passes it on before waiting for them");
-  }
   compute.push_back(finish);
   summary_ += fmt::format(
       "  Q by TMA once ({} B); TMA ring of {} slots ({} B a key tile) with full and empty mbarriers, over "

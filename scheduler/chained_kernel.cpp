@@ -18,6 +18,7 @@
 #include "scheduler/intrinsics.h"
 #include "scheduler/kernel_assembly.h"
 #include "scheduler/loops.h"
+#include "scheduler/named_barriers.h"
 #include "scheduler/staging.h"
 #include "scheduler/stmt_building.h"
 #include "scheduler/thread_mapping.h"
@@ -846,7 +847,8 @@ Stmt ChainedKernelBuilder::epilogue() {
   if (write_backs_.empty()) return stores;
   // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.
   return write_back(write_backs_, coords, stores, consumer_threads_,
-                    specialized() ? intrinsic::named_barrier(1, consumer_threads_) : intrinsic::barrier());
+                    specialized() ? intrinsic::named_barrier(named_barriers::kConsumers, consumer_threads_)
+                                  : intrinsic::barrier());
 }
 
 Kernel ChainedKernelBuilder::build() {

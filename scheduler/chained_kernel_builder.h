@@ -151,16 +151,14 @@ class ChainedKernelBuilder {
                     const Stmt &states, const Stmt &finish);
   bool specialized() const { return consumer_threads_ < mapping_.threads; }
   // WarpSpecialization::ping_pong: the consumer warpgroups take turns on the tensor cores. A warpgroup
-  // takes its turn with bar.sync on its own barrier and passes it to the next warpgroup with bar.arrive on
-  // that one's; each barrier counts the warpgroup that waits and the one that passes (where the turns go:
-  // tma_key_loop).
+  // takes its turn with bar.sync on its own barrier (named_barriers::kFirstTurn + w) and passes it to the
+  // next warpgroup with bar.arrive on that one's; each barrier counts the warpgroup that waits and the one
+  // that passes. The last warpgroup keeps its last turn (`last_turn`), which nobody would take (where the
+  // turns go: tma_key_loop).
   bool ping_pong() const;
   Stmt take_turn() const;
-  Stmt pass_turn() const;
+  Stmt pass_turn(const Halide::Expr &last_turn) const;
   Halide::Expr is_last_consumer_warpgroup() const;
-  // Barrier 1 synchronizes the consumers' epilogue; the turns use one barrier per consumer warpgroup after
-  // it.
-  static constexpr int kFirstTurnBarrier = 2;
   // The descriptor of the atom tile of staged operand `input`, read at `coords` (in loop terms) where
   // `k_loop` is the atom's k and `atom_loops` (set to 0) are the atom's loops, in slot `slot`.
   intrinsic::WgmmaOperand staged_operand(const std::string &input, const std::vector<Halide::Expr> &coords,

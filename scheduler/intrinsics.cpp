@@ -330,14 +330,18 @@ std::optional<Wgmma> as_wgmma(const Stmt &s) {
   return w;
 }
 
-Stmt wgmma_fence() {
-  return make("wgmma_fence", {});
+Stmt wgmma_fence(const std::vector<std::string> &accumulators) {
+  std::vector<Expr> args;
+  for (const std::string &a : accumulators) args.push_back(name(a));
+  return make("wgmma_fence", args);
 }
 Stmt wgmma_commit() {
   return make("wgmma_commit", {});
 }
-Stmt wgmma_wait(int pending) {
-  return make("wgmma_wait", {pending});
+Stmt wgmma_wait(int pending, const std::vector<std::string> &accumulators) {
+  std::vector<Expr> args = {pending};
+  for (const std::string &a : accumulators) args.push_back(name(a));
+  return make("wgmma_wait", args);
 }
 bool is_wgmma_fence(const Stmt &s) {
   return match(s, "wgmma_fence") != nullptr;
@@ -349,6 +353,15 @@ std::optional<int> as_wgmma_wait(const Stmt &s) {
   const Call *c = match(s, "wgmma_wait");
   if (!c) return std::nullopt;
   return int_of(c->args[0]);
+}
+std::vector<std::string> wgmma_ordered_accumulators(const Stmt &s) {
+  const Call *c = match(s, "wgmma_fence");
+  const size_t first = c ? 0 : 1;
+  if (!c) c = match(s, "wgmma_wait");
+  TWIST_CHECK(c, "the statement is neither a wgmma_fence nor a wgmma_wait");
+  std::vector<std::string> names;
+  for (size_t i = first; i < c->args.size(); ++i) names.push_back(name_of(c->args[i]));
+  return names;
 }
 
 Stmt setmaxnreg(int registers, bool increase) {

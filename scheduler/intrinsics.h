@@ -235,13 +235,20 @@ struct Wgmma {
 };
 Stmt wgmma(const Wgmma &w);
 std::optional<Wgmma> as_wgmma(const Stmt &s);
-// wgmma.fence, wgmma.commit_group and wgmma.wait_group, each by a whole warpgroup.
-Stmt wgmma_fence();
+// wgmma.fence, wgmma.commit_group and wgmma.wait_group, each by a whole warpgroup. A fence orders the
+// register accesses before it with the wgmmas after it, a wait the retired wgmmas with the accesses after it;
+// `accumulators` names the accumulator arrays it orders: those of the wgmmas after the fence, those whose
+// groups the wait retires. The CUDA printer keeps their accesses on their side of the instruction, and must
+// not name an array of a wgmma still in flight (ptxas then waits for it, serializing the wgmmas: C7517).
+// Empty: every wgmma accumulator array of the kernel, where no wgmma stays in flight across it.
+Stmt wgmma_fence(const std::vector<std::string> &accumulators = {});
 Stmt wgmma_commit();
-Stmt wgmma_wait(int pending);
+Stmt wgmma_wait(int pending, const std::vector<std::string> &accumulators = {});
 bool is_wgmma_fence(const Stmt &s);
 bool is_wgmma_commit(const Stmt &s);
 std::optional<int> as_wgmma_wait(const Stmt &s);
+// The accumulators a wgmma_fence or wgmma_wait names (empty: all of them).
+std::vector<std::string> wgmma_ordered_accumulators(const Stmt &s);
 
 // setmaxnreg.{inc,dec}.sync.aligned.u32 `registers`, by a whole warpgroup: a producer warpgroup gives
 // registers back, consumers take them (24 to 256, a multiple of 8).

@@ -16,6 +16,7 @@
 #include "scheduler/intrinsics.h"
 #include "scheduler/kernel_assembly.h"
 #include "scheduler/loops.h"
+#include "scheduler/named_barriers.h"
 #include "scheduler/register_split.h"
 #include "scheduler/staging.h"
 #include "scheduler/stmt_building.h"
@@ -638,7 +639,8 @@ Stmt ReductionKernelBuilder::epilogue() {
                                 : Halide::Expr();
   // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.
   const bool specialized = consumer_threads_ < mapping_.threads;
-  const Stmt sync = specialized ? intrinsic::named_barrier(1, consumer_threads_) : intrinsic::barrier();
+  const Stmt sync = specialized ? intrinsic::named_barrier(named_barriers::kConsumers, consumer_threads_)
+                                : intrinsic::barrier();
   const std::vector<Halide::Expr> stored = output_coords(req_, coords);
   if (const Stmt writes = stmatrix_writes(coords); writes.defined())
     return write_back(write_backs_, stored, writes, consumer_threads_, sync);

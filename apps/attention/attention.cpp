@@ -224,6 +224,12 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
       static_cast<int>(std::min<int64_t>(t.key_tile, std::max<int64_t>(16, (p.keys + 15) / 16 * 16)));
   t.stages = 2;
   if (p.head_dim <= 64) t.min_blocks_per_sm = 2;
+  // A producer warpgroup, and ping-pong of the two consumer warpgroups, where runs measured them ahead (with
+  // two warpgroups of 64 rows, as measured): D <= 64 warp-specialized, D = 128 without a causal mask in
+  // ping-pong (attention.h).
+  const bool two_warpgroups = t.block_rows == 128;
+  t.warp_specialized = two_warpgroups && (p.head_dim <= 64 || (p.head_dim == 128 && !p.causal));
+  t.ping_pong = t.warp_specialized && p.head_dim == 128;
   return t;
 }
 

@@ -94,14 +94,17 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 //   - never a key tile above the keys rounded up to 16; 2 slots (a third measured within 2% at D = 128);
 //   - causal masks change no tile size: the block skips the key tiles after its last row's diagonal and masks
 //     only the tiles that cross it;
-//   - not warp-specialized (a producer warpgroup at 24 registers): at D = 128 and 256 it ran within -0.6% to
-//     +2.2% of the same tiles without a producer, changing sign between runs. At B1 H8 S4096 D64 it ran
-//     2.8-2.9% faster in two runs (401.4 against 390.3 TFLOP/s, 399.3 against 388.2), but there its 104
-//     consumer registers (two blocks per SM) leave no room for FuncSchedule::overlap_producer, which the
-//     tiling without a producer allows; not taken yet;
-//   - not in ping-pong (WarpSpecialization::ping_pong): its first placement ran 4-11% slower than without it
-//     at every problem measured; bench/export_attention_suite.sh exports the current placement beside this
-//     tiling, so the rule takes it where a run shows it faster.
+//   - warp-specialized (a producer warpgroup at 24 registers; WarpSpecialization) where runs measured it
+//     ahead, with two warpgroups of 64 rows: at D <= 64, 2.8-2.9% faster in three runs (B1 H8 S4096: 401.4
+//     against 390.3 TFLOP/s, 399.3 against 388.2, 405.0 against 393.5 in "The ping-pong race settled");
+//     at D = 128 without a causal mask, with ping-pong of the two consumer warpgroups (one's softmax while
+//     the other's wgmmas run): 537.5 against 518.3 at B2 H16 S8192 (545.2 against 523.4 in the run
+//     before), 512.3 against 506.1 at B4 H16 S4096 (442.8 against 451.3 before: level within the runs'
+//     spread). Not at D = 128 with a causal mask (438.6 against 440.7: level, so the simpler kernel) nor at
+//     D = 256 (547.5 with 80-key tiles against 543.0: level; ping-pong behind);
+//   - not FuncSchedule::overlap_producer (the next tile's S during this tile's softmax): 0.64-0.78x of the
+//     same tiles without it at D 64, 128 and 256, alone or in ping-pong (bench/RESULTS.md, "The ping-pong
+//     race settled").
 struct AttentionProblemShape {
   int head_dim = 128;
   bool causal = false;

@@ -218,7 +218,7 @@ TEST_CASE("GPU: Hopper attention with the next tile's S overlapping this tile's 
   auto overlapped = [](int head_dim, bool causal) {
     AttentionTiling t = hopper_attention_tiling(
         {.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
-    t.overlap_scores = true;
+    t.warp_specialized = false, t.ping_pong = false, t.overlap_scores = true;
     return t;
   };
   for (const Case &c : {
@@ -265,7 +265,7 @@ namespace {
 AttentionTiling specialized(int head_dim, bool causal, int key_tile = 0, bool overlap = false) {
   AttentionTiling t = hopper_attention_tiling(
       {.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
-  t.warp_specialized = true;
+  t.warp_specialized = true, t.ping_pong = false;
   if (key_tile > 0) t.key_tile = key_tile;
   t.overlap_scores = overlap;
   return t;
@@ -374,7 +374,7 @@ TEST_CASE(
     "GPU: warp-specialized Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
   TWIST_REQUIRE_GPU();
   AttentionTiling t = hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096});
-  t.warp_specialized = true;
+  t.warp_specialized = true, t.ping_pong = false;
   const Case c{"causal GQA 2, masked rows",
                {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hws"},
                1,
@@ -385,6 +385,27 @@ TEST_CASE(
   const double err = gpu_error(c);
   INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
   CHECK(err < 2e-3);
+}
+
+// The same for the sanitizers with the next tile's S overlapped (two sets of S accumulators taking turns by
+// the tile's parity), warp-specialized, alone and in ping-pong.
+TEST_CASE("GPU: overlapped Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  for (bool ping_pong : {false, true}) {
+    AttentionTiling t = specialized(128, true, 0, true);
+    t.ping_pong = ping_pong;
+    const std::string prefix = ping_pong ? "hosp" : "hos";
+    const Case c{"causal GQA 2, a ring that wraps",
+                 {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = prefix},
+                 1,
+                 4,
+                 190,
+                 300,
+                 t};
+    const double err = gpu_error(c);
+    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+    CHECK(err < 2e-3);
+  }
 }
 
 // Ping-pong (WarpSpecialization::ping_pong): the two consumer warpgroups take turns on the tensor cores

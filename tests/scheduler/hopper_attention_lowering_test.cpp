@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <regex>
 
 #include "apps/attention/attention.h"
 #include "apps/gemm/gemm.h"
@@ -146,6 +147,17 @@ TEST_CASE(
   CHECK(d128.warp_rows == 64);
   CHECK(d128.key_tile == 128);
   CHECK(d128.min_blocks_per_sm == 1);
+  // Warp specialization and ping-pong where runs measured them ahead: D 128 without a causal mask in
+  // ping-pong, D 64 warp-specialized; not D 128 causal, not D 256, never the overlapped S.
+  CHECK(d128.warp_specialized);
+  CHECK(d128.ping_pong);
+  CHECK(!d128.overlap_scores);
+  const AttentionTiling d128_causal = hopper_attention_tiling(
+      {.head_dim = 128, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(!d128_causal.warp_specialized);
+  CHECK(!d128_causal.ping_pong);
+  CHECK(!hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096})
+             .warp_specialized);
   CHECK(
       hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096}).key_tile ==
       64);
@@ -153,6 +165,9 @@ TEST_CASE(
       hopper_attention_tiling({.head_dim = 64, .batch_heads = 64, .queries = 4096, .keys = 4096});
   CHECK(d64.key_tile == 64);
   CHECK(d64.min_blocks_per_sm == 2);
+  CHECK(d64.warp_specialized);
+  CHECK(!d64.ping_pong);
+  CHECK(d64.consumer_registers() == 104);
   // 2 x 8 heads of 512 queries: 64 blocks of 128 rows would leave half the SMs idle.
   CHECK(
       hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 512, .keys = 512}).block_rows ==
@@ -228,6 +243,9 @@ TEST_CASE("overlap_producer: the next key tile's S in flight during this tile's 
   two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
   Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "ho128"});
   CHECK(hopper_error(d128, two_atoms, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  // D = 256, causal, lengths the tiles do not divide: odd and even tiles on the two sets of S.
+  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "ho256"});
+  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
   // Split-KV: each part's first tile's S issued before its own loop over its own ring.
   Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hos"});
   AttentionTiling parts = t;
@@ -240,13 +258,17 @@ TEST_CASE("overlap_producer's source issues the next S into its own accumulators
     Attention a = make_attention({.dtype = f16, .head_dim = d, .causal = true});
     AttentionTiling t = hopper_attention_tiling(
         {.head_dim = d, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
-    t.overlap_scores = true;
+    t.warp_specialized = false, t.overlap_scores = true;
     const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
     const std::string source = cuda::cuda_source(k);
     INFO("D ", d, "\n", source);
     CHECK(k.schedule_summary.find("the next key tile's S wgmmas overlap this tile's update") !=
           std::string::npos);
+    // Odd tiles compute on acc_s_next and issue the next S into acc_s: no moves between the two sets.
     CHECK(source.find("_ss00(&acc_s_next[") != std::string::npos);
+    CHECK(source.find("_ss00(&acc_s[") != std::string::npos);
+    CHECK(!std::regex_search(source, std::regex(R"(acc_s\[[^\]]*\] = acc_s_next\[)")));
+    CHECK(!std::regex_search(source, std::regex(R"(acc_s_next\[[^\]]*\] = acc_s\[)")));
     CHECK(source.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos);
     // Both S accumulator arrays are pinned around the fences and waits.
     CHECK(source.find("\"+f\"(acc_s_next[r])") != std::string::npos);
@@ -434,6 +456,11 @@ TEST_CASE("ping-pong Hopper attention source: bar.sync on the warpgroup's barrie
           "bar.arrive %0, 256;\\n\" :: \"r\"(((((static_cast<int>(threadIdx.x) >> 7) + 1) & 1) + 2))";
       CHECK_MESSAGE(source.find(own) != std::string::npos, own);
       CHECK_MESSAGE(source.find(next) != std::string::npos, next);
+      // Every warpgroup runs as many bar.sync as the others: the last one keeps its last turn, and no turn is
+      // taken after the key loop's last pass.
+      const size_t last_pass = source.rfind("bar.arrive");
+      REQUIRE(last_pass != std::string::npos);
+      CHECK(source.find("bar.sync %0", last_pass) == std::string::npos);
       CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
     }
 }

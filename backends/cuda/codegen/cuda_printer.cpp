@@ -1,5 +1,6 @@
 #include "backends/cuda/codegen/cuda_printer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -328,7 +329,7 @@ class Printer {
   std::string tma_helper(bool load, size_t dims, bool multicast);
   std::string wgmma_helper(const intrinsic::Wgmma &w, const Type &in, const Type &acc);
   std::string descriptor(const intrinsic::WgmmaOperand &o);
-  void fence_accumulators(int indent);
+  void fence_accumulators(int indent, const std::vector<std::string> &names);
   std::set<std::string> shared_addressed_;
   std::map<std::string, Type> array_types_;
 };
@@ -589,13 +590,13 @@ void Printer::intrinsic(const Stmt &s, int n) {
          << (g->a ? descriptor(*g->a) : address(g->a_registers, g->a_index)) << ", " << descriptor(g->b)
          << ", " << expr(g->accumulate) << ");\n";
   } else if (intrinsic::is_wgmma_fence(s)) {
-    fence_accumulators(n);
+    fence_accumulators(n, intrinsic::wgmma_ordered_accumulators(s));
     out_ << ind(n) << "asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
   } else if (intrinsic::is_wgmma_commit(s)) {
     out_ << ind(n) << "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
   } else if (auto w = intrinsic::as_wgmma_wait(s)) {
     out_ << ind(n) << "asm volatile(\"wgmma.wait_group.sync.aligned " << *w << ";\\n\" ::: \"memory\");\n";
-    fence_accumulators(n);
+    fence_accumulators(n, intrinsic::wgmma_ordered_accumulators(s));
   } else if (auto r = intrinsic::as_setmaxnreg(s)) {
     out_ << ind(n) << "asm volatile(\"setmaxnreg." << (r->increase ? "inc" : "dec") << ".sync.aligned.u32 "
          << r->registers << ";\\n\");\n";
@@ -612,9 +613,11 @@ std::string Printer::descriptor(const intrinsic::WgmmaOperand &o) {
 
 // The compiler must not move the accumulators' reads and writes across a wgmma's fence or wait (the asm
 // statements of wgmma name them, the fence and the wait do not): an empty asm that "changes" each one pins
-// them there.
-void Printer::fence_accumulators(int n) {
+// them there. Only `names` (all when empty): pinning the accumulators of a wgmma in flight would be a use of
+// them, which ptxas answers by waiting for that wgmma.
+void Printer::fence_accumulators(int n, const std::vector<std::string> &names) {
   for (const auto &[name, registers] : wgmma_accumulators_) {
+    if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
     const bool f32 = array_type(name).bits() == 32;
     out_ << ind(n) << "#pragma unroll\n"
          << ind(n) << "for (int r = 0; r < " << registers << "; ++r) asm volatile(\"\" : \"+"

@@ -100,3 +100,49 @@ TEST_CASE("the interpreter reports ping-pong protocols that would hang or leave 
     CHECK(contains(e, "bar.sync reached by threads 0 and 128 with barrier ids 2 and 3"));
   }
 }
+
+namespace {
+
+// Warpgroup 1 passes warpgroup 0 its last turn on barrier `turn_id` and goes on to the epilogue, while
+// warpgroup 0 still waits for something else (barrier 3, which warpgroup 1 then arrives at) before taking
+// that turn. Both then write a tile in shared memory between two bar.sync on the consumers' barrier
+// (named_barriers::kConsumers, 1) and read it reversed, as the epilogue of a ping-pong kernel does.
+HostTensor run_turn_then_epilogue(int turn_id) {
+  const Expr t = tid(), wg = t / kWarpgroup;
+  const int count = 2 * kWarpgroup;
+  const Stmt epilogue =
+      block({intrinsic::named_barrier(1, count), store("tile", t, t), intrinsic::named_barrier(1, count),
+             store("out", load(i32, "tile", count - 1 - t), t)});
+  const Stmt consumers =
+      block({if_then(wg == 1,
+                     block({intrinsic::named_barrier_arrive(turn_id, count),
+                            intrinsic::named_barrier_arrive(3, count)}),
+                     block({intrinsic::named_barrier(3, count), intrinsic::named_barrier(turn_id, count)})),
+             epilogue});
+  Stmt s = if_then(t >= count, Halide::Internal::Evaluate::make(0), consumers);
+  s = shared_array("tile", i32, count, s);
+  Kernel k;
+  k.name = "turn_then_epilogue";
+  k.buffers = {buffer("out", i32, {count}, BufferArg::Role::output)};
+  k.grid = {1, 1, 1};
+  k.threads = 3 * kWarpgroup;
+  k.shared_bytes = twist::shared_arrays(s).bytes;
+  k.body = s;
+  std::map<std::string, HostTensor> buffers = {{"out", HostTensor(i32, {count})}};
+  run_kernel(k, buffers, {});
+  return buffers.at("out");
+}
+
+}  // namespace
+
+TEST_CASE("a turn on the epilogue's barrier id completes the epilogue's bar.sync early: reported") {
+  // Named barriers count arrivals per id across the block: on its own id the turn is taken as meant.
+  const HostTensor out = run_turn_then_epilogue(2);
+  for (int t = 0; t < 2 * kWarpgroup; ++t) CHECK(out.get({t}) == 2 * kWarpgroup - 1 - t);
+  // On id 1 warpgroup 1's arrival and its own first bar.sync complete the epilogue's barrier without
+  // warpgroup 0, whose turn then completes warpgroup 1's second: warpgroup 1 reads the tile before warpgroup
+  // 0 has written it.
+  const std::string e = error_of([] { run_turn_then_epilogue(1); });
+  INFO(e);
+  CHECK(contains(e, "named barrier 1 reached by 128 threads (bar.sync by threads 0 to 127, 128 waiting)"));
+}
