@@ -85,6 +85,7 @@ Attention make_attention(const AttentionOptions &o) {
 
 std::string AttentionTiling::name() const {
   std::string s = fmt::format("flash_{}x{}_s{}", block_rows, key_tile, stages);
+  if (column_warpgroups > 1) s += fmt::format("_dw{}", column_warpgroups);
   if (split_kv > 1) s += fmt::format("_splitkv{}", split_kv);
   if (split_kv > 1 && split_combine == SplitCombine::last_block) s += "_lastblock";
   if (warp_rows != 16) s += fmt::format("_w{}", warp_rows);
@@ -100,7 +101,7 @@ int AttentionTiling::consumer_registers() const {
   // A block starts with its share of the SM's registers at min_blocks_per_sm (in steps of 8 a thread), and
   // setmaxnreg only moves them between its warpgroups: the consumers take what the producer gives back.
   const Target target = Target::sm90a();
-  const int consumers = block_rows / warp_rows * hopper::kWarpgroupThreads;
+  const int consumers = block_rows / warp_rows * column_warpgroups * hopper::kWarpgroupThreads;
   const int threads = consumers + hopper::kWarpgroupThreads;
   const int at_launch =
       std::min(target.max_registers_per_thread, target.registers_per_sm / (threads * min_blocks_per_sm)) / 8 *
@@ -146,6 +147,15 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
         "attention tiling {}: a warpgroup's rows ({}) must be a multiple of 64 (the wgmma atom's rows) that "
         "divides the block's rows ({})",
         t.name(), t.warp_rows, t.block_rows);
+  const int columns = a.options.head_dim / t.column_warpgroups;
+  if (a.options.head_dim % t.column_warpgroups != 0 || !hopper::is_wgmma_n(columns))
+    fail(
+        "attention tiling {}: a wgmma atom's N is 8 to 256 in steps of 8, and head dimension {} over {} "
+        "column warpgroup(s) gives each {} columns; set AttentionTiling::column_warpgroups to a divisor of "
+        "the "
+        "head dimension that leaves each at most 256 (D / 256 for D > 256)",
+        t.name(), a.options.head_dim, t.column_warpgroups,
+        static_cast<double>(a.options.head_dim) / t.column_warpgroups);
   const std::string kv = a.j.x.name();
   // Grouped-query heads share K and V: the block's warpgroups take `packed` query heads of one group over the
   // same queries, so that each K and V tile is loaded once for all of them.
@@ -171,13 +181,22 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .unroll("im")
       .split(kv, "jo", "jj", t.key_tile)
       .split("jj", "jk", "jka", 16)
-      .unroll("jk")
-      .matrix_atom(MatrixAtom::wgmma, "ia", "d", "jka")
+      .unroll("jk");
+  // The columns' warpgroups: each takes `columns` of D over the same rows, the atom's N.
+  std::string column = "d";
+  if (t.column_warpgroups > 1) {
+    column = "dc";
+    s[a.O].split("d", "dw", column, columns).bind("dw", Binding::warpgroup);
+  }
+  s[a.O]
+      .matrix_atom(MatrixAtom::wgmma, "ia", column, "jka")
       .stage(a.V, "jo", Transport::tma, t.stages)
       .approximate_math()
       .overlap_producer(t.overlap_scores)
       .min_blocks_per_sm(t.min_blocks_per_sm)
-      .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
+      .reorder(t.column_warpgroups > 1
+                   ? std::vector<LoopVar>{"jka", column, "ia", "im", "jk", "jo", "dw", "iw", "io", "bh"}
+                   : std::vector<LoopVar>{"jka", column, "ia", "im", "jk", "jo", "iw", "io", "bh"});
   if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv, t.split_combine);
   if (t.ping_pong && !t.warp_specialized)
     fail(
@@ -213,6 +232,19 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
   return s;
 }
 
+namespace {
+
+// Heads wider than a wgmma's N of 256: the columns over D / 256 warpgroups of the block's one atom of 64 rows
+// (each holds 128 accumulators a thread, as at D = 256), and key tiles of 32 so that Q (64 KB at D = 512) and
+// two slots of K and V (64 KB each) fit the 227 KB of shared memory.
+void wide_head_tiling(AttentionTiling &t, int head_dim) {
+  t.column_warpgroups = head_dim / 256;
+  t.block_rows = 64;
+  t.key_tile = std::min(t.key_tile, 32);
+}
+
+}  // namespace
+
 AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
   constexpr int kSms = 132;
   AttentionTiling t;
@@ -224,6 +256,7 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
       static_cast<int>(std::min<int64_t>(t.key_tile, std::max<int64_t>(16, (p.keys + 15) / 16 * 16)));
   t.stages = 2;
   if (p.head_dim <= 64) t.min_blocks_per_sm = 2;
+  if (p.head_dim > 256) wide_head_tiling(t, p.head_dim);
   return t;
 }
 

@@ -51,8 +51,13 @@ struct AttentionTiling {
   int block_rows = 128;  // queries per block
   int warp_rows = 16;  // queries per warp (mma: 16 or a multiple) or per warpgroup (wgmma: a multiple of 64)
   int key_tile = 64;   // keys per iteration of the key loop
-  int stages = 2;      // K and V pipeline depth
-  int split_kv = 1;    // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
+  // wgmma: the output's columns (the head dimension) split across this many consumer warpgroups over the same
+  // rows, each computing S for its rows itself and keeping only its share of the P V accumulators, so that a
+  // wide head (D = 512: 256 accumulators a thread and an N above the wgmma's 256) fits the register budget;
+  // each K and V tile is still loaded once for the block.
+  int column_warpgroups = 1;
+  int stages = 2;    // K and V pipeline depth
+  int split_kv = 1;  // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
   // in a second kernel, or by the last block of each tile to finish (SplitCombine::last_block)
   SplitCombine split_combine = SplitCombine::kernel;
   int min_blocks_per_sm = 1;  // blocks the compiler must fit on one SM (it caps registers accordingly)
