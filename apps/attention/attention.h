@@ -51,11 +51,11 @@ struct AttentionTiling {
   int block_rows = 128;  // queries per block
   int warp_rows = 16;  // queries per warp (mma: 16 or a multiple) or per warpgroup (wgmma: a multiple of 64)
   int key_tile = 64;   // keys per iteration of the key loop
-  // wgmma: the output's columns (the head dimension) split across this many consumer warpgroups over the same
-  // rows, each computing S for its rows itself and keeping only its share of the P V accumulators, so that a
-  // wide head (D = 512: 256 accumulators a thread and an N above the wgmma's 256) fits the register budget;
-  // each K and V tile is still loaded once for the block.
-  int column_warpgroups = 1;
+  // The output's columns (the head dimension) split across this many consumers over the same rows: warpgroups
+  // (wgmma) or warps (mma, decode). Each computes S for its rows itself and keeps only its share of the P V
+  // accumulators, so that a wide head fits the register budget (D = 512: 256 accumulators a thread, and an N
+  // above the wgmma's 256); each K and V tile is still loaded once for the block.
+  int column_parts = 1;
   int stages = 2;    // K and V pipeline depth
   int split_kv = 1;  // > 1: the key loop split across blocks (flash-decoding), combined by the monoid
   // in a second kernel, or by the last block of each tile to finish (SplitCombine::last_block)

@@ -544,8 +544,10 @@ int export_gemma(const Options &o) {
   const apps::Attention a = gm::make_layer_attention(c, *layer, decode);
   Scalars attention_scalars = {{"B", batch}, {"H", c.heads}, {"L", keys}, {"qk_scale", gm::qk_scale()}};
   if (!decode) attention_scalars["S"] = tokens;
-  write("attention", a.out, gm::schedule_layer_attention(a, decode, keys), attention_scalars,
-        gm::attention_tiling(la.head_dim, decode, keys).name());
+  const gm::LayerAttentionShape attention_shape = {
+      .batch = batch, .heads = c.heads, .queries = tokens, .keys = keys};
+  write("attention", a.out, gm::schedule_layer_attention(a, attention_shape), attention_scalars,
+        gm::attention_tiling(a, attention_shape).name());
   projection("o_proj", c.hidden, c.heads * la.head_dim);
   residual_norm("post_attention_norm", 1.0);
   const gm::GatedUp g = gm::make_gated_up(bf16, c.hidden, c.intermediate);

@@ -173,7 +173,8 @@ TEST_CASE("gemma: sliding-window and full attention, prefill and decode, GQA, sc
       const Attention a = make_layer_attention(
           c, t, decode, std::string("at_") + to_string(t) + (decode ? "_decode" : "_prefill"));
       const int queries = decode ? 1 : 19, keys = decode ? 40 : 19;
-      const Schedule s = schedule_layer_attention(a, decode, keys);
+      const Schedule s =
+          schedule_layer_attention(a, {.batch = 2, .heads = c.heads, .queries = queries, .keys = keys});
       std::map<std::string, double> sizes = {{a.batch.name(), 2},
                                              {a.heads.name(), c.heads},
                                              {a.keys.name(), keys},
@@ -229,7 +230,9 @@ TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_
       INFO(to_string(t), decode ? " decode" : " prefill");
       const Attention a = make_layer_attention(
           c, t, decode, std::string("big_at_") + to_string(t) + (decode ? "_decode" : "_prefill"));
-      CHECK_FALSE(lower(a.out, schedule_layer_attention(a, decode, 8192), Target::sm90a()).kernels.empty());
+      const LayerAttentionShape shape = {
+          .batch = 1, .heads = c.heads, .queries = decode ? 1 : 8192, .keys = 8192};
+      CHECK_FALSE(lower(a.out, schedule_layer_attention(a, shape), Target::sm90a()).kernels.empty());
     }
   }
 }

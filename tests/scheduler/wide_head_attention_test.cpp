@@ -1,5 +1,5 @@
 // Wide heads on the Hopper datapath (Gemma 4's full layers: D = 512): the output's columns split across
-// consumer warpgroups (AttentionTiling::column_warpgroups), each computing S for the block's rows and keeping
+// consumer warpgroups (AttentionTiling::column_parts), each computing S for the block's rows and keeping
 // its share of the P V accumulators; run on the interpreter against the oracle and compiled for sm_90a.
 #include <doctest/doctest.h>
 
@@ -20,12 +20,12 @@ using twist::testing::random_inputs;
 
 namespace {
 
-// One atom of 64 rows, its columns over `column_warpgroups` warpgroups, key tiles of 32 through 2 slots.
-AttentionTiling wide_tiling(int column_warpgroups) {
+// One atom of 64 rows, its columns over `column_parts` warpgroups, key tiles of 32 through 2 slots.
+AttentionTiling wide_tiling(int column_parts) {
   AttentionTiling t;
   t.atom = MatrixAtom::wgmma;
   t.block_rows = 64, t.warp_rows = 64, t.key_tile = 32, t.stages = 2;
-  t.column_warpgroups = column_warpgroups;
+  t.column_parts = column_parts;
   return t;
 }
 
@@ -69,7 +69,7 @@ TEST_CASE("wide heads: D 512 on sm_90a: each warpgroup's P V a wgmma of N 256, w
     const std::string in = type == f16 ? "f16.f16" : "bf16.bf16";
     const std::string source = cuda::cuda_source(k);
     INFO(type_name(type), " ", t.name());
-    CHECK(t.column_warpgroups == 2);
+    CHECK(t.column_parts == 2);
     for (const std::string &instruction :
          {fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.{}", t.key_tile, in),
           fmt::format("wgmma.mma_async.sync.aligned.m64n256k16.f32.{}", in),
@@ -82,7 +82,7 @@ TEST_CASE("wide heads: D 512 on sm_90a: each warpgroup's P V a wgmma of N 256, w
 
 TEST_CASE("wide heads: D 512 in one warpgroup, or tiles past the shared memory, are refused saying why") {
   Attention a = make_attention({.dtype = f16, .head_dim = 512, .prefix = "w512bad"});
-  CHECK(error_of([&] { schedule_attention(a, wide_tiling(1)); }).find("column_warpgroups") !=
+  CHECK(error_of([&] { schedule_attention(a, wide_tiling(1)); }).find("column_parts") !=
         std::string::npos);
   AttentionTiling wide_keys = wide_tiling(2);
   wide_keys.key_tile = 64;
