@@ -82,11 +82,26 @@ TEST_CASE("wide heads: D 512 on sm_90a: each warpgroup's P V a wgmma of N 256, w
 
 TEST_CASE("wide heads: D 512 in one warpgroup, or tiles past the shared memory, are refused saying why") {
   Attention a = make_attention({.dtype = f16, .head_dim = 512, .prefix = "w512bad"});
-  CHECK(error_of([&] { schedule_attention(a, wide_tiling(1)); }).find("column_parts") !=
-        std::string::npos);
+  CHECK(error_of([&] { schedule_attention(a, wide_tiling(1)); }).find("column_parts") != std::string::npos);
   AttentionTiling wide_keys = wide_tiling(2);
   wide_keys.key_tile = 64;
   const std::string shared =
       error_of([&] { lower(a.out, schedule_attention(a, wide_keys), Target::sm90a()); });
   CHECK(shared.find("shared memory") != std::string::npos);
+}
+
+TEST_CASE("wide heads when decoding: the rule splits D 512 across two warps, split-KV, GQA 8") {
+  // Each warp computes S for the group's 8 rows over all of D (Q read from shared memory at every k-step) and
+  // keeps its 256 columns of the output; K and V tiles are staged once for both.
+  const DecodeProblemShape shape{.head_dim = 512, .group = 8, .batch_kv_heads = 2, .keys = 301};
+  const AttentionTiling t = decode_tiling(shape);
+  CHECK(t.column_parts == 2);
+  CHECK(decode_tiling({.head_dim = 256, .group = 2, .batch_kv_heads = 16, .keys = 1024}).column_parts == 1);
+  Attention a =
+      make_attention({.dtype = bf16, .head_dim = 512, .group = 8, .decode = true, .prefix = "wdec"});
+  const LoweredProgram p = lower(a.out, schedule_decode(a, t), Target::sm90a());
+  CHECK(p.kernels[0].threads == 64);
+  CHECK(p.kernels[0].shared_bytes == decode_shared_bytes(shape, t));
+  const auto scalars = attention_sizes(a, 2, 8, 1, 301);
+  CHECK(lowered_error(a.out, schedule_decode(a, t), random_inputs(a.out, scalars, 21), scalars) < 1e-2);
 }
