@@ -9,6 +9,9 @@
 #   apps::hopper_attention_tiling); at five of them also the tiling the rule chose before warp specialization
 #   and the warp-specialized variants it weighs (a producer warpgroup, setmaxnreg; ping-pong of the two consumer
 #   warpgroups; the next tile's S overlapped with this tile's softmax; both)
+#   Gemma 4's attention (bf16): the sliding layers' D 256 with a window of 1024 at S4096, the full layers' D 512
+#   with 8 query heads per key/value head at S2048 and S8192 (causal), and their decode at L4096 and L32768
+#   (the sliding layers' cache is the window's 1024 keys), all by rule
 #   decode (one query per head), f16, the tiling by rule (apps::decode_tiling), plain and grouped-query, the four
 #   problems baseline.py measured and four outside them; beside each, the same tiling with the other combine of
 #   its split (--split-combine kernel or last_block: a second kernel, or each tile's last block)
@@ -102,6 +105,25 @@ decode 4 32 16384 128 8
 decode 16 16 4096 128 1
 decode 1 64 65536 128 8
 decode 32 8 2048 128 1
+
+# --- Gemma 4 (the 31B text model's layers, bf16): B H S D causal window group -------------------------------
+# The tilings by rule that apps/gemma's attention_tiling picks: sliding layers (32 heads of 256, 16 key/value
+# heads, keys within 1024 of the diagonal: the tiles outside the window are skipped) and full layers (32 heads
+# of 512 over 4 key/value heads, the output's columns over two warpgroups), prefill and their decode against a
+# cache (the sliding layers' cache keeps the last 1024 keys; the full layers' the whole sequence).
+gemma_prefill() {  # B H S D group [window]
+  export_attention --shape "${1}x${2}x${3}x${3}x${4}" --dtype bf16 --causal true --group "$5" --atom wgmma \
+    --rule true ${6:+--window "$6"}
+}
+gemma_decode() {  # B H L D group
+  export_attention --shape "${1}x${2}x1x${3}x${4}" --dtype bf16 --decode true --group "$5" --rule true
+}
+gemma_prefill 1 32 4096 256 2 1024
+gemma_prefill 1 32 2048 512 8
+gemma_prefill 1 32 8192 512 8
+gemma_decode 1 32 1024 256 2
+gemma_decode 1 32 4096 512 8
+gemma_decode 1 32 32768 512 8
 
 json_files=$(find "$out" -maxdepth 1 -name '*.json' | wc -l)
 echo "$out: $count manifests ($json_files .json files), $(du -sh "$out" | cut -f1)"

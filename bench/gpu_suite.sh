@@ -90,6 +90,8 @@ if wants sanitizer; then
     # ping-pong.
     sanitize_case $tool "overlapped Hopper attention" \
       "GPU: overlapped Hopper attention with masked rows and grouped-query heads (for the sanitizers)"
+    # Head dim 512 with the output's columns over two consumer warpgroups (Gemma 4's full layers).
+    sanitize_case $tool "D 512 Hopper attention" "GPU: D 512 Hopper attention with masked rows (for the sanitizers)"
     # 2-block clusters: B multicast by TMA, slots released in both blocks, cluster barriers.
     sanitize_case $tool "clustered Hopper GEMM" "GPU: clustered Hopper GEMM on a small problem (for the sanitizers)"
   done
@@ -110,7 +112,7 @@ if wants sass; then
   # A kernel with wgmma (HGMMA) must also load through TMA (UTMALDG) and use no local memory (LDL/STL), or the
   # section fails; UTMASTG counts the epilogue's TMA stores.
   count() { grep -cE "$1" <<<"$sass"; }
-  for cubin in .gpu/manifests/*/gemm_f16_4096x4096x4096_*.cubin .gpu/manifests/attention/attention_f16_B4_H16_S4096_L4096_D128_*.cubin .gpu/manifests/attention/decode_*.cubin; do
+  for cubin in .gpu/manifests/*/gemm_f16_4096x4096x4096_*.cubin .gpu/manifests/attention/attention_f16_B4_H16_S4096_L4096_D128_*.cubin .gpu/manifests/attention/attention_bf16_*_D256_*.cubin .gpu/manifests/attention/attention_bf16_*_D512_*.cubin .gpu/manifests/attention/decode_*.cubin; do
     [[ -e $cubin ]] || continue
     sass=$(cuobjdump --dump-sass "$cubin")
     hgmma=$(count 'HGMMA') utmaldg=$(count 'UTMALDG') local=$(count '\bLDL|\bSTL')

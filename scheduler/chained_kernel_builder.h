@@ -84,8 +84,10 @@ class ChainedKernelBuilder {
   Halide::Expr tile_is_full() const;
   // Whether Q's fragments are read from shared memory at every k-step instead of kept in registers for the
   // whole key loop: with several atoms of rows per warp (each K and V fragment then feeds all of them, as in
-  // FlashAttention-2), keeping every atom's Q fragments would take the registers the accumulators need.
-  bool q_per_step() const { return row_slots() > 2; }
+  // FlashAttention-2), keeping every atom's Q fragments would take the registers the accumulators need; and
+  // so would one atom's over a reduction deeper than 256 (4 registers a k-step: more than 64 a thread).
+  bool q_per_step() const { return row_slots() > 2 || dk_extent_ > kQStepsInRegisters; }
+  static constexpr int kQStepsInRegisters = 16;
   // The Q fragments' loops: the row atoms, and the k-steps when they are all kept.
   std::vector<std::pair<std::string, int>> q_loops() const {
     std::vector<std::pair<std::string, int>> loops = row_loops_;

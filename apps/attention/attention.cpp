@@ -85,6 +85,7 @@ Attention make_attention(const AttentionOptions &o) {
 
 std::string AttentionTiling::name() const {
   std::string s = fmt::format("flash_{}x{}_s{}", block_rows, key_tile, stages);
+  if (column_parts > 1) s += fmt::format("_dp{}", column_parts);
   if (split_kv > 1) s += fmt::format("_splitkv{}", split_kv);
   if (split_kv > 1 && split_combine == SplitCombine::last_block) s += "_lastblock";
   if (warp_rows != 16) s += fmt::format("_w{}", warp_rows);
@@ -100,7 +101,7 @@ int AttentionTiling::consumer_registers() const {
   // A block starts with its share of the SM's registers at min_blocks_per_sm (in steps of 8 a thread), and
   // setmaxnreg only moves them between its warpgroups: the consumers take what the producer gives back.
   const Target target = Target::sm90a();
-  const int consumers = block_rows / warp_rows * hopper::kWarpgroupThreads;
+  const int consumers = block_rows / warp_rows * column_parts * hopper::kWarpgroupThreads;
   const int threads = consumers + hopper::kWarpgroupThreads;
   const int at_launch =
       std::min(target.max_registers_per_thread, target.registers_per_sm / (threads * min_blocks_per_sm)) / 8 *
@@ -111,13 +112,41 @@ int AttentionTiling::consumer_registers() const {
 
 namespace {
 
-// What both schedules share: heads x batch on block.y, the head dimension in register atoms, the key loop in
-// tiles of 16-key steps, the consumer's atom, and the producer computed at the key loop with its operands
-// staged.
+void check_column_parts(const Attention &a, const AttentionTiling &t) {
+  if (t.column_parts < 1 || a.options.head_dim % t.column_parts != 0)
+    fail("attention tiling {}: AttentionTiling::column_parts ({}) must divide the head dimension ({})",
+         t.name(), t.column_parts, a.options.head_dim);
+}
+
+// The output's columns: "d", or with AttentionTiling::column_parts its inner loop "dc", the outer one "dp"
+// bound to `consumers` (warps or warpgroups).
+std::string split_columns(Schedule &s, const Attention &a, const AttentionTiling &t, Binding consumers) {
+  const int D = a.options.head_dim;
+  if (t.column_parts == 1) return "d";
+  s[a.O].split("d", "dp", "dc", D / t.column_parts).bind("dp", consumers);
+  return "dc";
+}
+
+// Loops innermost first, with the column parts' loop "dp" after `after` where the tiling splits the columns.
+std::vector<LoopVar> loop_order(const AttentionTiling &t, std::vector<LoopVar> order,
+                                const std::string &after) {
+  if (t.column_parts > 1) {
+    const auto at =
+        std::find_if(order.begin(), order.end(), [&](const LoopVar &v) { return v.name() == after; });
+    order.insert(at + 1, "dp");
+  }
+  return order;
+}
+
+// What both schedules share: heads x batch on block.y, the head dimension in register atoms (over warps
+// with column parts), the key loop in tiles of 16-key steps, the consumer's atom, and the producer computed
+// at the key loop with its operands staged.
 void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) {
+  check_column_parts(a, t);
   const std::string kv = a.j.x.name();
+  const std::string column = split_columns(s, a, t, Binding::warp);
   FuncSchedule &o = s[a.O];
-  o.split("d", "dn", "da", 8)
+  o.split(column, "dn", "da", 8)
       .split(kv, "jo", "jj", t.key_tile)
       .split("jj", "jk", "jka", 16)
       .unroll("dn")
@@ -146,6 +175,16 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
         "attention tiling {}: a warpgroup's rows ({}) must be a multiple of 64 (the wgmma atom's rows) that "
         "divides the block's rows ({})",
         t.name(), t.warp_rows, t.block_rows);
+  check_column_parts(a, t);
+  const int columns = a.options.head_dim / t.column_parts;
+  if (!hopper::is_wgmma_n(columns))
+    fail(
+        "attention tiling {}: a wgmma atom's N is 8 to 256 in steps of 8, and head dimension {} over {} "
+        "column "
+        "part(s) gives each {} columns; set AttentionTiling::column_parts to a divisor of the head dimension "
+        "that leaves each at most 256 (D / 256 for D > 256)",
+        t.name(), a.options.head_dim, t.column_parts,
+        static_cast<double>(a.options.head_dim) / t.column_parts);
   const std::string kv = a.j.x.name();
   // Grouped-query heads share K and V: the block's warpgroups take `packed` query heads of one group over the
   // same queries, so that each K and V tile is loaded once for all of them.
@@ -171,13 +210,15 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .unroll("im")
       .split(kv, "jo", "jj", t.key_tile)
       .split("jj", "jk", "jka", 16)
-      .unroll("jk")
-      .matrix_atom(MatrixAtom::wgmma, "ia", "d", "jka")
+      .unroll("jk");
+  const std::string column = split_columns(s, a, t, Binding::warpgroup);
+  s[a.O]
+      .matrix_atom(MatrixAtom::wgmma, "ia", column, "jka")
       .stage(a.V, "jo", Transport::tma, t.stages)
       .approximate_math()
       .overlap_producer(t.overlap_scores)
       .min_blocks_per_sm(t.min_blocks_per_sm)
-      .reorder({"jka", "d", "ia", "im", "jk", "jo", "iw", "io", "bh"});
+      .reorder(loop_order(t, {"jka", column, "ia", "im", "jk", "jo", "iw", "io", "bh"}, "jo"));
   if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv, t.split_combine);
   if (t.ping_pong && !t.warp_specialized)
     fail(
@@ -209,9 +250,22 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t) {
       .split("ir", "im", "ia", 16)
       .unroll("im");
   schedule_common(s, a, t);
-  s[a.O].reorder({"jka", "da", "ia", "dn", "im", "jk", "jo", "iw", "io", "bh"});
+  s[a.O].reorder(loop_order(t, {"jka", "da", "ia", "dn", "im", "jk", "jo", "iw", "io", "bh"}, "jo"));
   return s;
 }
+
+namespace {
+
+// Heads wider than a wgmma's N of 256: the columns over D / 256 warpgroups of the block's one atom of 64 rows
+// (each holds 128 accumulators a thread, as at D = 256), and key tiles of 32 so that Q (64 KB at D = 512) and
+// two slots of K and V (64 KB each) fit the 227 KB of shared memory.
+void wide_head_tiling(AttentionTiling &t, int head_dim) {
+  t.column_parts = head_dim / 256;
+  t.block_rows = 64;
+  t.key_tile = std::min(t.key_tile, 32);
+}
+
+}  // namespace
 
 AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
   constexpr int kSms = 132;
@@ -224,6 +278,7 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
       static_cast<int>(std::min<int64_t>(t.key_tile, std::max<int64_t>(16, (p.keys + 15) / 16 * 16)));
   t.stages = 2;
   if (p.head_dim <= 64) t.min_blocks_per_sm = 2;
+  if (p.head_dim > 256) wide_head_tiling(t, p.head_dim);
   // A producer warpgroup, and ping-pong of the two consumer warpgroups, where runs measured them ahead (with
   // two warpgroups of 64 rows, as measured): D <= 64 warp-specialized, D = 128 without a causal mask in
   // ping-pong (attention.h).
@@ -242,6 +297,7 @@ constexpr int64_t kSharedBytesReservedPerBlock = 1024;  // kept by the CUDA runt
 constexpr int kDecodeRows = 16;                         // one mma atom of rows per block
 constexpr int kDecodeBlocksPerSm = 4;                   // one warp on each of the SM's four schedulers
 constexpr int64_t kDecodeTileBytes = 16 * 1024;         // K and V of one key tile
+constexpr int kDecodeColumnsPerWarp = 256;              // output columns a warp's accumulators hold
 constexpr int kDecodeFillTiles = 2;  // a block's ring fill and epilogue, in tile times (the split's cost)
 
 int64_t row_bytes(const DecodeProblemShape &p) {
@@ -269,6 +325,9 @@ AttentionTiling decode_tiling(const DecodeProblemShape &p) {
   const int64_t tile_bytes = 2 * t.key_tile * row_bytes(p);
   t.stages =
       static_cast<int>(std::clamp<int64_t>((quarter - query_rows(p) * row_bytes(p)) / tile_bytes, 2, 8));
+  // A warp's accumulators hold its rows x columns of the output: 128 registers a thread at 256 columns; wider
+  // heads split their columns across warps (each computing S for the block's rows, K and V loaded once).
+  t.column_parts = std::max(1, p.head_dim / kDecodeColumnsPerWarp);
   t.min_blocks_per_sm = static_cast<int>(std::clamp<int64_t>(
       kSharedBytesPerSm / (decode_shared_bytes(p, t) + kSharedBytesReservedPerBlock), 1, kDecodeBlocksPerSm));
   // Parts of the key loop: waves of blocks times the tiles of a part plus its fixed cost, smallest first.
@@ -295,7 +354,7 @@ Schedule schedule_decode(const Attention &a, const AttentionTiling &t) {
       .split("r", "ro", "ia", 16)
       .bind("ro", Binding::block_x);
   schedule_common(s, a, t);
-  s[a.O].reorder({"jka", "da", "ia", "dn", "jk", "jo", "ro", "bh"});
+  s[a.O].reorder(loop_order(t, {"jka", "da", "ia", "dn", "jk", "jo", "ro", "bh"}, "jo"));
   return s;
 }
 

@@ -15,7 +15,9 @@ JSON record per schedule and baseline; exits 1 if any check failed.
 Semantics the reference must share with our kernels (apps/attention/attention.h): the softmax scale is
 1 / sqrt(D) (the manifests' qk_scale scalar is log2(e) / sqrt(D) because the kernels work in base 2); the causal
 mask keeps key j for query i when j <= i + L - S (aligned at the bottom right), which is PyTorch's is_causal when
-S == L and no mask at all when S == 1; query head h reads key/value head h / group.
+S == L and no mask at all when S == 1; query head h reads key/value head h / group. A sliding window (the
+manifest's "window" note, W: Gemma's sliding layers) keeps only keys j > i + L - S - W besides, given to the
+reference and to SDPA as an explicit boolean mask (which FlashAttention-2's backend refuses).
 
 Everything but the functions under "on the GPU" runs without torch (apps/attention/test_bench_attention.py).
 """
@@ -46,7 +48,9 @@ TOLERANCES = {"f16": 2e-3, "bf16": 1e-2}
 DTYPE_BYTES = {"f16": 2, "bf16": 2}
 TIMING = bench_gemm.TIMING
 # (record name, column title, torch.nn.attention.SDPBackend member)
-BASELINES = (("sdpa_flash", "FA2", "FLASH_ATTENTION"), ("sdpa_cudnn", "cuDNN", "CUDNN_ATTENTION"))
+# Memory-efficient attention runs the problems the others refuse (head dimensions above 256, explicit masks).
+BASELINES = (("sdpa_flash", "FA2", "FLASH_ATTENTION"), ("sdpa_cudnn", "cuDNN", "CUDNN_ATTENTION"),
+             ("sdpa_efficient", "MemEff", "EFFICIENT_ATTENTION"))
 UNITS = {"prefill": "TFLOP/s", "decode": "TB/s"}
 # The fp32 reference is computed over (batch, key/value head) pairs in chunks of at most this many bytes of
 # scores, fp32 K and V (expanded to the group) and fp32 Q and output, so that no shape needs more memory.
@@ -66,6 +70,7 @@ class AttentionProblem:
     head_dim: int
     group: int    # query heads per key/value head
     causal: bool
+    window: int | None = None  # keys j > i + L - S - window only (a sliding window)
 
     @property
     def family(self) -> str:
@@ -88,7 +93,8 @@ class AttentionProblem:
     def name(self) -> str:
         sizes = (f"B{self.batch} H{self.heads} L{self.keys} D{self.head_dim}" if self.family == "decode" else
                  f"B{self.batch} H{self.heads} S{self.queries} L{self.keys} D{self.head_dim}")
-        return sizes + (" causal" if self.causal else "") + (f" GQA{self.group}" if self.group > 1 else "")
+        return (sizes + (" causal" if self.causal else "") + (f" window{self.window}" if self.window else "")
+                + (f" GQA{self.group}" if self.group > 1 else ""))
 
     @property
     def reference_is_causal(self) -> bool:
@@ -98,7 +104,12 @@ class AttentionProblem:
 
     @property
     def flops(self) -> float:
-        """4 B H S L D (two products of 2 S L D each), halved under a causal mask, as baseline.py counts."""
+        """4 B H S L D (two products of 2 S L D each), halved under a causal mask, as baseline.py counts; under a
+        sliding window, 4 B H D times the (query, key) pairs the window keeps (causal, S == L)."""
+        if self.window:
+            w, s = min(self.window, self.queries), self.queries
+            pairs = w * (w + 1) // 2 + (s - w) * w  # row i keeps min(i + 1, w) keys
+            return 4 * self.batch * self.heads * pairs * self.head_dim
         return 4 * self.batch * self.heads * self.queries * self.keys * self.head_dim * (
             0.5 if self.reference_is_causal else 1.0)
 
@@ -175,7 +186,13 @@ def attention_problem(manifest: Manifest) -> AttentionProblem:
     if causal and s not in (1, l):
         raise ManifestError(f"{where}: causal with S = {s} and L = {l}: our mask is aligned at the bottom right, "
                             "PyTorch's is_causal at the top left, and they agree only for S == L (or S == 1, no mask)")
-    p = AttentionProblem(op, dtype, b, h, s, l, d, group, causal)
+    window = None
+    if "window" in manifest.notes:
+        window = _int_note(manifest, "window")
+        if not (causal and s == l and window >= 1):
+            raise ManifestError(f"{where}: a window of {window} is benchmarked on causal prefill with S == L only "
+                                f"(this manifest: causal {causal}, S = {s}, L = {l})")
+    p = AttentionProblem(op, dtype, b, h, s, l, d, group, causal, window)
     q_shape, kv_shape = (b, h, s, d), (b, p.kv_heads, l, d)
     want = {"Q": ("input", q_shape), "K": ("input", kv_shape), "V": ("input", kv_shape), "out": ("output", q_shape)}
     for name, (role, dims) in want.items():
@@ -274,7 +291,7 @@ def new_result(problem: AttentionProblem, manifest: Manifest) -> dict:
         "label": manifest.label, "op": problem.op, "family": problem.family, "shape": problem.shape,
         "name": problem.name, "batch": problem.batch, "heads": problem.heads, "kv_heads": problem.kv_heads,
         "queries": problem.queries, "keys": problem.keys, "head_dim": problem.head_dim, "group": problem.group,
-        "causal": problem.causal, "dtype": problem.dtype, "schedule": manifest.notes.get("schedule", manifest.label),
+        "causal": problem.causal, "window": problem.window, "dtype": problem.dtype, "schedule": manifest.notes.get("schedule", manifest.label),
         "kernels": kernel_resources(manifest), "blocks": blocks(manifest), "tolerance": TOLERANCES[problem.dtype],
         "reference": None, "reference_sliced": None, "rel_l2_error": None, "rel_l2_error_after_timing": None,
         "status": "FAIL", "failure": None, "ours_ms": None, "ours": None, "unit": problem.unit,
@@ -317,7 +334,7 @@ def make_records(ours: dict, baselines: dict[str, dict], gpu: str, date: str) ->
 
 
 def case_key(r: dict) -> tuple:
-    return (r["op"], r["shape"], r["dtype"], r["causal"], r["group"])
+    return (r["op"], r["shape"], r["dtype"], r["causal"], r.get("window"), r["group"])
 
 
 def mark_best(records: list[dict]) -> None:
@@ -449,7 +466,8 @@ def format_markdown(records: list[dict]) -> str:
 
 REFERENCE_METHOD = ("torch.nn.functional.scaled_dot_product_attention on fp32 copies under "
                     "sdpa_kernel([SDPBackend.MATH]), IEEE fp32 matmuls (no TF32), scale 1/sqrt(D), is_causal for a "
-                    "causal mask with S == L, K and V heads expanded with repeat_interleave(group, dim=1)")
+                    "causal mask with S == L (an explicit boolean mask with a sliding window), K and V heads expanded "
+                    "with repeat_interleave(group, dim=1)")
 
 
 def results_json(records: list[dict], environment: dict, aborted: str | None) -> dict:
@@ -486,6 +504,16 @@ def by_unit(t, problem: AttentionProblem):
     return t.reshape(problem.units, t.shape[1] // problem.kv_heads, t.shape[2], t.shape[3])
 
 
+def mask_arguments(problem: AttentionProblem, device) -> dict:
+    """SDPA's mask arguments for the problem: is_causal, or with a window an explicit [S, L] mask (True keeps)."""
+    import torch
+    if not problem.window:
+        return {"is_causal": problem.reference_is_causal}
+    i = torch.arange(problem.queries, device=device)[:, None] + (problem.keys - problem.queries)
+    j = torch.arange(problem.keys, device=device)[None, :]
+    return {"attn_mask": (j <= i) & (j > i - problem.window)}
+
+
 def math_reference(problem: AttentionProblem, q, k, v, indices: list[int]):
     """fp32 math attention on the (batch, kv-head) pairs `indices`: [len(indices), group, S, D], in chunks."""
     import torch
@@ -499,7 +527,7 @@ def math_reference(problem: AttentionProblem, q, k, v, indices: list[int]):
         kc = ku.index_select(0, idx).float().repeat_interleave(problem.group, dim=1)
         vc = vu.index_select(0, idx).float().repeat_interleave(problem.group, dim=1)
         with sdpa_kernel([SDPBackend.MATH]):
-            parts.append(F.scaled_dot_product_attention(qc, kc, vc, is_causal=problem.reference_is_causal,
+            parts.append(F.scaled_dot_product_attention(qc, kc, vc, **mask_arguments(problem, q.device),
                                                         scale=1 / math.sqrt(problem.head_dim)))
         del qc, kc, vc
     return torch.cat(parts)
@@ -525,7 +553,7 @@ def measure_baseline(member: str, problem: AttentionProblem, q, k, v, reference,
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    kwargs = {"is_causal": problem.reference_is_causal, "scale": 1 / math.sqrt(problem.head_dim)}
+    kwargs = {**mask_arguments(problem, q.device), "scale": 1 / math.sqrt(problem.head_dim)}
     if problem.group > 1:
         kwargs["enable_gqa"] = True  # K and V keep their H / group heads: the backend must read them as they are
 

@@ -92,6 +92,19 @@ class ProblemTest(unittest.TestCase):
         self.assertEqual(self.problem(4, 16, 4096, 4096, 128).flops, 4 * 4 * 16 * 4096 * 4096 * 128)
         self.assertEqual(self.problem(4, 16, 4096, 4096, 128, dtype="bf16").dtype, "bf16")
 
+    def test_a_sliding_window_counts_the_pairs_it_keeps(self):
+        data = attention_manifest(1, 32, 4096, 4096, 256, dtype="bf16", causal=True, group=2)
+        data["window"] = "1024"
+        p = ba.attention_problem(self.load(data))
+        self.assertEqual((p.window, p.name), (1024, "B1 H32 S4096 L4096 D256 causal window1024 GQA2"))
+        # Row i keeps min(i + 1, 1024) keys: 1024 * 1025 / 2 for the first 1024 rows, 1024 for each after.
+        self.assertEqual(p.flops, 4 * 32 * 256 * (1024 * 1025 // 2 + 3072 * 1024))
+        plain = attention_manifest(1, 2, 512, 512, 64)
+        plain["window"] = "64"
+        with self.assertRaises(ManifestError) as caught:
+            ba.attention_problem(self.load(plain))
+        self.assertIn("causal prefill with S == L only", str(caught.exception))
+
     def test_decode_counts_bytes_of_k_and_v(self):
         p = self.problem(1, 32, 1, 131072, 128, decode=True, split_kv=9)
         self.assertEqual((p.family, p.queries, p.kv_heads, p.units, p.unit), ("decode", 1, 32, 32, "TB/s"))
@@ -256,13 +269,13 @@ def ours(label, family, name, dtype, ms, figure, status="PASS", causal=False, gr
             "ours_ms": ms if status == "PASS" else None, "ours": figure if status == "PASS" else None, "unit": unit}
 
 
-def baselines(flash, cudnn):
+def baselines(flash, cudnn, efficient=None):
     def one(figure):
         if figure is None:
             return ba.new_baseline("unsupported", "No available kernel. Aborting execution. (Flash attention does not "
                                    "support this)")
         return ba.new_baseline("ok", None, 1.0, figure, 5e-4)
-    return {"sdpa_flash": one(flash), "sdpa_cudnn": one(cudnn)}
+    return {"sdpa_flash": one(flash), "sdpa_cudnn": one(cudnn), "sdpa_efficient": one(efficient)}
 
 
 class RecordsTest(unittest.TestCase):
@@ -285,20 +298,20 @@ class RecordsTest(unittest.TestCase):
 
     def test_one_record_per_schedule_and_baseline(self):
         records = self.records()
-        self.assertEqual(len(records), 12)
+        self.assertEqual(len(records), 18)  # 6 schedules x 3 baselines
         first = records[0]
         for key in ("shape", "dtype", "schedule", "ours", "unit", "baseline", "baseline_figure", "ratio", "gpu", "date",
                     "kernels", "rel_l2_error", "status"):
             self.assertIn(key, first)
-        self.assertEqual([(r["baseline"], r["baseline_figure"]) for r in records[:2]],
-                         [("sdpa_flash", 336.0), ("sdpa_cudnn", 586.0)])
+        self.assertEqual([(r["baseline"], r["baseline_figure"]) for r in records[:3]],
+                         [("sdpa_flash", 336.0), ("sdpa_cudnn", 586.0), ("sdpa_efficient", None)])
         self.assertAlmostEqual(records[0]["ratio"], 300 / 336)
         self.assertEqual(records[0]["kernels"][0]["registers"], 255)
-        unsupported = records[4]
+        unsupported = records[6]
         self.assertEqual((unsupported["baseline_status"], unsupported["ratio"]), ("unsupported", None))
-        self.assertIsNone(records[5]["ratio"])  # our schedule failed: no ratio even though cuDNN ran
+        self.assertIsNone(records[7]["ratio"])  # our schedule failed: no ratio even though cuDNN ran
         missing = ba.make_records(ours("x", "prefill", "B1", "f16", 1.0, 1.0), {}, "g", "d")
-        self.assertEqual([r["baseline_status"] for r in missing], ["error", "error"])
+        self.assertEqual([r["baseline_status"] for r in missing], ["error", "error", "error"])
 
     def test_best_and_geometric_means(self):
         records = self.records()
@@ -357,7 +370,7 @@ class RecordsTest(unittest.TestCase):
         self.assertEqual(data["timing"], {"method": "triton.testing.do_bench", "warmup_ms": 25, "rep_ms": 100,
                                           "return_mode": "median"})
         self.assertEqual(data["baselines"]["sdpa_cudnn"], "SDPBackend.CUDNN_ATTENTION")
-        self.assertEqual(len(data["records"]), 12)
+        self.assertEqual(len(data["records"]), 18)
         self.assertAlmostEqual(data["geomean_ratio_best"]["decode"]["sdpa_cudnn"]["geomean"], 3.0 / 4.30)
 
     def test_baseline_refusals(self):
@@ -426,7 +439,8 @@ class GpuFlowTest(unittest.TestCase):
         torch = mock.MagicMock(name="torch")
         torch.isnan.return_value.sum.return_value.item.return_value = 0
         attention = types.SimpleNamespace(SDPBackend=types.SimpleNamespace(
-            MATH="MATH", FLASH_ATTENTION="FLASH_ATTENTION", CUDNN_ATTENTION="CUDNN_ATTENTION"), sdpa_kernel=self.kernel)
+            MATH="MATH", FLASH_ATTENTION="FLASH_ATTENTION", CUDNN_ATTENTION="CUDNN_ATTENTION",
+            EFFICIENT_ATTENTION="EFFICIENT_ATTENTION"), sdpa_kernel=self.kernel)
         functional = types.SimpleNamespace(scaled_dot_product_attention=self.sdpa)
         torch.nn.functional, torch.nn.attention = functional, attention
         modules = {"torch": torch, "torch.nn": torch.nn, "torch.nn.functional": functional,
@@ -469,13 +483,14 @@ class GpuFlowTest(unittest.TestCase):
         self.assertEqual(math_calls[0][1], {"is_causal": False, "scale": 1 / math.sqrt(128)})
         self.assertEqual([c for c in self.calls if c[0] != "MATH"], [
             ("FLASH_ATTENTION", {"is_causal": False, "scale": 1 / math.sqrt(128), "enable_gqa": True}),
-            ("CUDNN_ATTENTION", {"is_causal": False, "scale": 1 / math.sqrt(128), "enable_gqa": True})])
+            ("CUDNN_ATTENTION", {"is_causal": False, "scale": 1 / math.sqrt(128), "enable_gqa": True}),
+            ("EFFICIENT_ATTENTION", {"is_causal": False, "scale": 1 / math.sqrt(128), "enable_gqa": True})])
         self.assertIn("reference: 8 of 8 (batch, kv-head) pairs", printed.getvalue())
-        # Two records per schedule, the second schedule's kept although its sticky error stopped the run.
+        # Three records per schedule, the second schedule's kept although its sticky error stopped the run.
         self.assertEqual([(r["schedule"], r["baseline"]) for r in records], [
-            ("flash_128x32_s3_splitkv33", "sdpa_flash"), ("flash_128x32_s3_splitkv33", "sdpa_cudnn"),
-            ("flash_128x64_s3_splitkv33", "sdpa_flash"), ("flash_128x64_s3_splitkv33", "sdpa_cudnn")])
-        ok, refused, failed = records[0], records[1], records[2]
+            (s, b) for s in ("flash_128x32_s3_splitkv33", "flash_128x64_s3_splitkv33")
+            for b in ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")])
+        ok, refused, failed = records[0], records[1], records[3]
         p = case.problem
         self.assertEqual((ok["status"], ok["ours_ms"], ok["rel_l2_error"], ok["rel_l2_error_after_timing"]),
                          ("PASS", 0.5, 3e-4, 3e-4))
@@ -491,12 +506,12 @@ class GpuFlowTest(unittest.TestCase):
                                                                                     causal=True)))])
         records = []
         with mock.patch.object(ba, "Program", side_effect=FakeProgram), \
-                mock.patch.object(ba.bench_gemm, "relative_l2_error", side_effect=[4e-4, 0.3]), \
+                mock.patch.object(ba.bench_gemm, "relative_l2_error", side_effect=[4e-4, 4e-4, 0.3]), \
                 contextlib.redirect_stdout(io.StringIO()):
             ba.measure_case(case, None, "g", "d", records, ba.DEFAULT_REFERENCE_MAX_TFLOP)
         self.assertEqual(self.calls[0], ("MATH", {"is_causal": True, "scale": 1 / 8}))
         self.assertEqual(self.calls[1], ("FLASH_ATTENTION", {"is_causal": True, "scale": 1 / 8}))
-        # FA2's error, then ours: over the tolerance, so no timing and no second check.
+        # FA2's and MemEff's errors (cuDNN refuses), then ours: over the tolerance, so no timing and no second check.
         r = records[0]
         self.assertEqual((r["status"], r["ours_ms"], r["ratio"]), ("FAIL", None, None))
         self.assertIsNone(r["rel_l2_error_after_timing"])
@@ -531,12 +546,22 @@ class ExportSuiteTest(unittest.TestCase):
             stub.chmod(0o755)
             done = self.run_suite(Path(d) / "suite", stub)
             self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertIn("49 manifests", done.stdout)
+            self.assertIn("55 manifests", done.stdout)
             exports = []
             for path in sorted((Path(d) / "suite").glob("*.json")):
                 flags = json.loads(path.read_text())
                 values = dict(zip(flags[::2], flags[1::2]))
                 exports.append(values)
+            # Gemma 4's problems (bf16 with grouped-query heads) apart from the suite's.
+            gemma = [e for e in exports if e.get("--group", "1") != "1" and e["--dtype"] == "bf16"]
+            self.assertEqual(sorted((e["--shape"], e["--group"], e.get("--window")) for e in gemma), sorted([
+                ("1x32x4096x4096x256", "2", "1024"), ("1x32x2048x2048x512", "8", None),
+                ("1x32x8192x8192x512", "8", None), ("1x32x1x1024x256", "2", None), ("1x32x1x4096x512", "8", None),
+                ("1x32x1x32768x512", "8", None)]))
+            self.assertTrue(all(e.get("--rule") == "true" for e in gemma))
+            self.assertTrue(all(e.get("--causal") == "true" and e.get("--atom") == "wgmma"
+                                for e in gemma if "--decode" not in e))
+            exports = [e for e in exports if e not in gemma]
             prefill = [e for e in exports if "--decode" not in e]
             decode = [e for e in exports if e.get("--decode") == "true"]
             self.assertEqual(len(prefill), 33)

@@ -134,7 +134,15 @@ GemmPlan projection_plan(int64_t m, int64_t n, int64_t k);
 Schedule schedule_gated_up(const GatedUp &g, const GemmPlan &plan);
 Schedule schedule_head_norm(const HeadNorm &n);
 Schedule schedule_residual_norm(const ResidualNorm &n);
-AttentionTiling attention_tiling(int head_dim, bool decode, int kv_length);
-Schedule schedule_layer_attention(const Attention &a, bool decode, int kv_length);
+// A layer's attention problem: `batch` sequences of `queries` new tokens (1 when decoding) over `keys` keys,
+// with `heads` query heads.
+struct LayerAttentionShape {
+  int64_t batch = 1, heads = 1, queries = 1, keys = 1;
+};
+// The library's tilings by rule for the layer's attention (`a`'s head dimension, group, mask and dtype): the
+// Hopper datapath at prefill (apps::hopper_attention_tiling: D 256 on 64-key tiles, D 512 with its columns
+// over two warpgroups) and split-KV decoding (apps::decode_tiling).
+AttentionTiling attention_tiling(const Attention &a, const LayerAttentionShape &shape);
+Schedule schedule_layer_attention(const Attention &a, const LayerAttentionShape &shape);
 
 }  // namespace twist::apps::gemma

@@ -38,22 +38,24 @@ Schedule schedule_residual_norm(const ResidualNorm &n) {
   return s;
 }
 
-AttentionTiling attention_tiling(int head_dim, bool decode, int kv_length) {
-  AttentionTiling t;
-  // Wider heads hold more of the output tile in registers: fewer keys per step (as for D = 256 in
-  // tests/scheduler/attention_lowering_test.cpp).
-  t.key_tile = head_dim >= 256 ? 32 : 64;
-  // Full layers' heads of 512: a block of 128 queries would stage 128 KB of Q alone, past the 227 KB with K
-  // and V.
-  if (head_dim >= 512) t.block_rows = 64;
-  // Decoding splits long key sequences across blocks (flash-decoding): a block per 1024 keys, up to 16.
-  if (decode) t.split_kv = std::clamp(kv_length / 1024, 1, 16);
-  return t;
+AttentionTiling attention_tiling(const Attention &a, const LayerAttentionShape &shape) {
+  const AttentionOptions &o = a.options;
+  if (o.decode)
+    return decode_tiling({.head_dim = o.head_dim,
+                          .group = o.group,
+                          .batch_kv_heads = shape.batch * (shape.heads / o.group),
+                          .keys = shape.keys,
+                          .element_bytes = o.dtype.bytes()});
+  return hopper_attention_tiling({.head_dim = o.head_dim,
+                                  .causal = o.causal,
+                                  .batch_heads = shape.batch * shape.heads,
+                                  .queries = shape.queries,
+                                  .keys = shape.keys});
 }
 
-Schedule schedule_layer_attention(const Attention &a, bool decode, int kv_length) {
-  const AttentionTiling t = attention_tiling(a.options.head_dim, decode, kv_length);
-  return decode ? schedule_decode(a, t) : schedule_attention(a, t);
+Schedule schedule_layer_attention(const Attention &a, const LayerAttentionShape &shape) {
+  const AttentionTiling t = attention_tiling(a, shape);
+  return a.options.decode ? schedule_decode(a, t) : schedule_attention(a, t);
 }
 
 }  // namespace twist::apps::gemma

@@ -375,9 +375,17 @@ int export_attention(const Options &o) {
   const bool causal = o.flag("causal");
   const int group = std::stoi(o.get("group", "1"));
   if (shape[1] % group != 0) fail("--group {} must divide the {} query heads", group, shape[1]);
+  // --window W: a sliding window, keys within W of the diagonal (Gemma's sliding layers: 1024).
+  std::optional<int> window;
+  if (o.values.count("window")) window = std::stoi(o.get("window", ""));
+  if (window && *window < 1) fail("--window {}: a sliding window keeps at least one key", *window);
   if (decode && shape[2] != 1) fail("--decode true needs one query per head (the S of --shape must be 1)");
-  apps::Attention a = apps::make_attention(
-      {.dtype = dtype, .head_dim = shape[4], .group = group, .causal = causal, .decode = decode});
+  apps::Attention a = apps::make_attention({.dtype = dtype,
+                                            .head_dim = shape[4],
+                                            .group = group,
+                                            .causal = causal,
+                                            .window = window,
+                                            .decode = decode});
   apps::AttentionTiling t;
   // --atom wgmma: the Hopper datapath (TMA, wgmma), a warpgroup per --warp-rows queries (64 by default).
   const std::string atom = o.get("atom", "mma");
@@ -389,6 +397,7 @@ int export_attention(const Options &o) {
   t.split_kv = std::stoi(o.get("split-kv", "1"));
   t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
   t.warp_rows = std::stoi(o.get("warp-rows", atom == "wgmma" ? "64" : "16"));
+  t.column_parts = std::stoi(o.get("column-parts", "1"));
   // --rule true: the tiling of apps::decode_tiling (decode) or apps::hopper_attention_tiling (prefill).
   if (o.flag("rule") && decode) {
     t = apps::decode_tiling({.head_dim = shape[4],
@@ -418,8 +427,9 @@ int export_attention(const Options &o) {
   const std::string shape_text =
       fmt::format("B{}_H{}_S{}_L{}_D{}", shape[0], shape[1], shape[2], shape[3], shape[4]);
   r.label = o.get(
-      "label", fmt::format("{}_{}_{}{}{}_{}", decode ? "decode" : "attention", type_name(dtype), shape_text,
-                           causal ? "_causal" : "", group > 1 ? fmt::format("_gqa{}", group) : "", t.name()));
+      "label", fmt::format("{}_{}_{}{}{}{}_{}", decode ? "decode" : "attention", type_name(dtype), shape_text,
+                           causal ? "_causal" : "", window ? fmt::format("_window{}", *window) : "",
+                           group > 1 ? fmt::format("_gqa{}", group) : "", t.name()));
   r.scalars = {{"B", shape[0]},
                {"H", shape[1]},
                {"L", shape[3]},
@@ -431,6 +441,7 @@ int export_attention(const Options &o) {
              {"shape", shape_text},
              {"causal", causal ? "true" : "false"},
              {"group", std::to_string(group)}};
+  if (window) r.notes["window"] = std::to_string(*window);
   std::cout << cuda::export_program(p, r, out_dir).string() << "\n";
   return 0;
 }
@@ -551,8 +562,10 @@ int export_gemma(const Options &o) {
   const apps::Attention a = gm::make_layer_attention(c, *layer, decode);
   Scalars attention_scalars = {{"B", batch}, {"H", c.heads}, {"L", keys}, {"qk_scale", gm::qk_scale()}};
   if (!decode) attention_scalars["S"] = tokens;
-  write("attention", a.out, gm::schedule_layer_attention(a, decode, keys), attention_scalars,
-        gm::attention_tiling(la.head_dim, decode, keys).name());
+  const gm::LayerAttentionShape attention_shape = {
+      .batch = batch, .heads = c.heads, .queries = tokens, .keys = keys};
+  write("attention", a.out, gm::schedule_layer_attention(a, attention_shape), attention_scalars,
+        gm::attention_tiling(a, attention_shape).name());
   projection("o_proj", c.hidden, c.heads * la.head_dim);
   residual_norm("post_attention_norm", 1.0);
   const gm::GatedUp g = gm::make_gated_up(bf16, c.hidden, c.intermediate);
@@ -579,7 +592,8 @@ int usage() {
                "                          [--tma-store true|false] [--stmatrix true|false] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
-               "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
+               "                         [--decode true] [--group G] [--window W] [--block-rows 128] [--key-tile 64]\n"
+               "                         [--stages 2] [--column-parts 1 (the head dimension over warps or warpgroups)]\n"
                "                         [--split-kv N] [--split-combine kernel|last_block] [--min-blocks N]\n"
                "                         [--warp-rows 16] [--label NAME] [--dump=...]\n"
                "                         [--atom wgmma [--warp-rows 64] [--overlap true|false]\n"

@@ -617,3 +617,60 @@ TEST_CASE("GPU: decoding with the last block's fold over parts of many tiles (fo
   INFO(c.name, " (", t.name(), "): relative L2 error ", err);
   CHECK(err < 2e-3);
 }
+
+// Gemma 4's shapes by the rules: the full layers' D 512 over 8 query heads per key/value head (the output's
+// columns across two consumer warpgroups at prefill, two warps when decoding) and the sliding layers' D 256
+// with a window. One case a test, so that the GPU suite runs them side by side.
+TEST_CASE("GPU: D 512 GQA 8 causal prefill by rule matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  const AttentionOptions full{.dtype = bf16, .head_dim = 512, .group = 8, .causal = true, .prefix = "g1"};
+  const Case c = hopper(Case{"D512 GQA 8 causal", full, 1, 8, 130, 130, {}});
+  const double err = gpu_error(c);
+  INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+  CHECK(c.tiling.column_parts == 2);
+  CHECK(err < 1e-2);
+}
+
+TEST_CASE("GPU: D 512 GQA 8 decoding by rule (columns over two warps, split-KV) matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  const AttentionOptions o{.dtype = bf16, .head_dim = 512, .group = 8, .decode = true, .prefix = "g3"};
+  const Case c{"D512 GQA 8 decode, 2000 keys",
+               o,
+               2,
+               8,
+               1,
+               2000,
+               decode_tiling({.head_dim = 512, .group = 8, .batch_kv_heads = 2, .keys = 2000})};
+  const double err = gpu_error(c);
+  INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+  CHECK(c.tiling.column_parts == 2);
+  CHECK(c.tiling.split_kv > 1);
+  CHECK(err < 1e-2);
+}
+
+TEST_CASE("GPU: D 256 GQA 2 prefill by rule with a sliding window matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  const AttentionOptions o{
+      .dtype = bf16, .head_dim = 256, .group = 2, .causal = true, .window = 100, .prefix = "g2"};
+  const Case c = hopper(Case{"D256 GQA 2, a window of 100", o, 1, 4, 260, 260, {}});
+  const double err = gpu_error(c);
+  INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+  CHECK(err < 1e-2);
+}
+
+// One small case for the sanitizers: D 512 over two column warpgroups, rows that see no key, a ring that
+// wraps.
+TEST_CASE("GPU: D 512 Hopper attention with masked rows (for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  const Case c = hopper(Case{"D512 GQA 8, masked rows",
+                             {.dtype = bf16, .head_dim = 512, .group = 8, .causal = true, .prefix = "gs"},
+                             1,
+                             8,
+                             100,
+                             70,
+                             {}});
+  const double err = gpu_error(c);
+  INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+  CHECK(c.tiling.column_parts == 2);
+  CHECK(err < 1e-2);
+}

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "apps/gemma/gemma.h"
+#include "backends/cuda/codegen/cuda_printer.h"
 #include "scheduler/lower.h"
 #include "tests/scheduler/lowering_support.h"
 
@@ -173,7 +174,8 @@ TEST_CASE("gemma: sliding-window and full attention, prefill and decode, GQA, sc
       const Attention a = make_layer_attention(
           c, t, decode, std::string("at_") + to_string(t) + (decode ? "_decode" : "_prefill"));
       const int queries = decode ? 1 : 19, keys = decode ? 40 : 19;
-      const Schedule s = schedule_layer_attention(a, decode, keys);
+      const Schedule s =
+          schedule_layer_attention(a, {.batch = 2, .heads = c.heads, .queries = queries, .keys = keys});
       std::map<std::string, double> sizes = {{a.batch.name(), 2},
                                              {a.heads.name(), c.heads},
                                              {a.keys.name(), keys},
@@ -229,7 +231,35 @@ TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_
       INFO(to_string(t), decode ? " decode" : " prefill");
       const Attention a = make_layer_attention(
           c, t, decode, std::string("big_at_") + to_string(t) + (decode ? "_decode" : "_prefill"));
-      CHECK_FALSE(lower(a.out, schedule_layer_attention(a, decode, 8192), Target::sm90a()).kernels.empty());
+      const LayerAttentionShape shape = {
+          .batch = 1, .heads = c.heads, .queries = decode ? 1 : 8192, .keys = 8192};
+      CHECK_FALSE(lower(a.out, schedule_layer_attention(a, shape), Target::sm90a()).kernels.empty());
     }
   }
+}
+
+TEST_CASE(
+    "gemma: attention by the library's rules, the sliding layers skipping the tiles outside the window") {
+  const Config c = gemma4_31b();
+  const LayerAttentionShape prefill{.batch = 1, .heads = c.heads, .queries = 4096, .keys = 4096};
+  const Attention sliding = make_layer_attention(c, LayerType::sliding, false, "rule_sliding");
+  const Attention full = make_layer_attention(c, LayerType::full, false, "rule_full");
+  const AttentionTiling s = attention_tiling(sliding, prefill), f = attention_tiling(full, prefill);
+  CHECK(s.atom == MatrixAtom::wgmma);
+  CHECK(f.atom == MatrixAtom::wgmma);
+  CHECK(f.column_parts == 2);  // D 512: the output's columns over two warpgroups
+  // The key loop of a block of 64 rows starting at row r begins at the tile of key r - 1023 (64-key tiles):
+  // the tiles before the window are never visited; the full layers' loop begins at 0.
+  const std::string windowed = cuda::cuda_source(
+      lower(sliding.out, schedule_layer_attention(sliding, prefill), Target::sm90a()).kernels[0]);
+  const std::string unwindowed =
+      cuda::cuda_source(lower(full.out, schedule_layer_attention(full, prefill), Target::sm90a()).kernels[0]);
+  CHECK(windowed.find("+ (-1023)) >> 6) + io), 0)") != std::string::npos);
+  CHECK(unwindowed.find("(-1023)") == std::string::npos);
+  // Decoding: split-KV by apps::decode_tiling, D 512 over two warps.
+  const LayerAttentionShape step{.batch = 1, .heads = c.heads, .queries = 1, .keys = 32768};
+  const AttentionTiling d =
+      attention_tiling(make_layer_attention(c, LayerType::full, true, "rule_decode"), step);
+  CHECK(d.split_kv > 1);
+  CHECK(d.column_parts == 2);
 }
