@@ -288,11 +288,6 @@ void ReductionKernelBuilder::plan_ping_pong() {
         "loop of extent 1 to Binding::warpgroup (HopperTiling::warpgroups = 1 with ping_pong), or drop "
         "ping_pong",
         fname, kPingPongTeams, mapping_.threads);
-  if (cluster_ > 1)
-    fail(
-        "schedule of '{}': cluster({}) with WarpSpecialization::ping_pong is not lowered (the cluster's "
-        "blocks pair their tiles, which ping-pong deals to different consumer warpgroups); drop one of them",
-        fname, cluster_);
   ping_pong_ = true;
   team_threads_ = mapping_.threads;
   for (auto &[name, value] : mapping_.bound_values) value = team_local(value);

@@ -373,3 +373,22 @@ TEST_CASE("GPU: ping-pong Hopper GEMM on a small problem (for the sanitizers)") 
                                                     {g.B.name(), random_normal(twist::f16, {k, n}, 2)}};
   CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, t), scalars, inputs) < 1.0 / 1024);
 }
+
+TEST_CASE("GPU: ping-pong Hopper GEMM in 2-block clusters (B multicast) is right at every element") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA multicast and clusters");
+  using namespace twist::apps;
+  // 20 and 24 tiles of 128 x 128 over 4 blocks in 2 clusters; the last row pairs' second tiles past the edge.
+  HopperTiling t = ping_pong_tiling(128, 4, 4);
+  t.cluster = 2, t.raster_group = 2;
+  for (const twist::Type &type : {twist::f16, twist::bf16}) {
+    const double tolerance = type == twist::f16 ? 1.0 / 1024 : 1.0 / 128;
+    Gemm g = make_gemm({.input = type, .output = type, .prefix = twist::type_name(type)});
+    for (const auto &[m, n, k] : {std::tuple{300, 520, 136}, std::tuple{513, 392, 520}}) {
+      INFO(twist::type_name(type), " ", t.name(), " ", m, "x", n, "x", k);
+      const std::map<std::string, double> scalars = {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
+      const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {m, k}, 1)},
+                                                        {g.B.name(), random_normal(type, {k, n}, 2)}};
+      CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, t), scalars, inputs) < tolerance);
+    }
+  }
+}

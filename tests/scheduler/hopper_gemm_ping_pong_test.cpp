@@ -113,6 +113,33 @@ TEST_CASE("ping-pong Hopper GEMM with a fused epilogue, batching, f16 and hybrid
   }
 }
 
+TEST_CASE("ping-pong Hopper GEMM in 2-block clusters: B multicast, the teams of both blocks in step") {
+  // The blocks of a cluster take the two tiles of a pair at the same tile step, so the same team of each
+  // computes them, and its releases arrive on both blocks' empty barriers (one a use from each block).
+  HopperTiling t = small_ping_pong(4);
+  t.block_n = 128, t.cluster = 2;  // B's tile in two boxes, one copied by each block
+  for (const Type &type : {f16, bf16}) {
+    Gemm g = make_gemm({.input = type, .output = type});
+    // 300 x 520: 3 rows of tiles (rounded up to 4: the last pairs' second tiles wholly past the edge), 5
+    // columns: 20 tiles over 4 blocks, 5 a block (3 for the first team, 2 for the second); 8 x 8 x 8: one pair.
+    for (const Shape shape : {Shape{300, 520, 136}, Shape{8, 8, 8}}) {
+      const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+      INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k);
+      CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 38), scalars) <
+            (type == f16 ? 1e-3 : 8e-3));
+    }
+  }
+  Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "c"});
+  HopperTiling big;
+  big.block_m = 128, big.block_n = 128, big.warpgroups = 1, big.stages = 4, big.ping_pong = true, big.cluster = 2;
+  const Kernel k = lower(g.out, schedule_hopper(g, big), Target::sm90a()).kernels[0];
+  CHECK(k.cluster == std::array<int, 3>{2, 1, 1});
+  const std::string source = cuda::cuda_source(k);
+  CHECK(contains(source, "twist_mbarrier_init(tma_empty_address + (tma_slot * 8), 2)"));
+  CHECK(contains(source, "multicast::cluster"));
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+}
+
 TEST_CASE("the ping-pong GEMM's source: turns around the main loop, an epilogue tile and barrier per warpgroup") {
   Gemm g = make_gemm({.input = f16, .output = f16});
   HopperTiling t;
@@ -155,10 +182,6 @@ TEST_CASE("ping-pong schedules that cannot lower are refused with the reason") {
   t.warpgroups = 2;
   e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
   CHECK(contains(e, "the loops must bind one warpgroup to a tile, but they bind 256 threads"));
-  t = small_ping_pong(4);
-  t.cluster = 2;
-  e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
-  CHECK(contains(e, "cluster(2) with WarpSpecialization::ping_pong is not lowered"));
   // Two warpgroups of 128 x 256 accumulators each (f32: 256 registers a thread) cannot fit.
   t = small_ping_pong(3);
   t.block_m = 128, t.block_n = 256;
