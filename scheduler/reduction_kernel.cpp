@@ -699,10 +699,9 @@ Stmt ReductionKernelBuilder::epilogue() {
   // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves, or
   // in ping-pong each team in its own tile.
   const bool specialized = consumer_threads_ < mapping_.threads;
-  const Stmt sync =
-      ping_pong_    ? intrinsic::named_barrier(kFirstTeamEpilogueBarrier + team(), team_threads_)
-      : specialized ? intrinsic::named_barrier(1, consumer_threads_)
-                    : intrinsic::barrier();
+  const Stmt sync = ping_pong_ ? intrinsic::named_barrier(kFirstTeamEpilogueBarrier + team(), team_threads_)
+                    : specialized ? intrinsic::named_barrier(1, consumer_threads_)
+                                  : intrinsic::barrier();
   const int writers = ping_pong_ ? team_threads_ : consumer_threads_;
   const Halide::Expr slot = ping_pong_ ? team() : Halide::Expr(0);
   const std::vector<Halide::Expr> stored = output_coords(req_, coords);
@@ -807,9 +806,8 @@ Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &co
     const Halide::Expr col = 16 * c + 8 * (lane / 16);
     std::vector<Halide::Expr> at;
     for (const Halide::Expr &x : coords) at.push_back(substitute(i, row, substitute(j, col, x)));
-    writes.push_back(
-        intrinsic::stmatrix({tile.buffer, simplify(tile.thread_index_of(at, ping_pong_ ? team() : 0)), 4,
-                             false, fragment, 0}));
+    writes.push_back(intrinsic::stmatrix(
+        {tile.buffer, simplify(tile.thread_index_of(at, ping_pong_ ? team() : 0)), 4, false, fragment, 0}));
     groups.push_back(block(writes));
   }
   Stmt s = block(groups);
@@ -1143,7 +1141,8 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
   // A persistent block runs `per_tile` for its output tiles: blockIdx.x, then every grid-th one after it (its
   // tile steps), or with a `team` of ping-pong the steps team, team + kPingPongTeams, ...
   const Halide::Expr blocks = mapping_.grid[0], block_x = intrinsic::block_index(0);
-  const Halide::Expr block_tiles = simplify((tile_count_ - block_x + blocks - 1) / blocks);
+  const Halide::Expr block_tiles =
+      persistent ? simplify((tile_count_ - block_x + blocks - 1) / blocks) : Halide::Expr();
   auto over_tiles = [&](const Stmt &per_tile, const Halide::Expr &team = Halide::Expr()) {
     if (!persistent) return per_tile;
     const Stmt one =
@@ -1165,7 +1164,8 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                    at_iteration(block({guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth),
                                                                                      (it / depth + 1) % 2)),
                                        issue(t, it % depth)})))))});
-  Stmt consumers = block({over_tiles(block({init_states(), mainloop, finish()})), drain_tma_stores(write_backs_)});
+  Stmt consumers =
+      block({over_tiles(block({init_states(), mainloop, finish()})), drain_tma_stores(write_backs_)});
   if (ping_pong_) {
     // The turns form a ring: the last team gives the first its first turn, and the team after the one that
     // ran the block's last tile takes the last pass, so that every barrier has as many arrivals as waits.

@@ -288,9 +288,9 @@ TEST_CASE("GPU: clustered Hopper GEMM on a small problem (for the sanitizers)") 
 
 namespace {
 
-// Ping-pong (HopperTiling::ping_pong): two consumer warpgroups, each with 128 x 128 tiles of its own, taking a
-// persistent block's tiles in turn (the exported kernel), or 128 x 64 tiles over a few blocks whose tile counts
-// are even and odd (the second warpgroup with as many tiles as the first, one fewer, or none).
+// Ping-pong (HopperTiling::ping_pong): two consumer warpgroups, each with 128 x 128 tiles of its own, taking
+// a persistent block's tiles in turn (the exported kernel), or 128 x 64 tiles over a few blocks whose tile
+// counts are even and odd (the second warpgroup with as many tiles as the first, one fewer, or none).
 twist::apps::HopperTiling ping_pong_tiling(int block_n, int stages, int blocks) {
   twist::apps::HopperTiling t;
   t.block_m = 128, t.block_n = block_n, t.warpgroups = 1, t.stages = stages;

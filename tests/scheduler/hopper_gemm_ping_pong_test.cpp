@@ -121,7 +121,8 @@ TEST_CASE("ping-pong Hopper GEMM in 2-block clusters: B multicast, the teams of 
   for (const Type &type : {f16, bf16}) {
     Gemm g = make_gemm({.input = type, .output = type});
     // 300 x 520: 3 rows of tiles (rounded up to 4: the last pairs' second tiles wholly past the edge), 5
-    // columns: 20 tiles over 4 blocks, 5 a block (3 for the first team, 2 for the second); 8 x 8 x 8: one pair.
+    // columns: 20 tiles over 4 blocks, 5 a block (3 for the first team, 2 for the second); 8 x 8 x 8: one
+    // pair.
     for (const Shape shape : {Shape{300, 520, 136}, Shape{8, 8, 8}}) {
       const auto scalars = sizes(g, shape.m, shape.n, shape.k);
       INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k);
@@ -131,7 +132,8 @@ TEST_CASE("ping-pong Hopper GEMM in 2-block clusters: B multicast, the teams of 
   }
   Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "c"});
   HopperTiling big;
-  big.block_m = 128, big.block_n = 128, big.warpgroups = 1, big.stages = 4, big.ping_pong = true, big.cluster = 2;
+  big.block_m = 128, big.block_n = 128, big.warpgroups = 1, big.stages = 4, big.ping_pong = true,
+  big.cluster = 2;
   const Kernel k = lower(g.out, schedule_hopper(g, big), Target::sm90a()).kernels[0];
   CHECK(k.cluster == std::array<int, 3>{2, 1, 1});
   const std::string source = cuda::cuda_source(k);
@@ -140,7 +142,8 @@ TEST_CASE("ping-pong Hopper GEMM in 2-block clusters: B multicast, the teams of 
   CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
 }
 
-TEST_CASE("the ping-pong GEMM's source: turns around the main loop, an epilogue tile and barrier per warpgroup") {
+TEST_CASE(
+    "the ping-pong GEMM's source: turns around the main loop, an epilogue tile and barrier per warpgroup") {
   Gemm g = make_gemm({.input = f16, .output = f16});
   HopperTiling t;
   t.block_m = 128, t.block_n = 128, t.warpgroups = 1, t.stages = 4, t.ping_pong = true;
@@ -158,11 +161,11 @@ TEST_CASE("the ping-pong GEMM's source: turns around the main loop, an epilogue 
   // barrier and tile (slot consumer_team of the write-back) and its own TMA store; the last pass taken.
   size_t at = source.find("setmaxnreg.inc");
   REQUIRE(at != std::string::npos);
-  for (const char *step :
-       {"consumer_team = (static_cast<int>(threadIdx.x) >> 7)", "bar.arrive", "tile_turn", "bar.sync", "twist_mbarrier_wait(tma_full",
-        "twist_wgmma_m64n128k16", "bar.arrive", "wgmma.wait_group.sync.aligned 0", "cp.async.bulk.wait_group.read 0",
-        "bar.sync", "fence.proxy.async.shared::cta", "bar.sync", "twist_tma_store_2d(out_smem_address",
-        "cp.async.bulk.commit_group", "bar.sync", "cp.async.bulk.wait_group.read 0"}) {
+  for (const char *step : {"consumer_team = (static_cast<int>(threadIdx.x) >> 7)", "bar.arrive", "tile_turn",
+                           "bar.sync", "twist_mbarrier_wait(tma_full", "twist_wgmma_m64n128k16", "bar.arrive",
+                           "wgmma.wait_group.sync.aligned 0", "cp.async.bulk.wait_group.read 0", "bar.sync",
+                           "fence.proxy.async.shared::cta", "bar.sync", "twist_tma_store_2d(out_smem_address",
+                           "cp.async.bulk.commit_group", "bar.sync", "cp.async.bulk.wait_group.read 0"}) {
     const size_t found = source.find(step, at);
     CHECK_MESSAGE(found != std::string::npos, step);
     if (found != std::string::npos) at = found + 1;
@@ -176,8 +179,9 @@ TEST_CASE("ping-pong schedules that cannot lower are refused with the reason") {
   t.persistent_blocks = 0;
   std::string e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
   INFO(e);
-  CHECK(contains(e, "deals a persistent block's output tiles to its 2 consumer warpgroups in turn, but the "
-                    "grid is not persistent; add persistent()"));
+  CHECK(contains(e,
+                 "deals a persistent block's output tiles to its 2 consumer warpgroups in turn, but the "
+                 "grid is not persistent; add persistent()"));
   t = small_ping_pong(3);
   t.warpgroups = 2;
   e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
