@@ -18,6 +18,10 @@
 #                         tiling at 4096^3 f16 and bf16, 8192^3 f16, 2048^3 f16 and two shapes outside the
 #                         suite, with a raster group of 16 at 4096^3 f16, and clusters over 128 persistent
 #                         blocks at 4096^3 and 8192^3 f16
+# OUT_DIR/hopper_pingpong ping-pong (HopperTiling::ping_pong: two consumer warpgroups with 128 x 128 tiles of
+#                         their own, 4 or 5 slots, in 2-block clusters or not; 64 x 256 with 4) against the
+#                         default cooperative 128 x 256
+#                         tiling, at 4096^3 f16 and bf16, 8192^3, 4096x15360x3840 and 2048^3 f16
 #
 # HOPPER_SUITES (default "hopper hopper_configs hopper_epilogue") picks the folders to export.
 # apps/gemm/bench_gemm.py measures each folder against cuBLAS.
@@ -99,6 +103,25 @@ wants hopper_cluster && for cluster in "${clusters[@]}"; do
 done
 wants hopper_cluster && for case in f16:4096x4096x4096 f16:8192x8192x8192; do
   cluster_export "$case" cluster2_p128 "--cluster 2 --persistent 128"
+done
+
+# name: flags
+ping_pongs=("cooperative: --block 128x256x64 --warpgroups 2 --stages 3"
+            "pingpong128x128s4: --block 128x128x64 --warpgroups 1 --stages 4 --ping-pong true"
+            "pingpong128x128s5: --block 128x128x64 --warpgroups 1 --stages 5 --ping-pong true"
+            "pingpong64x256s4: --block 64x256x64 --warpgroups 1 --stages 4 --ping-pong true"
+            "pingpong128x128s4cluster2: --block 128x128x64 --warpgroups 1 --stages 4 --ping-pong true --cluster 2")
+ping_pong_cases=(f16:4096x4096x4096 bf16:4096x4096x4096 f16:8192x8192x8192 f16:4096x15360x3840
+                 f16:2048x2048x2048)
+wants hopper_pingpong && for case in "${ping_pong_cases[@]}"; do
+  for variant in "${ping_pongs[@]}"; do
+    # The other variants at 4096^3 only.
+    [[ $case != *:4096x4096x4096 && ${variant%%:*} != cooperative && ${variant%%:*} != pingpong128x128s4* ]] &&
+      continue
+    # shellcheck disable=SC2086
+    export_hopper --shape "${case#*:}" --dtype "${case%%:*}" --warp-specialize true --persistent 132 \
+      ${variant#*: } --out "$out/hopper_pingpong" --label "gemm_${case%%:*}_${case#*:}_${variant%%:*}"
+  done
 done
 
 for sub in "${subs[@]}"; do

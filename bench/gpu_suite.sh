@@ -94,6 +94,8 @@ if wants sanitizer; then
     sanitize_case $tool "D 512 Hopper attention" "GPU: D 512 Hopper attention with masked rows (for the sanitizers)"
     # 2-block clusters: B multicast by TMA, slots released in both blocks, cluster barriers.
     sanitize_case $tool "clustered Hopper GEMM" "GPU: clustered Hopper GEMM on a small problem (for the sanitizers)"
+    # Ping-pong: two consumer warpgroups with tiles of their own, main loops in turn, epilogue tiles of their own.
+    sanitize_case $tool "ping-pong Hopper GEMM" "GPU: ping-pong Hopper GEMM on a small problem (for the sanitizers)"
   done
   # Split-KV decoding on the decode rule's ring (apps::decode_tiling: 3 cp.async slots, parts of 24 tiles).
   for tool in memcheck racecheck; do

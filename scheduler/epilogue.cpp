@@ -180,24 +180,26 @@ bool reads_inputs(const Stmt &s, const FuncGraph &graph) {
 }
 
 Stmt write_back(const std::vector<StagePlan> &write_backs, const std::vector<Halide::Expr> &coords,
-                const Stmt &stores, int threads, const Stmt &sync) {
+                const Stmt &stores, int threads, const Stmt &sync, const Halide::Expr &slot) {
   struct IntoTiles : IRMutator {
     const std::vector<StagePlan> &tiles;
     const std::vector<Halide::Expr> &coords;
-    IntoTiles(const std::vector<StagePlan> &t, const std::vector<Halide::Expr> &c) : tiles(t), coords(c) {}
+    const Halide::Expr &slot;
+    IntoTiles(const std::vector<StagePlan> &t, const std::vector<Halide::Expr> &c, const Halide::Expr &s)
+        : tiles(t), coords(c), slot(s) {}
     using IRMutator::visit;
     Stmt visit(const Store *op) override {
       for (const StagePlan &p : tiles)
-        if (op->name == p.input) return store(p.buffer, op->value, p.thread_index_of(coords, 0));
+        if (op->name == p.input) return store(p.buffer, op->value, p.thread_index_of(coords, slot));
       return IRMutator::visit(op);
     }
-  } into_tiles(write_backs, coords);
+  } into_tiles(write_backs, coords, slot);
   std::vector<Stmt> tma_stores;
   for (const StagePlan &p : write_backs)
-    if (p.directive.transport == Transport::tma) tma_stores.push_back(p.tma_stores());
+    if (p.directive.transport == Transport::tma) tma_stores.push_back(p.tma_stores(slot));
   if (tma_stores.empty()) {
     std::vector<Stmt> steps = {sync, into_tiles.mutate(stores), sync};
-    for (const StagePlan &p : write_backs) steps.push_back(p.copy(Halide::Expr(), 0, threads));
+    for (const StagePlan &p : write_backs) steps.push_back(p.copy(Halide::Expr(), slot, threads));
     return block(steps);
   }
   // The TMA stores read the tiles through the async proxy after the threads' writes (made visible to it by
@@ -206,7 +208,7 @@ Stmt write_back(const std::vector<StagePlan> &write_backs, const std::vector<Hal
   std::vector<Stmt> steps = {drain_tma_stores(write_backs), sync, into_tiles.mutate(stores),
                              intrinsic::fence_proxy_async(), sync};
   for (const StagePlan &p : write_backs)
-    if (p.directive.transport != Transport::tma) steps.push_back(p.copy(Halide::Expr(), 0, threads));
+    if (p.directive.transport != Transport::tma) steps.push_back(p.copy(Halide::Expr(), slot, threads));
   tma_stores.push_back(intrinsic::tma_store_commit());
   steps.push_back(guarded(intrinsic::thread_index() == 0, block(tma_stores)));
   return block(steps);

@@ -41,11 +41,13 @@ bool reads_inputs(const Halide::Internal::Stmt &s, const FuncGraph &graph);
 // the tiles of `write_backs`, and then `threads` threads (the first of the block) copy the tiles out to the
 // outputs. `sync` is the barrier among those threads: intrinsic::barrier() where they are the whole block.
 // Tiles with Transport::tma are stored by thread 0 with TMA stores, which it waits for (the shared reads
-// only) before the tiles are written again; drain_tma_stores must follow the block's last write_back.
+// only) before the tiles are written again; drain_tma_stores must follow the block's last write_back. The
+// tiles are those of pipeline slot `slot` of the write-backs (a ping-pong consumer warpgroup's own).
 Halide::Internal::Stmt write_back(const std::vector<StagePlan> &write_backs,
                                   const std::vector<Halide::Expr> &coords,
                                   const Halide::Internal::Stmt &stores, int threads,
-                                  const Halide::Internal::Stmt &sync = intrinsic::barrier());
+                                  const Halide::Internal::Stmt &sync = intrinsic::barrier(),
+                                  const Halide::Expr &slot = 0);
 
 // Thread 0's wait until the TMA stores of `write_backs` have read their tiles: at the end of a kernel, whose
 // shared memory must outlive them. Undefined where no tile is stored by TMA.

@@ -11,6 +11,10 @@ namespace twist::named_barriers {
 inline constexpr int kConsumers = 1;
 // Ping-pong (WarpSpecialization::ping_pong): consumer warpgroup w takes its turns on kFirstTurn + w.
 inline constexpr int kFirstTurn = 2;
+// Ping-pong of a contraction's consumer warpgroups, each its own tiles ("teams"): their turns as above, and
+// team t's epilogue (its own write-back tile) on kFirstTeamEpilogue + t.
+inline constexpr int kPingPongTeams = 2;
+inline constexpr int kFirstTeamEpilogue = kFirstTurn + kPingPongTeams;
 // The hardware's barriers per block: ids 0 to 15.
 inline constexpr int kCount = 16;
 

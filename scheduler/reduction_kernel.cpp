@@ -123,6 +123,27 @@ class ReductionKernelBuilder {
   int cluster_ = 1;
   std::vector<std::string> multicast_inputs_;  // the inputs whose tiles a cluster's blocks share
   void plan_cluster();
+  // Ping-pong (WarpSpecialization::ping_pong on a persistent contraction): the block runs kPingPongTeams
+  // consumer warpgroups, "teams", each computing whole output tiles as the consumer of a one-warpgroup block
+  // would (its code is that block's, with the thread index taken within the team), the block's tiles dealt
+  // to them in turn. Their main loops alternate on named barriers: team t waits for its turn on barrier
+  // named_barriers::kFirstTurn + t and passes it to the next team once it has waited for its tile's last
+  // k-tile, so that one team's epilogue runs while the next team's wgmmas do. Each team has its own
+  // write-back tile (slot t of the write-backs) and epilogue barrier (named_barriers::kFirstTeamEpilogue +
+  // t).
+  static constexpr int kPingPongTeams = named_barriers::kPingPongTeams;
+  bool ping_pong_ = false;
+  int team_threads_ = 0;  // the threads of one team: the threads the loops bind
+  void plan_ping_pong();
+  Halide::Expr team() const { return var("consumer.team"); }
+  // `x` (an expression or statement of one team's code) with the thread index taken within the team.
+  template <typename T>
+  T team_local(const T &x) const {
+    const Halide::Expr thread = intrinsic::thread_index();
+    return substitute(intrinsic::kThreadIndex, thread % team_threads_, x);
+  }
+  Stmt take_turn() const;
+  Stmt pass_turn() const;
   std::string summary_;
 };
 
@@ -150,6 +171,7 @@ void ReductionKernelBuilder::plan_loops() {
   cluster_ = req_.schedule ? req_.schedule->cluster_blocks() : 1;
   mapping_ = map_threads(loops_, raster, atom_, req_.target, cluster_);
   summary_ += mapping_.summary;
+  plan_ping_pong();
   consumer_threads_ = mapping_.threads;
   // A warp-specialized kernel's producer warpgroup comes after the warpgroups the loops are bound to.
   if (req_.schedule && req_.schedule->warp_specialization()) mapping_.threads += hopper::kWarpgroupThreads;
@@ -246,6 +268,42 @@ void ReductionKernelBuilder::plan_cluster() {
       "  clusters of {} blocks on consecutive tiles of '{}': {} loaded a share by each block and "
       "multicast to the cluster\n",
       cluster_, rows->name, inputs);
+}
+
+void ReductionKernelBuilder::plan_ping_pong() {
+  const FuncSchedule *schedule = req_.schedule;
+  if (!schedule || !schedule->warp_specialization() || !schedule->warp_specialization()->ping_pong) return;
+  const std::string &fname = req_.reduction.name();
+  if (schedule->persistent_blocks() == 0)
+    fail(
+        "schedule of '{}': WarpSpecialization::ping_pong deals a persistent block's output tiles to its {} "
+        "consumer warpgroups in turn, but the grid is not persistent; add persistent() "
+        "(HopperTiling::persistent_blocks), or drop ping_pong",
+        fname, kPingPongTeams);
+  if (mapping_.threads != hopper::kWarpgroupThreads)
+    fail(
+        "schedule of '{}': WarpSpecialization::ping_pong gives each of {} consumer warpgroups whole output "
+        "tiles of its own, so the loops must bind one warpgroup to a tile, but they bind {} threads; bind a "
+        "loop of extent 1 to Binding::warpgroup (HopperTiling::warpgroups = 1 with ping_pong), or drop "
+        "ping_pong",
+        fname, kPingPongTeams, mapping_.threads);
+  ping_pong_ = true;
+  team_threads_ = mapping_.threads;
+  for (auto &[name, value] : mapping_.bound_values) value = team_local(value);
+  mapping_.threads *= kPingPongTeams;
+  summary_ += fmt::format(
+      "  ping-pong: {} consumer warpgroups take the block's tiles in turn, warpgroup t waiting for its main "
+      "loop on named barrier {} + t\n",
+      kPingPongTeams, named_barriers::kFirstTurn);
+}
+
+Stmt ReductionKernelBuilder::take_turn() const {
+  return intrinsic::named_barrier(named_barriers::kFirstTurn + team(), kPingPongTeams * team_threads_);
+}
+
+Stmt ReductionKernelBuilder::pass_turn() const {
+  return intrinsic::named_barrier_arrive(named_barriers::kFirstTurn + (team() + 1) % kPingPongTeams,
+                                         kPingPongTeams * team_threads_);
 }
 
 void ReductionKernelBuilder::plan_atom() {
@@ -637,13 +695,18 @@ Stmt ReductionKernelBuilder::epilogue() {
   const Halide::Expr part = req_.output == Output::partial_states
                                 ? var(req_.schedule->reduction_split()->var + ".part")
                                 : Halide::Expr();
-  // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves.
+  // Only the consumers of a warp-specialized kernel reach the epilogue: they synchronize among themselves, or
+  // in ping-pong each team in its own tile.
   const bool specialized = consumer_threads_ < mapping_.threads;
-  const Stmt sync = specialized ? intrinsic::named_barrier(named_barriers::kConsumers, consumer_threads_)
-                                : intrinsic::barrier();
+  const Stmt sync = ping_pong_
+                        ? intrinsic::named_barrier(named_barriers::kFirstTeamEpilogue + team(), team_threads_)
+                    : specialized ? intrinsic::named_barrier(named_barriers::kConsumers, consumer_threads_)
+                                  : intrinsic::barrier();
+  const int writers = ping_pong_ ? team_threads_ : consumer_threads_;
+  const Halide::Expr slot = ping_pong_ ? team() : Halide::Expr(0);
   const std::vector<Halide::Expr> stored = output_coords(req_, coords);
   if (const Stmt writes = stmatrix_writes(coords); writes.defined())
-    return write_back(write_backs_, stored, writes, consumer_threads_, sync);
+    return write_back(write_backs_, stored, writes, writers, sync, slot);
   // A point outside the output is not stored; into a shared tile it may be, as the tile's copy-out skips it,
   // unless computing its value reads an input or it repeats a point (sharing that point's cell). A column
   // pair's first point is even and the reduction's extent there is twice the output's, so where the first
@@ -658,7 +721,7 @@ Stmt ReductionKernelBuilder::epilogue() {
       },
       pairs);
   if (write_backs_.empty()) return stores;
-  return write_back(write_backs_, stored, stores, consumer_threads_, sync);
+  return write_back(write_backs_, stored, stores, writers, sync, slot);
 }
 
 bool ReductionKernelBuilder::stores_column_pairs() const {
@@ -743,8 +806,8 @@ Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &co
     const Halide::Expr col = 16 * c + 8 * (lane / 16);
     std::vector<Halide::Expr> at;
     for (const Halide::Expr &x : coords) at.push_back(substitute(i, row, substitute(j, col, x)));
-    writes.push_back(
-        intrinsic::stmatrix({tile.buffer, simplify(tile.thread_index_of(at, 0)), 4, false, fragment, 0}));
+    writes.push_back(intrinsic::stmatrix(
+        {tile.buffer, simplify(tile.thread_index_of(at, ping_pong_ ? team() : 0)), 4, false, fragment, 0}));
     groups.push_back(block(writes));
   }
   Stmt s = block(groups);
@@ -821,6 +884,8 @@ Kernel ReductionKernelBuilder::build() {
   // producer may still hold ring slots, and are dropped (stored directly) where the two do not fit together,
   // TMA stores included: the schedule's stages decide that (HopperTiling's 128 x 256 tiles fit 3 with it).
   plan_write_backs();
+  for (StagePlan &p : write_backs_)
+    if (ping_pong_) p.directive.depth = kPingPongTeams;  // a tile for each team
   if (specialized) {
     int ring = 0, tiles = 0;
     for (const StagePlan &p : stages_) ring += p.bytes();
@@ -992,7 +1057,8 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
   // when every consumer has finished reading it: each thread arrives, or with warp specialization one
   // thread of each consumer warpgroup (after its wgmma_wait, which the whole warpgroup passes together).
   const int consumer_warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
-  const int releases = specialized ? consumer_warpgroups * cluster_ : mapping_.threads;
+  // In ping-pong one team reads each k-tile.
+  const int releases = specialized ? (ping_pong_ ? 1 : consumer_warpgroups) * cluster_ : mapping_.threads;
   const Stmt init = each_slot([&](const Halide::Expr &slot) {
     return block({intrinsic::mbarrier_init(full(slot), 1), intrinsic::mbarrier_init(empty(slot), releases)});
   });
@@ -1046,9 +1112,13 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
     body.push_back(
         guarded(simplify((t + 1) % per == 0), block({intrinsic::wgmma_wait(0), promote_partials()})));
   }
-  std::vector<Stmt> loop = {
-      For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, at_iteration(block(body))),
-      intrinsic::wgmma_wait(0)};
+  const Stmt k_tiles =
+      For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, at_iteration(block(body)));
+  // After its tile's last k-tile has landed, a ping-pong team passes the turn: the next team's waits then
+  // observe the phases that follow this team's (a team that waited earlier could take the phase of a slot's
+  // use before its own for its own, of the same parity).
+  std::vector<Stmt> loop = {ping_pong_ ? take_turn() : Stmt(), k_tiles, ping_pong_ ? pass_turn() : Stmt(),
+                            intrinsic::wgmma_wait(0)};
   // The next output tile's copies go into the last slot too.
   if (persistent) loop.push_back(guarded(releaser, release((first_iteration + tiles - 1) % depth)));
   const Stmt mainloop = block(loop);
@@ -1068,14 +1138,21 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
     return block({with_shared_arrays(stages_, block({init_states(), with_barriers(block(setup))})), finish(),
                   drain_tma_stores(write_backs_)});
   }
-  // A persistent block runs `per_tile` for its output tiles: blockIdx.x, then every grid-th one after it.
-  auto over_tiles = [&](const Stmt &per_tile) {
+  // A persistent block runs `per_tile` for its output tiles: blockIdx.x, then every grid-th one after it (its
+  // tile steps), or with a `team` of ping-pong the steps team, team + kPingPongTeams, ...
+  const Halide::Expr blocks = mapping_.grid[0], block_x = intrinsic::block_index(0);
+  const Halide::Expr block_tiles =
+      persistent ? simplify((tile_count_ - block_x + blocks - 1) / blocks) : Halide::Expr();
+  auto over_tiles = [&](const Stmt &per_tile, const Halide::Expr &team = Halide::Expr()) {
     if (!persistent) return per_tile;
-    const Halide::Expr blocks = mapping_.grid[0], block_x = intrinsic::block_index(0);
     const Stmt one =
         LetStmt::make("tile.index", block_x + tile_step * blocks, let_all(tile_coordinates_, per_tile));
-    return For::make("tile.step", 0, simplify((tile_count_ - block_x + blocks - 1) / blocks), ForType::Serial,
-                     Halide::DeviceAPI::None, one);
+    if (!team.defined())
+      return For::make("tile.step", 0, block_tiles, ForType::Serial, Halide::DeviceAPI::None, one);
+    const Halide::Expr turn = var("tile.turn");
+    return For::make("tile.turn", 0, simplify((block_tiles - team + kPingPongTeams - 1) / kPingPongTeams),
+                     ForType::Serial, Halide::DeviceAPI::None,
+                     LetStmt::make("tile.step", turn * kPingPongTeams + team, one));
   };
   // The producer's elected thread issues every k-tile, into a slot its consumers have released: use u of slot
   // i % depth (u = i / depth) waits for the release of use u - 1, the phase of parity (u - 1) % 2.
@@ -1087,9 +1164,18 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                    at_iteration(block({guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth),
                                                                                      (it / depth + 1) % 2)),
                                        issue(t, it % depth)})))))});
-  const Stmt consumers =
-      block({intrinsic::setmaxnreg(specialized->consumer_registers, true),
-             over_tiles(block({init_states(), mainloop, finish()})), drain_tma_stores(write_backs_)});
+  Stmt consumers =
+      block({over_tiles(block({init_states(), mainloop, finish()})), drain_tma_stores(write_backs_)});
+  if (ping_pong_) {
+    // The turns form a ring: the last team gives the first its first turn, and the team after the one that
+    // ran the block's last tile takes the last pass, so that every barrier has as many arrivals as waits.
+    consumers = team_local(block({guarded(team() == kPingPongTeams - 1, pass_turn()),
+                                  over_tiles(block({init_states(), mainloop, finish()}), team()),
+                                  guarded(team() == block_tiles % kPingPongTeams, take_turn()),
+                                  drain_tma_stores(write_backs_)}));
+    consumers = LetStmt::make("consumer.team", thread / team_threads_, consumers);
+  }
+  consumers = block({intrinsic::setmaxnreg(specialized->consumer_registers, true), consumers});
   summary_ += fmt::format(
       "  warp specialized, {} threads a block: warpgroup {} issues the TMA copies ({} registers a thread), "
       "warpgroups 0 to {} compute ({} registers a thread)\n",
@@ -1107,13 +1193,6 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
 void ReductionKernelBuilder::check_warp_specialization() const {
   const WarpSpecialization &w = *req_.schedule->warp_specialization();
   const std::string &fname = req_.reduction.name();
-  if (w.ping_pong)
-    fail(
-        "schedule of '{}': WarpSpecialization::ping_pong alternates the consumer warpgroups between a "
-        "chained "
-        "reduction's matrix products and its element function (the softmax of attention); a plain reduction "
-        "has no such phase to overlap, so drop ping_pong",
-        fname);
   check_register_split(fname, w, mapping_.threads, consumer_threads_, req_.schedule->min_blocks(),
                        req_.target);
   int points = 1;

@@ -120,6 +120,11 @@ struct ComputeAt {
 // (bar.arrive on the next warpgroup's) once it has issued the next tile's producer contraction, so that one
 // warpgroup's element function and rescale (the softmax) run while the other's matrix products do
 // (FlashAttention-3's ping-pong). It needs two or more consumer warpgroups.
+//
+// On a plain contraction (a GEMM's wgmma main loop) in a persistent grid, `ping_pong` gives each of two
+// consumer warpgroups output tiles of its own: the loops bind one warpgroup to a tile, the block runs two,
+// and they take the block's tiles in turn (CUTLASS's ping-pong kernel), their main loops alternating on two
+// named barriers, so that one warpgroup's epilogue runs while the other's wgmmas do.
 struct WarpSpecialization {
   int producer_registers = 40;
   int consumer_registers = 232;

@@ -51,9 +51,9 @@ struct StagePlan {
   int tma_box_count() const { return cols / box_cols; }
   Stmt tma_multicast_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
                             const intrinsic::MbarrierRef &barrier, const ClusterShare &share) const;
-  // A TMA write-back's stores of the whole tile (issued by one thread, in its bulk groups; elements outside
-  // the output are not written).
-  Stmt tma_stores() const;
+  // A TMA write-back's stores of the whole tile in `slot` (issued by one thread, in its bulk groups; elements
+  // outside the output are not written).
+  Stmt tma_stores(const Halide::Expr &slot = 0) const;
   // The wgmma operand (matrix descriptor) of the atom tile of a TMA stage whose first element is at input
   // coordinates `coords` in `slot`: K-major when the atom's k runs along the tile's rows (the input's
   // contiguous dimension), MN-major when it runs across them (hopper_layouts.h gives the layouts).

@@ -106,10 +106,10 @@ Stmt StagePlan::tma_multicast_copies(const Halide::Expr &iteration, const Halide
   return box_copies(*this, iteration, slot, true, barrier, &share);
 }
 
-Stmt StagePlan::tma_stores() const {
+Stmt StagePlan::tma_stores(const Halide::Expr &slot) const {
   TWIST_CHECK(write_back && directive.transport == Transport::tma,
               "TMA stores of a plan that is not a TMA write-back");
-  return box_copies(*this, Halide::Expr(), 0, false, {});
+  return box_copies(*this, Halide::Expr(), slot, false, {});
 }
 
 intrinsic::WgmmaOperand StagePlan::wgmma_operand(const std::vector<Halide::Expr> &coords,

@@ -107,7 +107,7 @@ int HopperTiling::consumer_registers() const {
   // than a thread can address.
   const Target target = Target::sm90a();
   const int producer = producer_registers * hopper::kWarpgroupThreads;
-  const int left = (target.registers_per_sm - producer) / (warpgroups * hopper::kWarpgroupThreads);
+  const int left = (target.registers_per_sm - producer) / (consumer_warpgroups() * hopper::kWarpgroupThreads);
   return std::min(left, target.max_registers_per_thread) / 8 * 8;
 }
 
@@ -123,6 +123,7 @@ std::string HopperTiling::name() const {
   if (split_k > 1 && split_combine == SplitCombine::last_block) s += "_lastblock";
   if (!tma_store) s += "_rowstores";
   if (tma_store && stmatrix) s += "_stmatrix";
+  if (ping_pong) s += "_pingpong";
   return s;
 }
 
@@ -146,7 +147,7 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
       .stage(g.B, "ko", Transport::tma, t.stages)
       .accumulate(t.accumulation)
       .raster(t.raster_group);
-  if (t.warp_specialized) c.warp_specialize({t.producer_registers, t.consumer_registers()});
+  if (t.warp_specialized) c.warp_specialize({t.producer_registers, t.consumer_registers(), t.ping_pong});
   if (t.warp_specialized && t.persistent_blocks > 0) c.persistent(t.persistent_blocks);
   if (t.cluster > 1) c.cluster(t.cluster);
   if (t.tma_store) c.store_output(Transport::tma, t.stmatrix);

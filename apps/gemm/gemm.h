@@ -104,6 +104,13 @@ struct HopperTiling {
   bool tma_store = true;
   // With tma_store, the consumers write 16-bit tiles with stmatrix; false: element stores.
   bool stmatrix = false;
+  // Ping-pong (WarpSpecialization::ping_pong): two consumer warpgroups, each computing whole block tiles of
+  // its own (so `warpgroups` is 1: block_m x block_n is one warpgroup's tile), take a persistent block's
+  // tiles in turn, one's epilogue running while the other's wgmmas do. Warp-specialized persistent tilings
+  // only.
+  bool ping_pong = false;
+  // The warpgroups that compute: `warpgroups`, twice over in ping-pong.
+  int consumer_warpgroups() const { return ping_pong ? 2 * warpgroups : warpgroups; }
   int consumer_registers() const;
   std::string name() const;
 };

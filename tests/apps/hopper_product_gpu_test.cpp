@@ -285,3 +285,110 @@ TEST_CASE("GPU: clustered Hopper GEMM on a small problem (for the sanitizers)") 
                                                     {g.B.name(), random_normal(twist::f16, {k, n}, 2)}};
   CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, small), scalars, inputs) < 1.0 / 1024);
 }
+
+namespace {
+
+// Ping-pong (HopperTiling::ping_pong): two consumer warpgroups, each with 128 x 128 tiles of its own, taking
+// a persistent block's tiles in turn (the exported kernel), or 128 x 64 tiles over a few blocks whose tile
+// counts are even and odd (the second warpgroup with as many tiles as the first, one fewer, or none).
+twist::apps::HopperTiling ping_pong_tiling(int block_n, int stages, int blocks) {
+  twist::apps::HopperTiling t;
+  t.block_m = 128, t.block_n = block_n, t.warpgroups = 1, t.stages = stages;
+  t.persistent_blocks = blocks, t.ping_pong = true;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("GPU: ping-pong Hopper GEMM (each consumer warpgroup its own tiles) is right at every element") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA and wgmma");
+  using namespace twist::apps;
+  const HopperTiling exported = ping_pong_tiling(128, 4, 132);
+  struct Case {
+    HopperTiling tiling;
+    int m, n, k;
+  };
+  for (const twist::Type &type : {twist::f16, twist::bf16})
+    for (const bool stmatrix : {true, false}) {
+      const double tolerance = type == twist::f16 ? 1.0 / 1024 : 1.0 / 128;
+      Gemm g = make_gemm({.input = type, .output = type, .prefix = twist::type_name(type)});
+      // 20 tiles: one a block over 132 blocks (the second warpgroup idle), 4 a block over 5.
+      for (Case c : {Case{exported, 513, 392, 520}, Case{ping_pong_tiling(128, 4, 5), 513, 392, 520},
+                     Case{exported, 1, 8, 8}, Case{ping_pong_tiling(64, 2, 3), 300, 200, 136},
+                     Case{ping_pong_tiling(64, 2, 5), 300, 200, 200}}) {
+        c.tiling.stmatrix = stmatrix;
+        INFO(twist::type_name(type), " ", c.tiling.name(), " ", c.m, "x", c.n, "x", c.k);
+        const std::map<std::string, double> scalars = {
+            {g.M.name(), c.m}, {g.N.name(), c.n}, {g.K.name(), c.k}};
+        const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {c.m, c.k}, 1)},
+                                                          {g.B.name(), random_normal(type, {c.k, c.n}, 2)}};
+        CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, c.tiling), scalars, inputs) < tolerance);
+      }
+    }
+  // A fused epilogue reading a bias, a batch, and split-K (partials stored directly, combined by a second
+  // kernel).
+  {
+    Gemm g = make_gemm(
+        {.input = twist::f16, .output = twist::f16, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
+    const std::map<std::string, double> scalars = {
+        {g.M.name(), 300}, {g.N.name(), 200}, {g.K.name(), 256}, {g.alpha->name(), 0.5}};
+    const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::f16, {300, 256}, 3)},
+                                                      {g.B.name(), random_normal(twist::f16, {256, 200}, 4)},
+                                                      {g.bias->name(), random_normal(twist::f32, {200}, 5)}};
+    CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, ping_pong_tiling(64, 2, 3)), scalars, inputs) <
+          1.0 / 1024);
+  }
+  {
+    Gemm g = make_gemm({.input = twist::bf16, .output = twist::bf16, .batched = true, .prefix = "b"});
+    const std::map<std::string, double> scalars = {
+        {g.M.name(), 200}, {g.N.name(), 136}, {g.K.name(), 96}, {g.batch.name(), 3}};
+    const std::map<std::string, HostTensor> inputs = {
+        {g.A.name(), random_normal(twist::bf16, {3, 200, 96}, 6)},
+        {g.B.name(), random_normal(twist::bf16, {3, 96, 136}, 7)}};
+    CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, ping_pong_tiling(64, 2, 5)), scalars, inputs) <
+          1.0 / 128);
+  }
+  {
+    Gemm g = make_gemm({.input = twist::f16, .output = twist::f16, .prefix = "s"});
+    HopperTiling split = ping_pong_tiling(64, 2, 5);
+    split.split_k = 3;
+    const std::map<std::string, double> scalars = {{g.M.name(), 257}, {g.N.name(), 136}, {g.K.name(), 1000}};
+    const std::map<std::string, HostTensor> inputs = {
+        {g.A.name(), random_normal(twist::f16, {257, 1000}, 8)},
+        {g.B.name(), random_normal(twist::f16, {1000, 136}, 9)}};
+    CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, split), scalars, inputs) < 1.0 / 1024);
+  }
+}
+
+TEST_CASE("GPU: ping-pong Hopper GEMM on a small problem (for the sanitizers)") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA and wgmma");
+  using namespace twist::apps;
+  // 24 tiles of 128 x 128 over 5 blocks (4 or 5 tiles a block), stmatrix into each warpgroup's own tile.
+  HopperTiling t = ping_pong_tiling(128, 4, 5);
+  t.stmatrix = true;
+  Gemm g = make_gemm({.input = twist::f16, .output = twist::f16});
+  const int m = 700, n = 520, k = 264;
+  const std::map<std::string, double> scalars = {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
+  const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(twist::f16, {m, k}, 1)},
+                                                    {g.B.name(), random_normal(twist::f16, {k, n}, 2)}};
+  CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, t), scalars, inputs) < 1.0 / 1024);
+}
+
+TEST_CASE("GPU: ping-pong Hopper GEMM in 2-block clusters (B multicast) is right at every element") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA multicast and clusters");
+  using namespace twist::apps;
+  // 20 and 24 tiles of 128 x 128 over 4 blocks in 2 clusters; the last row pairs' second tiles past the edge.
+  HopperTiling t = ping_pong_tiling(128, 4, 4);
+  t.cluster = 2, t.raster_group = 2;
+  for (const twist::Type &type : {twist::f16, twist::bf16}) {
+    const double tolerance = type == twist::f16 ? 1.0 / 1024 : 1.0 / 128;
+    Gemm g = make_gemm({.input = type, .output = type, .prefix = twist::type_name(type)});
+    for (const auto &[m, n, k] : {std::tuple{300, 520, 136}, std::tuple{513, 392, 520}}) {
+      INFO(twist::type_name(type), " ", t.name(), " ", m, "x", n, "x", k);
+      const std::map<std::string, double> scalars = {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
+      const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {m, k}, 1)},
+                                                        {g.B.name(), random_normal(type, {k, n}, 2)}};
+      CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, t), scalars, inputs) < tolerance);
+    }
+  }
+}

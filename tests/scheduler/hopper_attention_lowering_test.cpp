@@ -7,7 +7,6 @@
 #include <regex>
 
 #include "apps/attention/attention.h"
-#include "apps/gemm/gemm.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/runtime/kernel_cache.h"
 #include "scheduler/lower.h"
@@ -488,17 +487,4 @@ TEST_CASE("ping-pong is refused without two consumer warpgroups or without warp 
   e = error_of([&] { lower(d128.out, schedule_attention(d128, wide), Target::sm90a()); });
   INFO(e);
   CHECK(contains(e, "at least 308 registers per thread, but warp_specialize() gives the consumers 240"));
-}
-
-TEST_CASE("ping-pong is refused on a reduction that is not chained (a GEMM)") {
-  using twist::testing::contains;
-  using twist::testing::error_of;
-  Gemm g = make_gemm({.input = f16, .output = f16});
-  Schedule s = schedule_hopper(g, HopperTiling{});
-  s[g.C].warp_specialize({40, 232, true});
-  const std::string e = error_of([&] { lower(g.out, s, Target::sm90a()); });
-  INFO(e);
-  CHECK(contains(e,
-                 "WarpSpecialization::ping_pong alternates the consumer warpgroups between a chained "
-                 "reduction's matrix products and its element function"));
 }
