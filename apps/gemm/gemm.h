@@ -104,6 +104,9 @@ struct HopperTiling {
   bool tma_store = true;
   // With tma_store, the consumers write 16-bit tiles with stmatrix; false: element stores.
   bool stmatrix = false;
+  // Stream-K on the persistent grid (FuncSchedule::stream_k): the last waves' tiles split along k across
+  // the blocks, each tile's parts folded by its last to arrive. Persistent tilings only; not with split_k.
+  bool stream_k = false;
   int consumer_registers() const;
   std::string name() const;
 };

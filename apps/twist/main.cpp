@@ -163,6 +163,7 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     h.cluster = std::stoi(o.get("cluster", std::to_string(h.cluster)));
     if (o.values.count("tma-store")) h.tma_store = o.flag("tma-store");
     if (o.values.count("stmatrix")) h.stmatrix = o.flag("stmatrix");
+    if (o.values.count("stream-k")) h.stream_k = o.flag("stream-k");
     return h;
   }
   if (o.values.count("warpgroups"))
@@ -568,7 +569,7 @@ int usage() {
                "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)]\n"
                "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3] [--split-k N]\n"
                "                          [--warp-specialize true|false] [--persistent 132] [--cluster 1|2]\n"
-               "                          [--tma-store true|false] [--stmatrix true|false] (Hopper)]\n"
+               "                          [--tma-store true|false] [--stmatrix true|false] [--stream-k true|false] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"
                "                         [--decode true] [--group G] [--block-rows 128] [--key-tile 64] [--stages 2]\n"
