@@ -115,6 +115,10 @@ struct GemmMachine {
   // (bench/results/gemm_skinny_alternatives.json, gemm_rule_skinny.json).
   double second_kernel_s = 4e-6;
   double partial_bytes_per_s = 1.5e12;
+  // Whether the rule weighs stream-K plans (HopperTiling::stream_k: the last tiles split along k across the
+  // persistent blocks, with their f32 partial tiles through L2 at l2_bytes_per_s). Not measured yet: false
+  // gives the rule as it was measured before stream-K (`twist export gemm --rule true --stream-k false`).
+  bool stream_k = true;
 };
 
 // Split-K slices for a grid of `tiles` blocks of `block_k`-deep k-steps, `blocks_per_sm` of which fit an SM

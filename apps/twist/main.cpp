@@ -328,7 +328,10 @@ int export_gemm(const Options &o) {
       if (o.values.count(chosen))
         fail("--rule true chooses the schedule (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
              chosen);
-  apps::GemmPlan plan = by_rule ? apps::gemm_plan_by_rule({shape[0], shape[1], shape[2], 1, dtype})
+  // --stream-k false with the rule: the rule without stream-K plans (as measured before them).
+  apps::GemmMachine machine;
+  if (by_rule && o.values.count("stream-k")) machine.stream_k = o.flag("stream-k");
+  apps::GemmPlan plan = by_rule ? apps::gemm_plan_by_rule({shape[0], shape[1], shape[2], 1, dtype}, machine)
                                 : apps::GemmPlan{parse_tiling(o)};
   // The rule's tiling with the accumulation asked for (the accumulation study on the rule's schedules).
   if (by_rule && o.values.count("accumulation"))
