@@ -202,9 +202,9 @@ void ReductionKernelBuilder::plan_persistent_grid() {
         "(a ticket after a fence) and runs the epilogue\n",
         blocks);
   else
-    summary_ += fmt::format(
-        "  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n", blocks,
-        blocks);
+    summary_ +=
+        fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
+                    blocks, blocks);
 }
 
 void ReductionKernelBuilder::plan_cluster() {
@@ -836,7 +836,8 @@ Kernel ReductionKernelBuilder::build() {
     // (persistent() itself needs warp_specialize(), refused above.)
     if (schedule.persistent_blocks() == 0)
       fail(
-          "schedule of '{}': stream_k() splits the last tiles of a persistent grid along k across its blocks, "
+          "schedule of '{}': stream_k() splits the last tiles of a persistent grid along k across its "
+          "blocks, "
           "but the grid is one block per tile; add persistent(blocks) and warp_specialize() "
           "(apps::HopperTiling::persistent_blocks), or drop stream_k()",
           req_.reduction.name());
@@ -992,7 +993,8 @@ Stmt ReductionKernelBuilder::set_states(const std::vector<Halide::Expr> &values)
     // The array state_values reads: the f32 copies under hybrid accumulation, else the accumulators.
     const bool hybrid = req_.schedule->accumulation().kind == Accumulation::Kind::hybrid;
     const Halide::Expr index = register_index(register_dims_) * accumulator_elements() + var("acc.e");
-    return store(hybrid ? "acc.f32" : "acc", Halide::cast(hybrid ? f32 : accumulator_type_, values[0]), index);
+    return store(hybrid ? "acc.f32" : "acc", Halide::cast(hybrid ? f32 : accumulator_type_, values[0]),
+                 index);
   }
   std::vector<Stmt> stores;
   for (size_t c = 0; c < monoid_.state.size(); ++c)
@@ -1173,16 +1175,16 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt(bool spli
   // i % depth (u = i / depth) waits for the release of use u - 1, the phase of parity (u - 1) % 2.
   const Stmt producer = block(
       {intrinsic::setmaxnreg(specialized->producer_registers, false),
-       guarded(thread == consumer_threads_,
-               over_tiles([&](bool) {
-                 return k_loop(block({guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth),
-                                                                                    (it / depth + 1) % 2)),
-                                      issue(t, it % depth)}));
+       guarded(thread == consumer_threads_, over_tiles([&](bool) {
+                 return k_loop(block(
+                     {guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth), (it / depth + 1) % 2)),
+                      issue(t, it % depth)}));
                }))});
-  const Stmt consumers = block(
-      {intrinsic::setmaxnreg(specialized->consumer_registers, true),
-       over_tiles([&](bool split) { return block({init_states(), mainloop, finish(split)}); }),
-       drain_tma_stores(write_backs_)});
+  const Stmt consumers =
+      block({intrinsic::setmaxnreg(specialized->consumer_registers, true), over_tiles([&](bool split) {
+               return block({init_states(), mainloop, finish(split)});
+             }),
+             drain_tma_stores(write_backs_)});
   summary_ += fmt::format(
       "  warp specialized, {} threads a block: warpgroup {} issues the TMA copies ({} registers a thread), "
       "warpgroups 0 to {} compute ({} registers a thread)\n",

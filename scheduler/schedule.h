@@ -163,8 +163,8 @@ class FuncSchedule {
   // each CTA and multicast to both; a CTA releases a ring slot in both CTAs (see docs/hopper.md).
   FuncSchedule &cluster(int blocks);
   // Stream-K on a persistent grid (data-parallel waves, then stream-K): the blocks first run whole output
-  // tiles in full waves, then the last tiles (the partial wave plus one full wave, so that every block gets at
-  // least one tile's k-tiles) are split along the outermost reduction loop into equal ranges of k-tiles
+  // tiles in full waves, then the last tiles (the partial wave plus one full wave, so that every block gets
+  // at least one tile's k-tiles) are split along the outermost reduction loop into equal ranges of k-tiles
   // across the blocks, so that every block ends at the same time. Each part's states go to a workspace; the
   // last part of a tile to arrive (a ticket after a fence) folds the others into its registers with the
   // monoid's combine, in the order of their k ranges, and runs the epilogue once on the whole tile (see

@@ -151,7 +151,8 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
   if (request.schedule->atom())
     approve(fmt::format("matrix_atom of {} over {}", reduction, request.schedule->atom()->k));
   if (request.schedule->stream_k_enabled())
-    approve(fmt::format("stream_k of {}: the last tiles' k-tiles split in ranges across the blocks", reduction));
+    approve(
+        fmt::format("stream_k of {}: the last tiles' k-tiles split in ranges across the blocks", reduction));
   if (request.schedule->reduction_split())
     approve(fmt::format("split_reduction of {} over {} into {} parts", reduction,
                         request.schedule->reduction_split()->var,

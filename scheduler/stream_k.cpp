@@ -59,14 +59,13 @@ Stmt over_units(const PersistentUnits &u, const std::function<Stmt(bool split)> 
   // The block that runs stream-K k-tile i: the last b with b * iterations / sk_blocks <= i.
   auto owner = [&](const Halide::Expr &i) { return ((i + 1) * sk_blocks - 1) / iterations; };
   const Halide::Expr tile = var(kSkTile), first = var("sk.first"), last = var("sk.last");
-  const Stmt unit_body = stmt::let_all(
-      {{unit::kTile, u.dp_waves * blocks + tile},
-       {unit::kFirstK, first - tile * k},
-       {unit::kKCount, last - first},
-       {unit::kRingBase, u.dp_waves * k + tile * k - start},
-       {kFirstPart, owner(tile * k)},
-       {kLastPart, owner(tile * k + k - 1)}},
-      body(true));
+  const Stmt unit_body = stmt::let_all({{unit::kTile, u.dp_waves * blocks + tile},
+                                        {unit::kFirstK, first - tile * k},
+                                        {unit::kKCount, last - first},
+                                        {unit::kRingBase, u.dp_waves * k + tile * k - start},
+                                        {kFirstPart, owner(tile * k)},
+                                        {kLastPart, owner(tile * k + k - 1)}},
+                                       body(true));
   const Stmt each = stmt::let_all({{kSkTile, start / safe_k + n},
                                    {"sk.first", Halide::max(start, tile * k)},
                                    {"sk.last", Halide::min(end, tile * k + k)}},
@@ -75,10 +74,9 @@ Stmt over_units(const PersistentUnits &u, const std::function<Stmt(bool split)> 
   const Halide::Expr longest = (iterations + sk_blocks - 1) / sk_blocks;
   const Halide::Expr units = simplify((longest + safe_k - 2) / safe_k + 1);
   const Stmt split = IfThenElse::make(
-      b < sk_blocks, stmt::let_all({{"sk.start", b * iterations / sk_blocks},
-                                    {"sk.end", (b + 1) * iterations / sk_blocks}},
-                                   For::make("sk.unit", 0, units, ForType::Serial, Halide::DeviceAPI::None,
-                                             each)));
+      b < sk_blocks,
+      stmt::let_all({{"sk.start", b * iterations / sk_blocks}, {"sk.end", (b + 1) * iterations / sk_blocks}},
+                    For::make("sk.unit", 0, units, ForType::Serial, Halide::DeviceAPI::None, each)));
   return stmt::block({whole(u.dp_waves), split});
 }
 

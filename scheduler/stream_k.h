@@ -70,14 +70,14 @@ Halide::Internal::Stmt over_units(const PersistentUnits &units,
 // How the fixup reads and writes the states a thread holds for its points of the tile.
 struct TileStates {
   const Monoid *monoid = nullptr;
-  int threads = 0;                // the threads holding the tile (a warp-specialized kernel's consumers)
-  int points = 0;                 // state points per thread
+  int threads = 0;                    // the threads holding the tile (a warp-specialized kernel's consumers)
+  int points = 0;                     // state points per thread
   std::vector<std::string> partials;  // a workspace per state component: partial_slots() x points x threads
   std::string counters;               // i32, zeroed: counters()
   // `body` once per point held by the thread, with `point` its index in 0 .. points - 1.
   std::function<Halide::Internal::Stmt(const std::function<Halide::Internal::Stmt(const Halide::Expr &)> &)>
       for_each_point;
-  std::function<std::vector<Halide::Expr>()> state;                         // at the current point
+  std::function<std::vector<Halide::Expr>()> state;                                    // at the current point
   std::function<Halide::Internal::Stmt(const std::vector<Halide::Expr> &)> set_state;  // at the current point
   Halide::Internal::Stmt sync;  // a barrier of the `threads`
 };

@@ -98,7 +98,7 @@ int64_t k_tiles_of(const GemmShape &s, int block_k) {
 // runs there, the blocks that share them, the tiles each finishes, and the f32 partial tiles each writes and
 // reads (every part of a tile of several parts is written; the last to arrive reads the others).
 struct StreamKWork {
-  int64_t dp_waves = 0, k_tiles = 0, blocks = 0;
+  int64_t dp_waves = 0, k_tiles = 0, blocks = 0, most_parts = 1;
   double finished_tiles = 0, partial_tiles = 0;
 };
 
@@ -113,6 +113,7 @@ StreamKWork stream_k_work(int64_t tiles, int64_t k_tiles, int64_t blocks) {
   for (int64_t tile = 0; tile < sk_tiles; ++tile) {
     const int64_t parts = owner(tile * k_tiles + k_tiles - 1) - owner(tile * k_tiles) + 1;
     if (parts > 1) partials += 2 * parts - 1;
+    w.most_parts = std::max(w.most_parts, parts);
   }
   w.finished_tiles = static_cast<double>(sk_tiles) / static_cast<double>(w.blocks);
   w.partial_tiles = static_cast<double>(partials) / static_cast<double>(w.blocks);
@@ -175,10 +176,13 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int 
     const double out_bytes = static_cast<double>(block.m) * block.n * kElementBytes;
     const double partial_bytes = static_cast<double>(block.m) * block.n * 4;
     const double busy = static_cast<double>(w.blocks);
+    const double sk_k_tile_s =
+        std::max(k_tile_s(w.blocks), tile_bytes * busy / mc.stream_k_operand_bytes_per_s);
     p.compute_s = static_cast<double>(w.dp_waves) * unit_s(mc.sm_count) +
-                  static_cast<double>(w.k_tiles) * k_tile_s(w.blocks) +
+                  static_cast<double>(w.k_tiles) * sk_k_tile_s +
                   w.finished_tiles * out_bytes * busy / mc.hbm_bytes_per_s +
-                  w.partial_tiles * partial_bytes * busy / mc.l2_bytes_per_s;
+                  w.partial_tiles * partial_bytes * busy / mc.l2_bytes_per_s +
+                  static_cast<double>(w.most_parts - 1) * mc.memory_latency_s;
   }
 
   // Stages: what the budget holds. The output tile the epilogue writes back (at most 4 bytes an element)
@@ -274,7 +278,10 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
       for (int split = 1; split <= (s.batch > 1 ? 1 : kMaxSplitK); ++split) {
         if ((split - 1) * ceil_div(k_tiles, split) >= k_tiles) break;
         for (const bool stream_k : {false, true}) {
-          if (stream_k && (split > 1 || !mc.stream_k)) continue;
+          // Stream-K where each of its tiles has at most two parts
+          // (GemmMachine::stream_k_operand_bytes_per_s).
+          if (stream_k && (split > 1 || !mc.stream_k || tiles_of(s, block.m, block.n) < mc.sm_count))
+            continue;
           HopperPlan p = model(s, block, block_k, split, stream_k, mc);
           if (p.tiling.stages >= kMinStages) plans.push_back(p);
         }

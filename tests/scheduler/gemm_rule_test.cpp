@@ -36,7 +36,7 @@ int stage_bytes(const HopperTiling &t) {
 
 TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes") {
   const GemmMachine h200;
-  int split = 0, skinny_split = 0, stream_k = 0, skinny_stream_k = 0, memory_bound = 0, deep_k = 0;
+  int split = 0, skinny_split = 0, skinny_stream_k = 0, memory_bound = 0, deep_k = 0;
   for (int64_t m : {1, 7, 16, 33, 64, 65, 100, 1000, 4096, 12345})
     for (int64_t n : {8, 24, 776, 4096, 11008})
       for (int64_t k : {8, 40, 4096, 16384}) {
@@ -69,10 +69,7 @@ TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes"
         CHECK(t.split_k >= 1);
         CHECK(t.split_k <= 16);
         CHECK((t.split_k == 1 || !t.stream_k));
-        if (t.stream_k) {
-          ++stream_k;
-          skinny_stream_k += m <= 64;
-        }
+        skinny_stream_k += t.stream_k && m <= 64;
         if (t.split_k > 1) {
           ++split;
           skinny_split += m <= 64;
@@ -91,11 +88,9 @@ TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes"
           CHECK((t.stages + 1 > budget / stage_bytes(t) || t.stages >= slice));
         }
       }
-  // Skinny shapes whose unsplit grid leaves SMs idle take stream-K's in-kernel fold over split-K's second
-  // kernel; split-K remains where a stream-K tile would be too many parts.
-  CHECK(split + stream_k > 0);
-  CHECK(skinny_stream_k > 0);
-  CHECK(stream_k > 0);
+  CHECK(split > 0);
+  CHECK(skinny_split > 0);
+  CHECK(skinny_stream_k == 0);  // (a skinny shape's few tiles would be many parts each)
   CHECK(memory_bound > 0);
   CHECK(deep_k > 0);
 }
@@ -256,51 +251,50 @@ TEST_CASE("the Hopper rule: wide blocks for large shapes, one-unit tails unsplit
   CHECK(hopper_plan_by_rule({128, 256, 65536, 4}, free_combine).tiling.split_k == 1);
 }
 
-TEST_CASE("the Hopper rule weighs stream-K by its waves and its partials: wave-quantized shapes take it") {
+TEST_CASE("the Hopper rule weighs stream-K by its waves, its operands and its parts, as measured") {
   const GemmMachine h200;
-  // Tails that leave most SMs idle for a whole tile (the shapes below 0.9x cuBLAS in the merged run):
-  // 798 tiles of 128x256 (6.05 waves), 320 (2.4), 133 (1.01), and 1000 x 1000 x 7000's 64 tiles of 128x128
-  // (split 2 ways by the previous rule): stream-K, never split-K besides.
-  for (const GemmShape &s : {GemmShape{4755, 5272, 11736}, GemmShape{2048, 5120, 5120},
-                             GemmShape{896, 4864, 4096}, GemmShape{1000, 1000, 7000}}) {
+  GemmMachine without = h200;
+  without.stream_k = false;
+  // Tails that leave most SMs idle for a whole tile, where stream-K measured faster (2026-12-03,
+  // bench/results/gemm_streamk.json): 896x4864x4096 (133 tiles of 128x256, 66.8 us against 75.9 on 128x128)
+  // and 4755x5272x11736 (798 tiles, 6.05 waves; 1144.6 against 1146.2 in f16, 1068.2 against 1090.5 in
+  // bf16).
+  for (const GemmShape &s : {GemmShape{4755, 5272, 11736}, GemmShape{896, 4864, 4096}}) {
     const HopperPlan p = hopper_plan_by_rule(s, h200);
     INFO(s.m, "x", s.n, "x", s.k, " ", p.tiling.name());
     CHECK(p.tiling.stream_k);
     CHECK(p.tiling.split_k == 1);
-    GemmMachine without = h200;
-    without.stream_k = false;
     CHECK(p.seconds() < hopper_plan_by_rule(s, without).seconds());
   }
-  // Whole or nearly whole waves gain too little for the partials: 4096^3 (512 tiles, 3.88 waves: 256 k-tiles
-  // on the busiest SM unsplit, 249 with stream-K), 4096 x 15360 x 3840 (1920 tiles, 14.5 waves), 1024^3
-  // (128 tiles of 64x128, one wave).
-  for (const GemmShape &s :
-       {GemmShape{4096, 4096, 4096}, GemmShape{4096, 15360, 3840}, GemmShape{1024, 1024, 1024}}) {
+  // Where it measured slower: 2048x5120x5120 (a wave of whole tiles, then 188 tiles over 132 blocks whose k
+  // offsets scatter: 217.9 us against 178.6), 4096^3 (237.0 against 213.5), and where the tiles are fewer
+  // than the blocks and a tile has many parts (1000x1000x7000, the decode shapes): the rule without it.
+  for (const GemmShape &s : {GemmShape{2048, 5120, 5120}, GemmShape{4096, 4096, 4096},
+                             GemmShape{1000, 1000, 7000}, GemmShape{1, 4096, 4096}, GemmShape{16, 4096, 4096},
+                             GemmShape{1024, 1024, 1024}, GemmShape{4096, 15360, 3840}}) {
     const HopperTiling t = hopper_plan_by_rule(s, h200).tiling;
     INFO(s.m, "x", s.n, "x", s.k, " ", t.name());
     CHECK(!t.stream_k);
+    CHECK(t.name() == hopper_plan_by_rule(s, without).tiling.name());
   }
-  // Decode shapes whose blocks are too few for their chains fold in the kernel instead of a second one.
-  for (const GemmShape &s : {GemmShape{1, 4096, 4096}, GemmShape{16, 4096, 4096}}) {
-    const HopperTiling t = hopper_plan_by_rule(s, h200).tiling;
-    INFO(s.m, "x", s.n, "x", s.k, " ", t.name());
-    CHECK(t.stream_k);
-    CHECK(t.block_m == 64);
+  // The measured stream-K kernels against the model (within 15%, as the fit's other measurements; at
+  // 896x4864x4096 it overestimates stream-K, 86.9 us against 66.8, as it does the unsplit kernels there).
+  HopperTiling wide;
+  wide.stream_k = true;
+  for (const auto &[s, us] :
+       {std::pair{GemmShape{2048, 5120, 5120}, 217.9}, std::pair{GemmShape{4096, 4096, 4096}, 237.0}}) {
+    INFO(s.m, "x", s.n, "x", s.k);
+    CHECK(hopper_plan_of(s, wide)->seconds() * 1e6 == doctest::Approx(us).epsilon(0.15));
   }
-  // A batch's tiles are split like any others (stream-K does not take block.z).
-  CHECK(hopper_plan_by_rule({128, 256, 65536, 4}, h200).tiling.stream_k);
-  // The model's stream-K term by enumeration: 2048 x 5120 x 5120 runs one wave of whole tiles, then 188
-  // tiles' 15040 k-tiles in ranges of 113 or 114 over the 132 blocks.
-  const HopperPlan p = *hopper_plan_of({2048, 5120, 5120}, hopper_plan_by_rule({2048, 5120, 5120}, h200).tiling);
-  const HopperPlan unsplit = *hopper_plan_of({2048, 5120, 5120}, HopperTiling{});
-  CHECK(p.compute_s < unsplit.compute_s * (80.0 + 114) / (3 * 80) * 1.1);
 }
 
 TEST_CASE("the rule's stream-K picks lower and match the oracle on the interpreter at small odd shapes") {
-  // A machine of 3 SMs: tails of 1 or 2 tiles on 3 blocks, a skinny shape whose few tiles split in parts.
+  // A machine of 3 SMs: 4 to 9 tiles on 3 blocks, so that the rule's stream-K runs a wave of whole tiles,
+  // then tiles in two parts.
   const GemmMachine tiny{Target::sm90a(), 3};
   int picked = 0;
-  for (const GemmShape &s : {GemmShape{260, 200, 640}, GemmShape{16, 64, 2048, 1, bf16}, GemmShape{33, 136, 1000}}) {
+  for (const GemmShape &s :
+       {GemmShape{260, 200, 640}, GemmShape{400, 136, 1000}, GemmShape{200, 520, 264, 1, bf16}}) {
     const GemmPlan plan = gemm_plan_by_rule(s, tiny);
     INFO(s.m, "x", s.n, "x", s.k, " ", plan.name());
     REQUIRE(plan.hopper());
@@ -309,7 +303,7 @@ TEST_CASE("the rule's stream-K picks lower and match the oracle on the interpret
     const std::map<std::string, double> scalars = {{g.M.name(), s.m}, {g.N.name(), s.n}, {g.K.name(), s.k}};
     CHECK(lowered_error(g.out, plan.schedule(g), random_inputs(g.out, scalars, 12), scalars) < 1e-5);
   }
-  CHECK(picked >= 2);
+  CHECK(picked >= 1);
 }
 
 TEST_CASE("the rule falls back to mma.sync where TMA cannot copy the rows, and on sm_80") {

@@ -90,7 +90,8 @@ TEST_CASE("stream-K's ranges: every k-tile once, at most two parts a tile past t
 
 TEST_CASE("stream-K Hopper GEMM matches the oracle in any block order: 1 to 3 parts a tile, uneven ranges") {
   const Case cases[] = {
-      {300, 200, 136, 5, "12 tiles of 3 k-tiles on 5 blocks: a wave of whole tiles, then 7 tiles in 21 k-tiles"},
+      {300, 200, 136, 5,
+       "12 tiles of 3 k-tiles on 5 blocks: a wave of whole tiles, then 7 tiles in 21 k-tiles"},
       {100, 72, 200, 5, "2 tiles of 4 k-tiles on 5 blocks: ranges of 1 and 2, 3 parts a tile"},
       {130, 136, 520, 4, "6 tiles of 9 k-tiles on 4 blocks: ranges of 13 and 14 k-tiles across tiles"},
       {8, 8, 8, 3, "one tile of one k-tile: one block, one part"},
