@@ -43,12 +43,11 @@ Stmt over_units(const PersistentUnits &u, const std::function<Stmt(bool split)> 
   // Whole tiles: b, b + blocks, ...; every k-tile of each.
   auto whole = [&](const Halide::Expr &waves) {
     const Halide::Expr step = var("tile.step");
-    return For::make("tile.step", 0, waves, ForType::Serial, Halide::DeviceAPI::None,
-                     stmt::let_all({{unit::kTile, b + step * blocks},
-                                    {unit::kFirstK, 0},
-                                    {unit::kKCount, k},
-                                    {unit::kRingBase, step * k}},
-                                   body(false)));
+    // (The first k-tile substituted: the k loop of a whole tile starts at 0.)
+    return For::make(
+        "tile.step", 0, waves, ForType::Serial, Halide::DeviceAPI::None,
+        stmt::let_all({{unit::kTile, b + step * blocks}, {unit::kKCount, k}, {unit::kRingBase, step * k}},
+                      substitute(unit::kFirstK, Halide::Expr(0), body(false))));
   };
   if (!u.stream_k) return whole(simplify((u.tiles - b + blocks - 1) / blocks));
   // Block b's range of the stream-K k-tiles: [start, end), cut at the tiles' ends into units.
