@@ -6,7 +6,7 @@
 #
 # OUT_DIR/gemm                 the benchmark shapes in f16 and bf16: the schedule rule's pick (apps/gemm/gemm_rule.h,
 #                              `--rule true`: the Hopper schedule) and one mma.sync tiling, the datapath before it
-# OUT_DIR/gemm_rule            what the rule is judged by (40 manifests): its pick for the suite's shapes (f16 and
+# OUT_DIR/gemm_rule            what the rule is judged by (44 manifests): its pick for the suite's shapes (f16 and
 #                              bf16), 8 shapes outside it drawn at random (f16; 4 of them in bf16 too), the mid-size
 #                              shapes where earlier rules went wrong (one with N and K that TMA cannot copy, so
 #                              that the mma.sync fallback is measured too) and skinny shapes (M = 1 and 16, and M =
@@ -101,7 +101,7 @@ fi
 # one tile, a long K over few tiles, 777x3333x1240 whose N only the mma.sync fallback takes), and skinny decode
 # shapes: M = 1 and 16 tokens against 4096 x 4096 and 4096 x 14336 weights (1x4096x4096 and 16x15360x3840 are
 # the suite's), and two batches of tokens the rule was never fitted on, M = 8 and 48, each against weights drawn
-# at random (seed 16: N and K uniform over [2048, 16384], rounded down to a multiple of 64). 40 manifests.
+# at random (seed 16: N and K uniform over [2048, 16384], rounded down to a multiple of 64). 44 manifests.
 mapfile -t drawn < <(python3 -c '
 import random
 r = random.Random(13)
@@ -127,6 +127,11 @@ if wants gemm_rule; then
   done
   for shape in "${drawn[@]:0:4}"; do
     export_gemm --shape "$shape" --dtype bf16 --rule true --out "$out/gemm_rule"
+  done
+  # Where the rule picks stream-K (its tiles at least the blocks, a tail it pays for), the rule without it
+  # beside the pick: 4 manifests more (44).
+  for pair in f16:896x4864x4096 f16:4755x5272x11736 bf16:4755x5272x11736 f16:2645x1672x9216; do
+    export_gemm --shape "${pair#*:}" --dtype "${pair%%:*}" --rule true --stream-k false --out "$out/gemm_rule"
   done
 fi
 

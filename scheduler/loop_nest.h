@@ -70,6 +70,18 @@ struct TensorMap {
 // "none", "32B", "64B" or "128B", for messages, dumps and the AOT manifest.
 const char *swizzle_name(TensorMap::Swizzle s);
 
+// Scratch tensors a program needs between its kernels (split-K partial states), or between the blocks of
+// one kernel (SplitCombine::last_block: the parts and the arrival counters).
+struct Workspace {
+  std::string name;
+  Type type;
+  std::vector<Halide::Expr> shape;
+  // The kernels expect zeros here when they start and leave zeros when they finish (arrival counters, which
+  // the last block of each tile resets): the runtime zeroes it once, when it allocates it (GpuProgram, the
+  // manifest's "zeroed" for the Python launcher, the interpreter's run_program), and never poisons it.
+  bool zeroed = false;
+};
+
 struct Kernel {
   std::string name;
   std::vector<BufferArg> buffers;
@@ -91,18 +103,9 @@ struct Kernel {
   // "ldmatrix.sync.aligned"): tests check that the generated source contains them.
   std::vector<std::string> required_instructions;
   std::string schedule_summary;  // one line per decision, for dumps
-};
-
-// Scratch tensors a program needs between its kernels (split-K partial states), or between the blocks of
-// one kernel (SplitCombine::last_block: the parts and the arrival counters).
-struct Workspace {
-  std::string name;
-  Type type;
-  std::vector<Halide::Expr> shape;
-  // The kernels expect zeros here when they start and leave zeros when they finish (arrival counters, which
-  // the last block of each tile resets): the runtime zeroes it once, when it allocates it (GpuProgram, the
-  // manifest's "zeroed" for the Python launcher, the interpreter's run_program), and never poisons it.
-  bool zeroed = false;
+  // Scratch the kernel's blocks share (stream-K's parts and arrival counters), which the stage adds to
+  // LoweredProgram::workspaces.
+  std::vector<Workspace> workspaces;
 };
 
 // Everything one schedule of a program lowers to: kernels to launch in order.

@@ -20,6 +20,7 @@
 #include "scheduler/register_split.h"
 #include "scheduler/staging.h"
 #include "scheduler/stmt_building.h"
+#include "scheduler/stream_k.h"
 #include "scheduler/thread_mapping.h"
 
 namespace twist {
@@ -58,7 +59,8 @@ class ReductionKernelBuilder {
   // mbarriers, wgmma atoms reading the slots through descriptors, then `finish` (the promotion of hybrid
   // partials and the epilogue). Without warp specialization every thread computes and thread 0 also issues
   // the copies; with it, a producer warpgroup issues them and the bound warpgroups compute.
-  Stmt tma_wgmma_kernel(const std::function<Stmt()> &finish);
+  // `finish(split)`: a stream-K unit's finish folds its tile's parts first (stream_k.h).
+  Stmt tma_wgmma_kernel(const std::function<Stmt(bool split)> &finish);
   // The warpgroups' register demand against the SM's register file and the setmaxnreg budgets.
   void check_warp_specialization() const;
   intrinsic::WgmmaOperand wgmma_operand(const ContractionOperand &operand) const;
@@ -118,6 +120,12 @@ class ReductionKernelBuilder {
   std::vector<std::pair<std::string, Halide::Expr>> tile_coordinates_;
   // Makes the grid persistent (FuncSchedule::persistent): the block loops become functions of a tile index.
   void plan_persistent_grid();
+  // The persistent grid's units of work (stream_k.h), set by tma_wgmma_kernel.
+  PersistentUnits units_;
+  // Stream-K (FuncSchedule::stream_k): the fixup's access to the states, and its workspaces.
+  TileStates stream_k_states() const;
+  Stmt set_states(const std::vector<Halide::Expr> &values) const;
+  std::vector<BufferArg> stream_k_buffers() const;
   // Thread-block clusters (FuncSchedule::cluster): the blocks of a cluster take consecutive tiles of the
   // raster order, vertically adjacent, and the TMA stages whose tiles they share are multicast.
   int cluster_ = 1;
@@ -208,10 +216,18 @@ void ReductionKernelBuilder::plan_persistent_grid() {
   }
   mapping_.bound_values = per_thread;
   const int blocks = req_.schedule->persistent_blocks();
-  mapping_.grid = {simplify(Halide::min(blocks, tile_count_)), 1, 1};
-  summary_ +=
-      fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
-                  blocks, blocks);
+  const bool stream_k = req_.schedule->stream_k_enabled();
+  mapping_.grid = {persistent_grid(tile_count_, blocks, stream_k), 1, 1};
+  if (stream_k)
+    summary_ += fmt::format(
+        "  persistent grid of {} blocks with stream-K: whole tiles in all but the last full wave, then the "
+        "rest split along k in equal ranges over the blocks; a tile's last part to arrive folds the others "
+        "(a ticket after a fence) and runs the epilogue\n",
+        blocks);
+  else
+    summary_ +=
+        fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
+                    blocks, blocks);
 }
 
 void ReductionKernelBuilder::plan_cluster() {
@@ -880,6 +896,32 @@ Kernel ReductionKernelBuilder::build() {
         "loads a block's next tile while its consumers finish the last; add warp_specialize() (and a wgmma "
         "atom), or drop persistent()",
         req_.reduction.name());
+  if (req_.schedule && req_.schedule->stream_k_enabled()) {
+    const FuncSchedule &schedule = *req_.schedule;
+    // (persistent() itself needs warp_specialize(), refused above.)
+    if (schedule.persistent_blocks() == 0)
+      fail(
+          "schedule of '{}': stream_k() splits the last tiles of a persistent grid along k across its "
+          "blocks, but the grid is one block per tile; add persistent(blocks) and warp_specialize() "
+          "(apps::HopperTiling::persistent_blocks), or drop stream_k()",
+          req_.reduction.name());
+    if (schedule.reduction_split())
+      fail(
+          "schedule of '{}': stream_k() and split_reduction({}, {}) both split the k-tiles across blocks; "
+          "use one of them",
+          req_.reduction.name(), schedule.reduction_split()->var, schedule.reduction_split()->parts);
+    if (cluster_ > 1)
+      fail(
+          "schedule of '{}': stream_k() with cluster({}): a cluster's blocks run paired tiles over the same "
+          "k-tiles, which stream-K's ranges do not keep; drop one of them",
+          req_.reduction.name(), cluster_);
+    if (ping_pong_)
+      fail(
+          "schedule of '{}': stream_k() with warp_specialize(WarpSpecialization::ping_pong): the ping-pong "
+          "teams take whole tiles in turn, and stream-K's parts of a tile are not dealt to them; drop one of "
+          "them (apps::HopperTiling::stream_k or ping_pong)",
+          req_.reduction.name());
+  }
   // Outputs go out through shared tiles; those of a warp-specialized kernel get bytes of their own, as the
   // producer may still hold ring slots, and are dropped (stored directly) where the two do not fit together,
   // TMA stores included: the schedule's stages decide that (HopperTiling's 128 x 256 tiles fit 3 with it).
@@ -901,11 +943,13 @@ Kernel ReductionKernelBuilder::build() {
   Stmt reduction;
   Stmt body;
   if (wgmma_n_) {
-    body = tma_wgmma_kernel([&] {
+    body = tma_wgmma_kernel([&](bool split) {
       std::vector<Stmt> finish;
       if (hybrid) finish.push_back(promote_partials());
       // (A warp-specialized kernel's write-back tiles are allocated beside the ring: tma_wgmma_kernel.)
-      finish.push_back(specialized ? epilogue() : with_shared_arrays(write_backs_, epilogue()));
+      Stmt stores = specialized ? epilogue() : with_shared_arrays(write_backs_, epilogue());
+      // A stream-K unit's states are one part of its tile: the tile's last part folds them all first.
+      finish.push_back(split ? stream_k_fixup(units_, stream_k_states(), stores) : stores);
       return block(finish);
     });
   } else {
@@ -972,7 +1016,62 @@ Kernel ReductionKernelBuilder::build() {
                         {"multicast::cluster", "mapa.shared::cluster", "barrier.cluster"});
   Kernel kernel = assemble_kernel(req_, body, plans, mapping_, instructions, summary_);
   kernel.cluster = {cluster_, 1, 1};
+  if (units_.stream_k) {
+    std::vector<BufferArg> outputs = req_.output_buffers;
+    for (const BufferArg &b : stream_k_buffers()) {
+      outputs.push_back(b);
+      kernel.workspaces.push_back({b.name, b.type, b.shape, /*zeroed=*/b.type == Halide::Int(32)});
+    }
+    collect_arguments(*req_.graph, kernel, outputs, req_.intermediates);
+  }
   return kernel;
+}
+
+std::vector<BufferArg> ReductionKernelBuilder::stream_k_buffers() const {
+  const TileStates states = stream_k_states();
+  std::vector<BufferArg> buffers;
+  const Halide::Expr elements = units_.partial_slots() * states.points * states.threads;
+  for (size_t c = 0; c < monoid_.state.size(); ++c)
+    buffers.push_back({states.partials[c], monoid_.state[c].type, {elements}, BufferArg::Role::workspace});
+  buffers.push_back({states.counters, Halide::Int(32), {units_.counters()}, BufferArg::Role::workspace});
+  return buffers;
+}
+
+TileStates ReductionKernelBuilder::stream_k_states() const {
+  TileStates s;
+  s.monoid = &monoid_;
+  s.threads = consumer_threads_;
+  int points = 1;
+  for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "register states");
+  s.points = points * (atom_ ? accumulator_elements() : 1);
+  const std::string &f = req_.reduction.name();
+  for (const Component &c : monoid_.state) s.partials.push_back(f + ".stream_k.partial." + c.name);
+  s.counters = f + ".stream_k.arrivals";
+  s.for_each_point = [this](const std::function<Stmt(const Halide::Expr &)> &body) {
+    const Halide::Expr point = atom_ ? register_index(register_dims_) * accumulator_elements() + var("acc.e")
+                                     : register_index(register_dims_);
+    return for_each_point([&] { return body(point); });
+  };
+  s.state = [this] { return state_values(); };
+  s.set_state = [this](const std::vector<Halide::Expr> &values) { return set_states(values); };
+  // Only the consumers of a warp-specialized kernel hold states.
+  const bool specialized = consumer_threads_ < mapping_.threads;
+  s.sync = specialized ? intrinsic::named_barrier(1, consumer_threads_) : intrinsic::barrier();
+  return s;
+}
+
+Stmt ReductionKernelBuilder::set_states(const std::vector<Halide::Expr> &values) const {
+  if (atom_) {
+    // The array state_values reads: the f32 copies under hybrid accumulation, else the accumulators.
+    const bool hybrid = req_.schedule->accumulation().kind == Accumulation::Kind::hybrid;
+    const Halide::Expr index = register_index(register_dims_) * accumulator_elements() + var("acc.e");
+    return store(hybrid ? "acc.f32" : "acc", Halide::cast(hybrid ? f32 : accumulator_type_, values[0]),
+                 index);
+  }
+  std::vector<Stmt> stores;
+  for (size_t c = 0; c < monoid_.state.size(); ++c)
+    stores.push_back(store("state." + monoid_.state[c].name, values[c], register_index(register_dims_)));
+  return block(stores);
 }
 
 intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionOperand &operand) const {
@@ -999,7 +1098,7 @@ intrinsic::WgmmaOperand ReductionKernelBuilder::wgmma_operand(const ContractionO
   return stage->wgmma_operand(coords, slot, k_major);
 }
 
-Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finish) {
+Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt(bool split)> &finish) {
   const std::string &fname = req_.reduction.name();
   const int tile = static_cast<int>(nest_[0]);
   const LoopDim &x = loops_.dims[tile];
@@ -1069,14 +1168,20 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                              cluster_ == 1 ? intrinsic::barrier() : intrinsic::cluster_sync()};
   // Ring iteration i computes on slot i % depth; once its wgmmas are issued, those of iteration i - 1 are
   // waited for (one group stays in flight) and its slot is released. The iteration is the k-tile t, or in a
-  // persistent kernel the k-tiles of the block's earlier output tiles plus t: the ring's slots and phases
-  // carry on from one output tile to the next.
+  // persistent kernel the k-tiles of the block's earlier units plus t's place in its unit (stream_k.h): the
+  // ring's slots and phases carry on from one unit to the next.
   const bool persistent = req_.schedule->persistent_blocks() > 0;
-  const Halide::Expr tile_step = var("tile.step");
-  const Halide::Expr first_iteration = persistent ? tile_step * tiles : Halide::Expr(0);
+  if (persistent)
+    units_ = plan_persistent_units(tile_count_, tiles, req_.schedule->persistent_blocks(),
+                                   req_.schedule->stream_k_enabled());
+  const Halide::Expr first_k = persistent ? var(unit::kFirstK) : Halide::Expr(0);
+  const Halide::Expr k_count = persistent ? var(unit::kKCount) : tiles;
   const Halide::Expr it = persistent ? var("tma.iteration") : t;
   auto at_iteration = [&](const Stmt &s) {
-    return persistent ? LetStmt::make("tma.iteration", first_iteration + t, s) : s;
+    return persistent ? LetStmt::make("tma.iteration", var(unit::kRingBase) + t, s) : s;
+  };
+  auto k_loop = [&](const Stmt &s) {
+    return For::make(x.name, first_k, k_count, ForType::Serial, Halide::DeviceAPI::None, at_iteration(s));
   };
   ring_iteration_ = it;
   const Halide::Expr previous = t - 1, reuse = previous % depth;
@@ -1085,7 +1190,7 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                             intrinsic::wgmma_commit(), intrinsic::wgmma_wait(1)};
   const Halide::Expr releaser = thread % hopper::kWarpgroupThreads == 0;
   if (specialized) {
-    body.push_back(guarded(t >= 1 && releaser, release((it - 1) % depth)));
+    body.push_back(guarded(t >= first_k + 1 && releaser, release((it - 1) % depth)));
   } else {
     // Thread 0 also refills the released slot with tile t - 1 + depth once every thread has arrived.
     body.push_back(
@@ -1112,15 +1217,14 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
     body.push_back(
         guarded(simplify((t + 1) % per == 0), block({intrinsic::wgmma_wait(0), promote_partials()})));
   }
-  const Stmt k_tiles =
-      For::make(x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None, at_iteration(block(body)));
   // After its tile's last k-tile has landed, a ping-pong team passes the turn: the next team's waits then
   // observe the phases that follow this team's (a team that waited earlier could take the phase of a slot's
   // use before its own for its own, of the same parity).
-  std::vector<Stmt> loop = {ping_pong_ ? take_turn() : Stmt(), k_tiles, ping_pong_ ? pass_turn() : Stmt(),
-                            intrinsic::wgmma_wait(0)};
+  std::vector<Stmt> loop = {ping_pong_ ? take_turn() : Stmt(), k_loop(block(body)),
+                            ping_pong_ ? pass_turn() : Stmt(), intrinsic::wgmma_wait(0)};
   // The next output tile's copies go into the last slot too.
-  if (persistent) loop.push_back(guarded(releaser, release((first_iteration + tiles - 1) % depth)));
+  if (persistent)
+    loop.push_back(guarded(releaser, release((var(unit::kRingBase) + first_k + k_count - 1) % depth)));
   const Stmt mainloop = block(loop);
   summary_ += fmt::format("  TMA ring of {} slots ({} B a tile) with full and empty mbarriers, over '{}'\n",
                           depth, tile_bytes, x.name);
@@ -1135,44 +1239,37 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt()> &finis
                               return guarded(simplify(slot < tiles), issue(slot, slot));
                             })));
     setup.push_back(mainloop);
-    return block({with_shared_arrays(stages_, block({init_states(), with_barriers(block(setup))})), finish(),
-                  drain_tma_stores(write_backs_)});
+    return block({with_shared_arrays(stages_, block({init_states(), with_barriers(block(setup))})),
+                  finish(false), drain_tma_stores(write_backs_)});
   }
-  // A persistent block runs `per_tile` for its output tiles: blockIdx.x, then every grid-th one after it (its
-  // tile steps), or with a `team` of ping-pong the steps team, team + kPingPongTeams, ...
-  const Halide::Expr blocks = mapping_.grid[0], block_x = intrinsic::block_index(0);
-  const Halide::Expr block_tiles =
-      persistent ? simplify((tile_count_ - block_x + blocks - 1) / blocks) : Halide::Expr();
-  auto over_tiles = [&](const Stmt &per_tile, const Halide::Expr &team = Halide::Expr()) {
-    if (!persistent) return per_tile;
-    const Stmt one =
-        LetStmt::make("tile.index", block_x + tile_step * blocks, let_all(tile_coordinates_, per_tile));
-    if (!team.defined())
-      return For::make("tile.step", 0, block_tiles, ForType::Serial, Halide::DeviceAPI::None, one);
-    const Halide::Expr turn = var("tile.turn");
-    return For::make("tile.turn", 0, simplify((block_tiles - team + kPingPongTeams - 1) / kPingPongTeams),
-                     ForType::Serial, Halide::DeviceAPI::None,
-                     LetStmt::make("tile.step", turn * kPingPongTeams + team, one));
+  // A persistent block runs `per_unit` for its units (stream_k.h), with the block loops' values at the
+  // unit's tile; with a `team` of ping-pong, its tile steps team, team + kPingPongTeams, ...
+  auto over_tiles = [&](const std::function<Stmt(bool split)> &per_unit, const Halide::Expr &team = {}) {
+    if (!persistent) return per_unit(false);
+    return over_units(
+        units_, [&](bool split) { return let_all(tile_coordinates_, per_unit(split)); }, team,
+        kPingPongTeams);
   };
   // The producer's elected thread issues every k-tile, into a slot its consumers have released: use u of slot
   // i % depth (u = i / depth) waits for the release of use u - 1, the phase of parity (u - 1) % 2.
   const Stmt producer = block(
       {intrinsic::setmaxnreg(specialized->producer_registers, false),
-       guarded(thread == consumer_threads_,
-               over_tiles(For::make(
-                   x.name, 0, tiles, ForType::Serial, Halide::DeviceAPI::None,
-                   at_iteration(block({guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth),
-                                                                                     (it / depth + 1) % 2)),
-                                       issue(t, it % depth)})))))});
-  Stmt consumers =
-      block({over_tiles(block({init_states(), mainloop, finish()})), drain_tma_stores(write_backs_)});
+       guarded(thread == consumer_threads_, over_tiles([&](bool) {
+                 return k_loop(block(
+                     {guarded(it >= depth, intrinsic::mbarrier_wait(empty(it % depth), (it / depth + 1) % 2)),
+                      issue(t, it % depth)}));
+               }))});
+  auto per_unit = [&](bool split) { return block({init_states(), mainloop, finish(split)}); };
+  Stmt consumers = block({over_tiles(per_unit), drain_tma_stores(write_backs_)});
   if (ping_pong_) {
     // The turns form a ring: the last team gives the first its first turn, and the team after the one that
     // ran the block's last tile takes the last pass, so that every barrier has as many arrivals as waits.
-    consumers = team_local(block({guarded(team() == kPingPongTeams - 1, pass_turn()),
-                                  over_tiles(block({init_states(), mainloop, finish()}), team()),
-                                  guarded(team() == block_tiles % kPingPongTeams, take_turn()),
-                                  drain_tma_stores(write_backs_)}));
+    // (Ping-pong runs whole tiles only: stream-K is refused with it.)
+    const Halide::Expr blocks = mapping_.grid[0], block_x = intrinsic::block_index(0);
+    const Halide::Expr block_tiles = simplify((tile_count_ - block_x + blocks - 1) / blocks);
+    consumers = team_local(block(
+        {guarded(team() == kPingPongTeams - 1, pass_turn()), over_tiles(per_unit, team()),
+         guarded(team() == block_tiles % kPingPongTeams, take_turn()), drain_tma_stores(write_backs_)}));
     consumers = LetStmt::make("consumer.team", thread / team_threads_, consumers);
   }
   consumers = block({intrinsic::setmaxnreg(specialized->consumer_registers, true), consumers});

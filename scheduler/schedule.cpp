@@ -164,6 +164,11 @@ FuncSchedule &FuncSchedule::persistent(int blocks) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::stream_k(bool on) {
+  stream_k_ = on;
+  return *this;
+}
+
 FuncSchedule &FuncSchedule::cluster(int blocks) {
   if (blocks < 1 || blocks > 2)
     fail(
@@ -253,6 +258,7 @@ std::string FuncSchedule::to_string() const {
   if (persistent_blocks_ > 0)
     s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
   if (cluster_blocks_ > 1) s += fmt::format("  clusters of {} blocks with TMA multicast\n", cluster_blocks_);
+  if (stream_k_) s += "  stream-K: the last waves' tiles split along k across the persistent blocks\n";
   if (output_transport_ != Transport::plain)
     s += fmt::format("  output tiles stored by {}{}\n", twist::to_string(output_transport_),
                      stmatrix_writes_ ? ", written by stmatrix" : "");

@@ -167,6 +167,14 @@ class FuncSchedule {
   // group must be even), and each TMA stage whose tile is the same for both (B of a GEMM) is loaded half by
   // each CTA and multicast to both; a CTA releases a ring slot in both CTAs (see docs/hopper.md).
   FuncSchedule &cluster(int blocks);
+  // Stream-K on a persistent grid (data-parallel waves, then stream-K): the blocks first run whole output
+  // tiles in full waves, then the last tiles (the partial wave plus one full wave, so that every block gets
+  // at least one tile's k-tiles) are split along the outermost reduction loop into equal ranges of k-tiles
+  // across the blocks, so that every block ends at the same time. Each part's states go to a workspace; the
+  // last part of a tile to arrive (a ticket after a fence) folds the others into its registers with the
+  // monoid's combine, in the order of their k ranges, and runs the epilogue once on the whole tile (see
+  // scheduler/stream_k.h). Needs persistent() and warp_specialize(); refused with split_reduction or cluster.
+  FuncSchedule &stream_k(bool on = true);
   // How a tensor-core kernel's output tiles leave the block's write-back tile in shared memory:
   // Transport::plain, 16-byte stores of whole rows by the block's threads (the default), or Transport::tma,
   // one thread storing the tile with cp.async.bulk.tensor (sm_90, wgmma kernels): the threads write the tile,
@@ -218,6 +226,7 @@ class FuncSchedule {
   const std::optional<WarpSpecialization> &warp_specialization() const { return warp_specialization_; }
   int persistent_blocks() const { return persistent_blocks_; }  // 0: one block per tile
   int cluster_blocks() const { return cluster_blocks_; }        // 1: no clusters
+  bool stream_k_enabled() const { return stream_k_; }
   Transport output_transport() const { return output_transport_; }
   bool stmatrix_writes() const { return stmatrix_writes_; }
   int min_blocks() const { return min_blocks_; }
@@ -244,6 +253,7 @@ class FuncSchedule {
   std::optional<WarpSpecialization> warp_specialization_;
   int persistent_blocks_ = 0;
   int cluster_blocks_ = 1;
+  bool stream_k_ = false;
   Transport output_transport_ = Transport::plain;
   bool stmatrix_writes_ = false;
   int min_blocks_ = 1;

@@ -150,6 +150,9 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
                  "\n";
   if (request.schedule->atom())
     approve(fmt::format("matrix_atom of {} over {}", reduction, request.schedule->atom()->k));
+  if (request.schedule->stream_k_enabled())
+    approve(
+        fmt::format("stream_k of {}: the last tiles' k-tiles split in ranges across the blocks", reduction));
   if (request.schedule->reduction_split())
     approve(fmt::format("split_reduction of {} over {} into {} parts", reduction,
                         request.schedule->reduction_split()->var,
@@ -231,7 +234,13 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
     parts.kernel_name = kernel_name + "_atomic";
     kernels.push_back(build(parts));
   }
-  for (Kernel &k : kernels) k.schedule_summary = approvals + k.schedule_summary;
+  for (Kernel &k : kernels) {
+    k.schedule_summary = approvals + k.schedule_summary;
+    for (const Workspace &w : k.workspaces)
+      if (std::none_of(program.workspaces.begin(), program.workspaces.end(),
+                       [&](const Workspace &p) { return p.name == w.name; }))
+        program.workspaces.push_back(w);
+  }
   program.kernels.insert(program.kernels.end(), kernels.begin(), kernels.end());
 }
 

@@ -94,22 +94,51 @@ int64_t k_tiles_of(const GemmShape &s, int block_k) {
   return ceil_div(s.k, block_k);
 }
 
-// One plan of the model: `block` tiles of depth `block_k`, K split into `split` slices, warp-specialized and
-// persistent with one block on each SM (its consumers take every register the producer leaves); a ring of
-// `stages` slots, or the depth the rule gives where `stages` is 0.
-HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int split, const GemmMachine &mc,
-                 int stages = 0) {
+// Stream-K's split of the last tiles (scheduler/stream_k.h), by enumeration: the k-tiles the busiest block
+// runs there, the blocks that share them, the tiles each finishes, and the f32 partial tiles each writes and
+// reads (every part of a tile of several parts is written; the last to arrive reads the others).
+struct StreamKWork {
+  int64_t dp_waves = 0, k_tiles = 0, blocks = 0, most_parts = 1;
+  double finished_tiles = 0, partial_tiles = 0;
+};
+
+StreamKWork stream_k_work(int64_t tiles, int64_t k_tiles, int64_t blocks) {
+  StreamKWork w;
+  w.dp_waves = std::max<int64_t>(tiles / blocks - 1, 0);
+  const int64_t sk_tiles = tiles - w.dp_waves * blocks, iterations = sk_tiles * k_tiles;
+  w.blocks = std::min(blocks, iterations);
+  w.k_tiles = ceil_div(iterations, w.blocks);
+  auto owner = [&](int64_t i) { return ((i + 1) * w.blocks - 1) / iterations; };
+  int64_t partials = 0;
+  for (int64_t tile = 0; tile < sk_tiles; ++tile) {
+    const int64_t parts = owner(tile * k_tiles + k_tiles - 1) - owner(tile * k_tiles) + 1;
+    if (parts > 1) partials += 2 * parts - 1;
+    w.most_parts = std::max(w.most_parts, parts);
+  }
+  w.finished_tiles = static_cast<double>(sk_tiles) / static_cast<double>(w.blocks);
+  w.partial_tiles = static_cast<double>(partials) / static_cast<double>(w.blocks);
+  return w;
+}
+
+// One plan of the model: `block` tiles of depth `block_k`, K split into `split` slices (or with `stream_k`,
+// the last tiles' k-tiles split across the blocks), warp-specialized and persistent with one block on each
+// SM (its consumers take every register the producer leaves); a ring of `stages` slots, or the depth the
+// rule gives where `stages` is 0.
+HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int split, bool stream_k,
+                 const GemmMachine &mc, int stages = 0) {
   HopperPlan p;
   HopperTiling &t = p.tiling;
   t.block_m = block.m, t.block_n = block.n, t.block_k = block_k, t.warpgroups = block.warpgroups;
   t.split_k = split;
+  t.stream_k = stream_k;
   t.persistent_blocks = mc.sm_count;
   const int64_t slice = ceil_div(k_tiles_of(s, block_k), split);  // k-tiles per work unit
   // The persistent grid's work units, (tile, slice) pairs, dealt round-robin to the SMs: full waves of every
   // SM, then a last one of `last` units.
   const int64_t units = tiles_of(s, block.m, block.n) * split;
   const int64_t full_waves = units / mc.sm_count, last = units % mc.sm_count;
-  const int64_t active = std::min<int64_t>(units, mc.sm_count);
+  // (Stream-K keeps every block busy to the end.)
+  const int64_t active = stream_k ? mc.sm_count : std::min<int64_t>(units, mc.sm_count);
 
   const int64_t rows_read = std::min<int64_t>(block.m, s.m);  // TMA fills rows past M with zeros, unread
   const double tile_bytes = static_cast<double>((rows_read + block.n) * block_k * kElementBytes);
@@ -137,6 +166,24 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int 
            out_tile_bytes * static_cast<double>(busy) / mc.hbm_bytes_per_s;
   };
   p.compute_s = static_cast<double>(full_waves) * unit_s(mc.sm_count) + (last > 0 ? unit_s(last) : 0.0);
+  if (stream_k) {
+    // Whole tiles in all waves but the last full one, then the busiest block's range of the rest, the
+    // output tiles it finishes and its f32 partial tiles written and read. Those go through L2 (a part is
+    // read by the tile's last part within a tile's time of being written; the parts in flight, at most two
+    // a tile past the first wave, are a few tens of MB), not measured yet: the combine kernel's partials
+    // (partial_bytes_per_s) are read by a second kernel after every part is written.
+    const StreamKWork w = stream_k_work(units, k_tiles_of(s, block_k), mc.sm_count);
+    const double out_bytes = static_cast<double>(block.m) * block.n * kElementBytes;
+    const double partial_bytes = static_cast<double>(block.m) * block.n * 4;
+    const double busy = static_cast<double>(w.blocks);
+    const double sk_k_tile_s =
+        std::max(k_tile_s(w.blocks), tile_bytes * busy / mc.stream_k_operand_bytes_per_s);
+    p.compute_s = static_cast<double>(w.dp_waves) * unit_s(mc.sm_count) +
+                  static_cast<double>(w.k_tiles) * sk_k_tile_s +
+                  w.finished_tiles * out_bytes * busy / mc.hbm_bytes_per_s +
+                  w.partial_tiles * partial_bytes * busy / mc.l2_bytes_per_s +
+                  static_cast<double>(w.most_parts - 1) * mc.memory_latency_s;
+  }
 
   // Stages: what the budget holds. The output tile the epilogue writes back (at most 4 bytes an element)
   // reuses the ring's bytes, so it must fit the budget too.
@@ -230,8 +277,14 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
       // Split parts share a block.z with batches, so a batched GEMM does not split; every part has k-tiles.
       for (int split = 1; split <= (s.batch > 1 ? 1 : kMaxSplitK); ++split) {
         if ((split - 1) * ceil_div(k_tiles, split) >= k_tiles) break;
-        HopperPlan p = model(s, block, block_k, split, mc);
-        if (p.tiling.stages >= kMinStages) plans.push_back(p);
+        for (const bool stream_k : {false, true}) {
+          // Stream-K where each of its tiles has at most two parts
+          // (GemmMachine::stream_k_operand_bytes_per_s).
+          if (stream_k && (split > 1 || !mc.stream_k || tiles_of(s, block.m, block.n) < mc.sm_count))
+            continue;
+          HopperPlan p = model(s, block, block_k, split, stream_k, mc);
+          if (p.tiling.stages >= kMinStages) plans.push_back(p);
+        }
       }
     }
   }
@@ -243,7 +296,7 @@ std::optional<HopperPlan> hopper_plan_of(const GemmShape &s, const HopperTiling 
   if (!t.warp_specialized || t.persistent_blocks != mc.sm_count) return std::nullopt;
   for (const HopperBlock &block : kHopperBlocks)
     if (block.m == t.block_m && block.n == t.block_n && block.warpgroups == t.warpgroups) {
-      HopperPlan p = model(s, block, t.block_k, t.split_k, mc, t.stages);
+      HopperPlan p = model(s, block, t.block_k, t.split_k, t.stream_k, mc, t.stages);
       if (p.tiling.stages >= kMinStages) return p;
     }
   return std::nullopt;
@@ -262,10 +315,11 @@ HopperPlan hopper_plan_by_rule(const GemmShape &s, const GemmMachine &mc) {
          mc.target.arch, s.m, s.n, s.k);
   double fastest = plans[0].seconds();
   for (const HopperPlan &p : plans) fastest = std::min(fastest, p.seconds());
-  // Among the plans the model cannot tell apart: fewer slices (no second kernel), then the least operand
-  // traffic through L2, then the k-tile depth measured most (64), then the deeper ring.
+  // Among the plans the model cannot tell apart: fewer slices (no second kernel), then no stream-K (no
+  // partials), then the least operand traffic through L2, then the k-tile depth measured most (64), then the
+  // deeper ring.
   auto preference = [&](const HopperPlan &p) {
-    return std::tuple(p.tiling.split_k,
+    return std::tuple(p.tiling.split_k, p.tiling.stream_k,
                       tiles_of(s, p.tiling.block_m, p.tiling.block_n) * (p.tiling.block_m + p.tiling.block_n),
                       p.tiling.block_k, -p.tiling.stages);
   };

@@ -115,6 +115,20 @@ struct GemmMachine {
   // (bench/results/gemm_skinny_alternatives.json, gemm_rule_skinny.json).
   double second_kernel_s = 4e-6;
   double partial_bytes_per_s = 1.5e12;
+  // Stream-K (HopperTiling::stream_k: the last tiles split along k across the persistent blocks). Its blocks
+  // run different k ranges of neighbouring tiles at once, so they share few operand tiles in L2: a stream-K
+  // k-tile takes no less than the busy blocks' operand tiles at this rate (fitted to one run on the H200,
+  // 2026-12-03, bench/results/gemm_streamk.json: 128x256 k-tiles of 1.1 us against 0.78 in whole waves;
+  // 2048x5120x5120 ran 217.9 us with stream-K against 178.6 without, 4096^3 237.0 against 213.5, and
+  // 896x4864x4096, whose 133 tiles of 64 k-tiles keep the blocks' k offsets together, 66.8 against 75.9).
+  double stream_k_operand_bytes_per_s = 5.9e12;
+  // The last part of a tile folds the other parts one after the other, each a round trip to memory
+  // (memory_latency_s): 1x4096x4096 on 64x256 tiles (8 parts a tile) ran 28.8 us with stream-K against 19.9
+  // split 3 ways with a combine kernel, whose fold runs 16 independent chains. So the rule weighs stream-K
+  // only where the tiles are at least the blocks (at most two parts a tile).
+  // Whether the rule weighs stream-K plans at all; false gives the rule as it was measured before stream-K
+  // (`twist export gemm --rule true --stream-k false`).
+  bool stream_k = true;
 };
 
 // Split-K slices for a grid of `tiles` blocks of `block_k`-deep k-steps, `blocks_per_sm` of which fit an SM

@@ -164,6 +164,7 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     if (o.values.count("tma-store")) h.tma_store = o.flag("tma-store");
     if (o.values.count("stmatrix")) h.stmatrix = o.flag("stmatrix");
     if (o.values.count("ping-pong")) h.ping_pong = o.flag("ping-pong");
+    if (o.values.count("stream-k")) h.stream_k = o.flag("stream-k");
     return h;
   }
   if (o.values.count("warpgroups"))
@@ -328,7 +329,10 @@ int export_gemm(const Options &o) {
       if (o.values.count(chosen))
         fail("--rule true chooses the schedule (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
              chosen);
-  apps::GemmPlan plan = by_rule ? apps::gemm_plan_by_rule({shape[0], shape[1], shape[2], 1, dtype})
+  // --stream-k false with the rule: the rule without stream-K plans (as measured before them).
+  apps::GemmMachine machine;
+  if (by_rule && o.values.count("stream-k")) machine.stream_k = o.flag("stream-k");
+  apps::GemmPlan plan = by_rule ? apps::gemm_plan_by_rule({shape[0], shape[1], shape[2], 1, dtype}, machine)
                                 : apps::GemmPlan{parse_tiling(o)};
   // The rule's tiling with the accumulation asked for (the accumulation study on the rule's schedules).
   if (by_rule && o.values.count("accumulation"))
@@ -590,7 +594,7 @@ int usage() {
                "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)]\n"
                "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3] [--split-k N]\n"
                "                          [--warp-specialize true|false] [--persistent 132] [--cluster 1|2]\n"
-               "                          [--tma-store true|false] [--stmatrix true|false]\n"
+               "                          [--tma-store true|false] [--stmatrix true|false] [--stream-k true|false]\n"
                "                          [--ping-pong true|false (with --warpgroups 1)] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"

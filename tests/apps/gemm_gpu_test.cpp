@@ -197,3 +197,38 @@ TEST_CASE("GPU: split-K with each tile's last block folding matches a double loo
     CHECK(run_gemm(g, schedule_hopper(g, hopper), s, 0, 32) < 2e-3);
   }
 }
+
+// Stream-K (HopperTiling::stream_k) at every element: tiles split into many parts (few tiles over the
+// blocks) and into two (a wave of whole tiles first), uneven ranges, one and two consumer warpgroups, f16,
+// bf16 and f32 outputs with the TMA-store epilogue running once on each folded tile. Few persistent blocks,
+// so that the sanitizers finish.
+TEST_CASE("GPU: stream-K on the persistent Hopper GEMM matches a double loop at every element") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "wgmma and TMA");
+  HopperTiling two;  // 128 x 128 x 64, two consumer warpgroups, over 7 blocks
+  two.block_n = 128, two.persistent_blocks = 7, two.stream_k = true;
+  HopperTiling one = two;  // 64 x 128 x 128, one consumer warpgroup, over 5 blocks
+  one.block_m = 64, one.block_k = 128, one.warpgroups = 1, one.persistent_blocks = 5;
+  for (const Type &out : {f16, bf16, f32}) {
+    Gemm g = make_gemm({.input = out == bf16 ? bf16 : f16, .output = out, .prefix = "sk" + type_name(out)});
+    const double tolerance = out == f32 ? 1e-5 : out == f16 ? 2e-3 : 8e-3;
+    // 12 tiles of 9 k-tiles on 7 blocks (1 to 3 parts); 25 tiles of 5 k-tiles (two waves of whole tiles,
+    // then 11 tiles in ranges of 7 and 8); 4 tiles of 33 k-tiles on 5 blocks.
+    for (const auto &[t, s] : {std::pair{two, Shape{333, 392, 520}}, std::pair{two, Shape{520, 600, 264}},
+                               std::pair{one, Shape{100, 256, 4200}}}) {
+      INFO(type_name(out), " ", t.name(), " ", s.m, "x", s.n, "x", s.k);
+      CHECK(run_gemm(g, schedule_hopper(g, t), s, 0, 41) < tolerance);
+    }
+  }
+}
+
+// Stream-K at the rule's tiling on all 132 blocks: few tiles split into many parts, a sample of elements.
+TEST_CASE("GPU: stream-K over 132 blocks of 128x256 tiles matches a double loop") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "wgmma and TMA");
+  HopperTiling wide;
+  wide.stream_k = true;
+  Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "skwide"});
+  for (Shape s : {Shape{300, 520, 1000}, Shape{16, 4096, 4096}, Shape{2048, 5120, 5120}}) {
+    INFO(s.m, "x", s.n, "x", s.k);
+    CHECK(run_gemm(g, schedule_hopper(g, wide), s, 2048, 43) < 2e-3);
+  }
+}

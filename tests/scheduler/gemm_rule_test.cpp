@@ -36,7 +36,7 @@ int stage_bytes(const HopperTiling &t) {
 
 TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes") {
   const GemmMachine h200;
-  int split = 0, skinny_split = 0, memory_bound = 0, deep_k = 0;
+  int split = 0, skinny_split = 0, skinny_stream_k = 0, memory_bound = 0, deep_k = 0;
   for (int64_t m : {1, 7, 16, 33, 64, 65, 100, 1000, 4096, 12345})
     for (int64_t n : {8, 24, 776, 4096, 11008})
       for (int64_t k : {8, 40, 4096, 16384}) {
@@ -68,6 +68,8 @@ TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes"
           CHECK(p.seconds() <= other.seconds() * 1.02);
         CHECK(t.split_k >= 1);
         CHECK(t.split_k <= 16);
+        CHECK((t.split_k == 1 || !t.stream_k));
+        skinny_stream_k += t.stream_k && m <= 64;
         if (t.split_k > 1) {
           ++split;
           skinny_split += m <= 64;
@@ -88,6 +90,7 @@ TEST_CASE("the Hopper rule's plans keep its promises over odd and skinny shapes"
       }
   CHECK(split > 0);
   CHECK(skinny_split > 0);
+  CHECK(skinny_stream_k == 0);  // (a skinny shape's few tiles would be many parts each)
   CHECK(memory_bound > 0);
   CHECK(deep_k > 0);
 }
@@ -188,7 +191,9 @@ TEST_CASE("the Hopper rule's model reproduces the warp-specialized persistent ke
 }
 
 TEST_CASE("the Hopper rule: wide blocks for large shapes, one-unit tails unsplit, 64-row blocks when small") {
-  const GemmMachine h200;
+  // The decisions as measured before stream-K (its plans left out; stream-K's own decisions are below).
+  GemmMachine h200;
+  h200.stream_k = false;
   // 512 tiles of 128x256 (3.9 waves on 132 SMs): the tiling that loads the fewest operand bytes per flop,
   // with the 3 stages that cover the memory latency (4 measured slower on the H200).
   CHECK(hopper_plan_by_rule({4096, 4096, 4096}, h200).tiling.name() == "wgmma_128x256x64_wg2_s3_tma_ws_p132");
@@ -244,6 +249,61 @@ TEST_CASE("the Hopper rule: wide blocks for large shapes, one-unit tails unsplit
   free_combine.second_kernel_s = 0;
   CHECK(hopper_plan_by_rule({128, 256, 65536}, free_combine).tiling.split_k > 1);
   CHECK(hopper_plan_by_rule({128, 256, 65536, 4}, free_combine).tiling.split_k == 1);
+}
+
+TEST_CASE("the Hopper rule weighs stream-K by its waves, its operands and its parts, as measured") {
+  const GemmMachine h200;
+  GemmMachine without = h200;
+  without.stream_k = false;
+  // Tails that leave most SMs idle for a whole tile, where stream-K measured faster (2026-12-03,
+  // bench/results/gemm_streamk.json): 896x4864x4096 (133 tiles of 128x256, 66.8 us against 75.9 on 128x128)
+  // and 4755x5272x11736 (798 tiles, 6.05 waves; 1144.6 against 1146.2 in f16, 1068.2 against 1090.5 in
+  // bf16).
+  for (const GemmShape &s : {GemmShape{4755, 5272, 11736}, GemmShape{896, 4864, 4096}}) {
+    const HopperPlan p = hopper_plan_by_rule(s, h200);
+    INFO(s.m, "x", s.n, "x", s.k, " ", p.tiling.name());
+    CHECK(p.tiling.stream_k);
+    CHECK(p.tiling.split_k == 1);
+    CHECK(p.seconds() < hopper_plan_by_rule(s, without).seconds());
+  }
+  // Where it measured slower: 2048x5120x5120 (a wave of whole tiles, then 188 tiles over 132 blocks whose k
+  // offsets scatter: 217.9 us against 178.6), 4096^3 (237.0 against 213.5), and where the tiles are fewer
+  // than the blocks and a tile has many parts (1000x1000x7000, the decode shapes): the rule without it.
+  for (const GemmShape &s : {GemmShape{2048, 5120, 5120}, GemmShape{4096, 4096, 4096},
+                             GemmShape{1000, 1000, 7000}, GemmShape{1, 4096, 4096}, GemmShape{16, 4096, 4096},
+                             GemmShape{1024, 1024, 1024}, GemmShape{4096, 15360, 3840}}) {
+    const HopperTiling t = hopper_plan_by_rule(s, h200).tiling;
+    INFO(s.m, "x", s.n, "x", s.k, " ", t.name());
+    CHECK(!t.stream_k);
+    CHECK(t.name() == hopper_plan_by_rule(s, without).tiling.name());
+  }
+  // The measured stream-K kernels against the model (within 15%, as the fit's other measurements; at
+  // 896x4864x4096 it overestimates stream-K, 86.9 us against 66.8, as it does the unsplit kernels there).
+  HopperTiling wide;
+  wide.stream_k = true;
+  for (const auto &[s, us] :
+       {std::pair{GemmShape{2048, 5120, 5120}, 217.9}, std::pair{GemmShape{4096, 4096, 4096}, 237.0}}) {
+    INFO(s.m, "x", s.n, "x", s.k);
+    CHECK(hopper_plan_of(s, wide)->seconds() * 1e6 == doctest::Approx(us).epsilon(0.15));
+  }
+}
+
+TEST_CASE("the rule's stream-K picks lower and match the oracle on the interpreter at small odd shapes") {
+  // A machine of 3 SMs: 4 to 9 tiles on 3 blocks, so that the rule's stream-K runs a wave of whole tiles,
+  // then tiles in two parts.
+  const GemmMachine tiny{Target::sm90a(), 3};
+  int picked = 0;
+  for (const GemmShape &s :
+       {GemmShape{260, 200, 640}, GemmShape{400, 136, 1000}, GemmShape{200, 520, 264, 1, bf16}}) {
+    const GemmPlan plan = gemm_plan_by_rule(s, tiny);
+    INFO(s.m, "x", s.n, "x", s.k, " ", plan.name());
+    REQUIRE(plan.hopper());
+    picked += std::get<HopperTiling>(plan.tiling).stream_k;
+    Gemm g = make_gemm({.input = s.input, .output = f32});
+    const std::map<std::string, double> scalars = {{g.M.name(), s.m}, {g.N.name(), s.n}, {g.K.name(), s.k}};
+    CHECK(lowered_error(g.out, plan.schedule(g), random_inputs(g.out, scalars, 12), scalars) < 1e-5);
+  }
+  CHECK(picked >= 1);
 }
 
 TEST_CASE("the rule falls back to mma.sync where TMA cannot copy the rows, and on sm_80") {
@@ -331,6 +391,7 @@ TEST_CASE("the rule's picks lower and match the oracle on the interpreter at sma
   // (a combine kernel that costs nothing), and the mma.sync fallback for N or K not a multiple of 8.
   GemmMachine tiny{Target::sm90a(), 2};
   tiny.second_kernel_s = 0;
+  tiny.stream_k = false;  // (stream-K's picks: the case after the next)
   struct Case {
     GemmShape shape;
     bool hopper, split;
@@ -367,8 +428,9 @@ TEST_CASE("every tiling the Hopper rule weighs lowers and matches the oracle on 
     INFO(p.tiling.name());
     CHECK(lowered_error(g.out, schedule_hopper(g, p.tiling), inputs, scalars) < 1e-5);
   }
-  // 128x128, and 64 rows by 128 and 64 columns at block K 64 and 128, each unsplit and split 2 ways.
-  CHECK(ran.size() == 10);
+  // 128x128, and 64 rows by 128 and 64 columns at block K 64 and 128, each unsplit, split 2 ways, and with
+  // stream-K.
+  CHECK(ran.size() == 15);
 }
 
 TEST_CASE(
