@@ -1,5 +1,6 @@
 #include "scheduler/stream_k.h"
 
+#include "lang/error.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
 #include "scheduler/stmt_building.h"
