@@ -5,10 +5,13 @@
 #include "algebra/builtins.h"
 #include "apps/gemm/gemm.h"
 #include "scheduler/lower.h"
+#include "tests/scheduler/gemm_support.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
 using namespace twist::apps;
+using twist::testing::gemm_sizes;
+using Shape = twist::testing::GemmShape;
 using twist::testing::compile_for_both_targets;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
@@ -22,14 +25,6 @@ GemmTiling small_tiling() {
   return t;
 }
 
-std::map<std::string, double> sizes(const Gemm &g, int m, int n, int k) {
-  return {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
-}
-
-struct Shape {
-  int m, n, k;
-};
-
 }  // namespace
 
 TEST_CASE("tensor-core GEMM matches the oracle on odd shapes, f16 and bf16") {
@@ -39,7 +34,7 @@ TEST_CASE("tensor-core GEMM matches the oracle on odd shapes, f16 and bf16") {
     // (K = 200 and 224: k-tiles copied without guards before a guarded tail, in edge blocks and inner ones.)
     for (const Shape shape : {Shape{127, 255, 61}, Shape{1, 1, 1}, Shape{64, 64, 40}, Shape{130, 72, 96},
                               Shape{70, 100, 200}, Shape{128, 64, 224}}) {
-      const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+      const auto scalars = gemm_sizes(g, shape.m, shape.n, shape.k);
       const double err = lowered_error(g.out, s, random_inputs(g.out, scalars, 7), scalars);
       INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k);
       // f32 accumulation of exact products: only the order of the sums differs from the oracle.
@@ -64,7 +59,7 @@ TEST_CASE("tensor-core GEMM kernels compile for sm_80 and sm_90a with the instru
 
 TEST_CASE("f16 and hybrid accumulation lower to f16 atoms and stay close to the oracle") {
   Gemm g = make_gemm({.input = f16, .output = f32});
-  const auto scalars = sizes(g, 96, 80, 256);
+  const auto scalars = gemm_sizes(g, 96, 80, 256);
   const auto inputs = random_inputs(g.out, scalars, 11);
   GemmTiling t = small_tiling();
   t.accumulation = Accumulation::fp32();
@@ -88,7 +83,7 @@ TEST_CASE("f16 and hybrid accumulation lower to f16 atoms and stay close to the 
 
 TEST_CASE("split-K through a combine kernel and through atomics matches the oracle") {
   Gemm g = make_gemm({.input = f16, .output = f32});
-  const auto scalars = sizes(g, 70, 66, 200);
+  const auto scalars = gemm_sizes(g, 70, 66, 200);
   const auto inputs = random_inputs(g.out, scalars, 3);
   GemmTiling t = small_tiling();
   t.split_k = 3;
@@ -111,14 +106,14 @@ TEST_CASE("split-K through a combine kernel and through atomics matches the orac
 TEST_CASE("a fused bias + activation epilogue and a batched GEMM match the oracle") {
   for (Epilogue e : {Epilogue::bias_relu, Epilogue::bias_gelu, Epilogue::bias_silu}) {
     Gemm g = make_gemm({.input = bf16, .output = f32, .epilogue = e});
-    auto scalars = sizes(g, 65, 90, 48);
+    auto scalars = gemm_sizes(g, 65, 90, 48);
     scalars[g.alpha->name()] = 0.75;
     const double err = lowered_error(g.out, schedule_tensor_core(g, small_tiling()),
                                      random_inputs(g.out, scalars, 5), scalars);
     CHECK(err < 1e-5);
   }
   Gemm g = make_gemm({.input = f16, .output = f32, .batched = true});
-  auto scalars = sizes(g, 40, 33, 24);
+  auto scalars = gemm_sizes(g, 40, 33, 24);
   scalars[g.batch.name()] = 3;
   CHECK(lowered_error(g.out, schedule_tensor_core(g, small_tiling()), random_inputs(g.out, scalars, 9),
                       scalars) < 1e-5);
@@ -126,7 +121,7 @@ TEST_CASE("a fused bias + activation epilogue and a batched GEMM match the oracl
 
 TEST_CASE("CUDA-core schedules fold any monoid: plain and max-plus GEMMs") {
   Gemm g = make_gemm({.input = f16, .output = f32});
-  const auto scalars = sizes(g, 67, 45, 37);
+  const auto scalars = gemm_sizes(g, 67, 45, 37);
   const Schedule s = schedule_simt(g, 32, 4, 8);
   CHECK(lowered_error(g.out, s, random_inputs(g.out, scalars, 21), scalars) < 1e-5);
   compile_for_both_targets(lower(g.out, s, Target::sm90a()));
@@ -170,7 +165,7 @@ TEST_CASE("output tiles go out through shared memory, unless they would not fit 
     CHECK((k.schedule_summary.find("written back") != std::string::npos) == written_back);
     CHECK(k.shared_bytes <= Target::sm90a().max_shared_bytes_per_block);
   }
-  const auto scalars = sizes(g, 300, 260, 48);
+  const auto scalars = gemm_sizes(g, 300, 260, 48);
   const double err =
       lowered_error(g.out, schedule_tensor_core(g, huge), random_inputs(g.out, scalars, 9), scalars);
   CHECK(err < 1e-5);

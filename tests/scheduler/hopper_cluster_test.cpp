@@ -14,20 +14,18 @@
 #include "scheduler/intrinsics.h"
 #include "scheduler/lower.h"
 #include "tests/error_capture.h"
+#include "tests/scheduler/gemm_support.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
 using namespace twist::apps;
 using twist::testing::contains;
 using twist::testing::error_of;
+using twist::testing::gemm_sizes;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
 
 namespace {
-
-std::map<std::string, double> sizes(const Gemm &g, int m, int n, int k) {
-  return {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
-}
 
 // 128 x 128 tiles (B's tile two boxes, one a block), 2 slots, 4 persistent blocks in clusters of 2.
 HopperTiling cluster_tiling() {
@@ -55,7 +53,7 @@ std::string edited_kernel_error(const std::function<std::optional<Stmt>(const St
   EditIntrinsics editor;
   editor.edit = edit;
   p.kernels[0].body = editor.mutate(p.kernels[0].body);
-  const auto scalars = sizes(g, 300, 200, 200);
+  const auto scalars = gemm_sizes(g, 300, 200, 200);
   const auto inputs = random_inputs(g.out, scalars, 5);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto &[name, t] : inputs) shapes[name] = t.shape();
@@ -71,7 +69,7 @@ TEST_CASE("clustered Hopper GEMM matches the oracle on odd shapes, f16 and bf16,
     // tiles over 2 clusters, 4 k-tiles each (the last mostly past K) through 2 slots. 130 rows: the
     // cluster's second tile holds 2 rows. 8 x 8 x 8: one cluster, one tile inside the output.
     for (const auto &[m, n, k] : {std::array{300, 200, 200}, std::array{130, 72, 136}, std::array{8, 8, 8}}) {
-      const auto scalars = sizes(g, m, n, k);
+      const auto scalars = gemm_sizes(g, m, n, k);
       INFO(type_name(type), " ", m, "x", n, "x", k);
       CHECK(lowered_error(g.out, schedule_hopper(g, cluster_tiling()), random_inputs(g.out, scalars, 21),
                           scalars) < 1e-5);
@@ -80,7 +78,7 @@ TEST_CASE("clustered Hopper GEMM matches the oracle on odd shapes, f16 and bf16,
   {  // The outputs through a TMA store or stored directly; f16 outputs.
     Gemm g = make_gemm({.input = f16, .output = f16});
     HopperTiling t = cluster_tiling();
-    const auto scalars = sizes(g, 200, 136, 72);
+    const auto scalars = gemm_sizes(g, 200, 136, 72);
     const auto inputs = random_inputs(g.out, scalars, 22);
     for (const bool tma_store : {true, false}) {
       t.tma_store = tma_store;
@@ -89,7 +87,7 @@ TEST_CASE("clustered Hopper GEMM matches the oracle on odd shapes, f16 and bf16,
   }
   {  // Batched: 2 x 2 tiles a batch, paired within each batch.
     Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});
-    auto scalars = sizes(g, 130, 200, 64);
+    auto scalars = gemm_sizes(g, 130, 200, 64);
     scalars[g.batch.name()] = 3;
     CHECK(lowered_error(g.out, schedule_hopper(g, cluster_tiling()), random_inputs(g.out, scalars, 23),
                         scalars) < 1e-5);
@@ -98,7 +96,7 @@ TEST_CASE("clustered Hopper GEMM matches the oracle on odd shapes, f16 and bf16,
     Gemm g = make_gemm({.input = f16, .output = f32});
     HopperTiling t = cluster_tiling();
     t.block_n = 256;
-    const auto scalars = sizes(g, 260, 264, 136);
+    const auto scalars = gemm_sizes(g, 260, 264, 136);
     CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 24), scalars) < 1e-5);
   }
 }

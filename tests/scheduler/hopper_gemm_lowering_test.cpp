@@ -8,24 +8,15 @@
 #include "backends/cuda/runtime/kernel_cache.h"
 #include "scheduler/lower.h"
 #include "tests/error_capture.h"
+#include "tests/scheduler/gemm_support.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
 using namespace twist::apps;
+using twist::testing::gemm_sizes;
+using Shape = twist::testing::GemmShape;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
-
-namespace {
-
-std::map<std::string, double> sizes(const Gemm &g, int m, int n, int k) {
-  return {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
-}
-
-struct Shape {
-  int m, n, k;
-};
-
-}  // namespace
 
 TEST_CASE(
     "Hopper GEMM (TMA ring, wgmma) matches the oracle on odd shapes, f16 and bf16, warp-specialized or not") {
@@ -38,7 +29,7 @@ TEST_CASE(
       const Schedule s = schedule_hopper(g, t);
       // K = 200: a last k-tile mostly past the edge (TMA's zero fill); 5 k-tiles through a 2-slot ring.
       for (const Shape shape : {Shape{100, 72, 200}, Shape{130, 64, 64}, Shape{8, 8, 8}}) {
-        const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+        const auto scalars = gemm_sizes(g, shape.m, shape.n, shape.k);
         const double err = lowered_error(g.out, s, random_inputs(g.out, scalars, 7), scalars);
         INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k,
              specialized ? " warp-specialized" : "");
@@ -51,7 +42,7 @@ TEST_CASE("warp-specialized Hopper GEMM: one or two consumer warpgroups, rings t
   Gemm g = make_gemm({.input = f16, .output = f16});
   HopperTiling t;
   t.block_m = 128, t.block_n = 128, t.warpgroups = 1, t.stages = 3;  // one consumer with two 64-row atoms
-  const auto scalars = sizes(g, 150, 136, 584);                      // 10 k-tiles through 3 slots
+  const auto scalars = gemm_sizes(g, 150, 136, 584);                 // 10 k-tiles through 3 slots
   const auto inputs = random_inputs(g.out, scalars, 11);
   CHECK(lowered_error(g.out, schedule_hopper(g, t), inputs, scalars) < 2e-3);
   t.warpgroups = 2, t.stages = 2;
@@ -67,20 +58,20 @@ TEST_CASE(
     Gemm g = make_gemm({.input = type, .output = f32});
     // 12 tiles over 3 blocks with 3 k-tiles each through 2 slots; 2 tiles for 3 blocks; one tile.
     for (const Shape shape : {Shape{300, 200, 136}, Shape{100, 72, 200}, Shape{8, 8, 8}}) {
-      const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+      const auto scalars = gemm_sizes(g, shape.m, shape.n, shape.k);
       INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k);
       CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 13), scalars) < 1e-5);
     }
   }
   {
     Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});
-    auto scalars = sizes(g, 130, 72, 96);
+    auto scalars = gemm_sizes(g, 130, 72, 96);
     scalars[g.batch.name()] = 3;  // 2 x 2 tiles a batch, 12 over 3 blocks
     CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 14), scalars) < 1e-5);
   }
   {
     Gemm g = make_gemm({.input = f16, .output = f32, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
-    auto scalars = sizes(g, 200, 136, 200);
+    auto scalars = gemm_sizes(g, 200, 136, 200);
     scalars[g.alpha->name()] = 0.5;
     t.accumulation = Accumulation::hybrid(4);  // promoted after every k-tile of every output tile
     CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 15), scalars) < 2e-3);
@@ -160,7 +151,7 @@ TEST_CASE("Hopper GEMM with 128-row warpgroups, N = 256 atoms and f16 accumulati
   Gemm g = make_gemm({.input = f16, .output = f16});
   HopperTiling t;
   t.block_m = 128, t.block_n = 128, t.warpgroups = 1, t.stages = 3;  // two atoms of 64 rows per warpgroup
-  const auto scalars = sizes(g, 70, 264, 136);
+  const auto scalars = gemm_sizes(g, 70, 264, 136);
   CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 3), scalars) < 2e-3);
   t.block_n = 256, t.warpgroups = 2;
   CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 3), scalars) < 2e-3);
@@ -231,7 +222,7 @@ TEST_CASE("Hopper GEMM with hybrid accumulation: f16 wgmma partials promoted int
   Gemm g = make_gemm({.input = f16, .output = f32});
   HopperTiling t;
   t.block_m = 128, t.block_n = 64, t.stages = 2;
-  const auto scalars = sizes(g, 100, 72, 520);
+  const auto scalars = gemm_sizes(g, 100, 72, 520);
   const auto inputs = random_inputs(g.out, scalars, 9);
   t.accumulation = Accumulation::fp16();
   const double f16_error = lowered_error(g.out, schedule_hopper(g, t), inputs, scalars);
@@ -260,13 +251,13 @@ TEST_CASE("Hopper GEMM with fused epilogues and batching matches the oracle") {
   t.block_m = 128, t.block_n = 64, t.stages = 2;
   {
     Gemm g = make_gemm({.input = bf16, .output = f32, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
-    auto scalars = sizes(g, 70, 88, 72);
+    auto scalars = gemm_sizes(g, 70, 88, 72);
     scalars[g.alpha->name()] = 0.5;
     CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 5), scalars) < 1e-5);
   }
   {
     Gemm g = make_gemm({.input = f16, .output = f32, .batched = true, .prefix = "b"});
-    auto scalars = sizes(g, 70, 64, 96);
+    auto scalars = gemm_sizes(g, 70, 64, 96);
     scalars[g.batch.name()] = 2;
     CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 6), scalars) < 1e-5);
   }
@@ -284,7 +275,7 @@ TEST_CASE(
       // 12 tiles over 3 blocks (each block's staging tile written again after its TMA store read it); a
       // tile mostly past the edge (the store clips it); one tile of 8 x 8.
       for (const Shape shape : {Shape{300, 200, 136}, Shape{100, 72, 200}, Shape{8, 8, 8}}) {
-        const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+        const auto scalars = gemm_sizes(g, shape.m, shape.n, shape.k);
         INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k, stmatrix ? " stmatrix" : "");
         CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 21), scalars) <
               (type == f16 ? 1e-3 : 8e-3));
@@ -295,11 +286,11 @@ TEST_CASE(
     Gemm g = make_gemm({.input = f16, .output = f16, .epilogue = Epilogue::bias_relu, .prefix = "e"});
     HopperTiling t;
     t.block_m = 128, t.block_n = 64, t.stages = 2;
-    auto scalars = sizes(g, 70, 88, 72);
+    auto scalars = gemm_sizes(g, 70, 88, 72);
     scalars[g.alpha->name()] = 0.5;
     CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 22), scalars) < 1e-3);
     Gemm b = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "b"});
-    scalars = sizes(b, 70, 64, 96);
+    scalars = gemm_sizes(b, 70, 64, 96);
     scalars[b.batch.name()] = 2;
     CHECK(lowered_error(b.out, schedule_hopper(b, t), random_inputs(b.out, scalars, 23), scalars) < 8e-3);
   }
@@ -308,7 +299,7 @@ TEST_CASE(
     Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "m"});
     Schedule s = schedule_tensor_core(g, GemmTiling{});
     s[g.C].store_output(Transport::tma);
-    const auto scalars = sizes(g, 130, 72, 96);
+    const auto scalars = gemm_sizes(g, 130, 72, 96);
     CHECK(lowered_error(g.out, s, random_inputs(g.out, scalars, 24), scalars) < 1e-3);
   }
 }

@@ -10,24 +10,19 @@
 #include "backends/cuda/runtime/kernel_cache.h"
 #include "scheduler/lower.h"
 #include "tests/error_capture.h"
+#include "tests/scheduler/gemm_support.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
 using namespace twist::apps;
+using twist::testing::gemm_sizes;
+using Shape = twist::testing::GemmShape;
 using twist::testing::contains;
 using twist::testing::error_of;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
 
 namespace {
-
-std::map<std::string, double> sizes(const Gemm &g, int m, int n, int k) {
-  return {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
-}
-
-struct Shape {
-  int m, n, k;
-};
 
 // 128 x 64 tiles of one warpgroup, two of them in ping-pong, 2 slots, over `blocks` persistent blocks.
 HopperTiling small_ping_pong(int blocks) {
@@ -48,7 +43,7 @@ TEST_CASE("ping-pong Hopper GEMM matches the oracle: f16 and bf16, even and odd 
     // idle); 8 x 8 x 8: one tile with one k-tile. K = 200: a last k-tile mostly TMA's zero fill.
     for (const int blocks : {3, 5})
       for (const Shape shape : {Shape{300, 200, 136}, Shape{100, 72, 200}, Shape{8, 8, 8}}) {
-        const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+        const auto scalars = gemm_sizes(g, shape.m, shape.n, shape.k);
         INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k, " over ", blocks, " blocks");
         CHECK(lowered_error(g.out, schedule_hopper(g, small_ping_pong(blocks)),
                             random_inputs(g.out, scalars, 31), scalars) < 1e-5);
@@ -64,7 +59,7 @@ TEST_CASE("ping-pong Hopper GEMM: each warpgroup's epilogue through its own TMA-
       t.stmatrix = stmatrix;
       // 12 tiles: each warpgroup's staging tile written again after its own store read it.
       for (const Shape shape : {Shape{300, 200, 136}, Shape{100, 72, 200}}) {
-        const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+        const auto scalars = gemm_sizes(g, shape.m, shape.n, shape.k);
         INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k, stmatrix ? " stmatrix" : "");
         CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 32), scalars) <
               (type == f16 ? 1e-3 : 8e-3));
@@ -74,28 +69,28 @@ TEST_CASE("ping-pong Hopper GEMM: each warpgroup's epilogue through its own TMA-
   Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "r"});
   HopperTiling rows = small_ping_pong(3);
   rows.tma_store = false;
-  const auto scalars = sizes(g, 300, 200, 136);
+  const auto scalars = gemm_sizes(g, 300, 200, 136);
   CHECK(lowered_error(g.out, schedule_hopper(g, rows), random_inputs(g.out, scalars, 33), scalars) < 1e-3);
 }
 
 TEST_CASE("ping-pong Hopper GEMM with a fused epilogue, batching, f16 and hybrid accumulation, split-K") {
   {
     Gemm g = make_gemm({.input = f16, .output = f16, .epilogue = Epilogue::bias_relu, .prefix = "e"});
-    auto scalars = sizes(g, 170, 88, 72);
+    auto scalars = gemm_sizes(g, 170, 88, 72);
     scalars[g.alpha->name()] = 0.5;
     CHECK(lowered_error(g.out, schedule_hopper(g, small_ping_pong(3)), random_inputs(g.out, scalars, 34),
                         scalars) < 1e-3);
   }
   {
     Gemm g = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "b"});
-    auto scalars = sizes(g, 130, 72, 96);
+    auto scalars = gemm_sizes(g, 130, 72, 96);
     scalars[g.batch.name()] = 3;  // 2 x 2 tiles a batch, 12 over 5 blocks
     CHECK(lowered_error(g.out, schedule_hopper(g, small_ping_pong(5)), random_inputs(g.out, scalars, 35),
                         scalars) < 8e-3);
   }
   {
     Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "h"});
-    const auto scalars = sizes(g, 150, 136, 584);  // 10 k-tiles a tile
+    const auto scalars = gemm_sizes(g, 150, 136, 584);  // 10 k-tiles a tile
     const auto inputs = random_inputs(g.out, scalars, 36);
     HopperTiling t = small_ping_pong(3);
     t.accumulation = Accumulation::fp16();
@@ -108,7 +103,7 @@ TEST_CASE("ping-pong Hopper GEMM with a fused epilogue, batching, f16 and hybrid
     Gemm g = make_gemm({.input = f16, .output = f32, .prefix = "s"});
     HopperTiling t = small_ping_pong(3);
     t.split_k = 3;
-    const auto scalars = sizes(g, 130, 104, 456);  // 8 k-tiles in 3 parts, 2 x 2 x 3 tiles
+    const auto scalars = gemm_sizes(g, 130, 104, 456);  // 8 k-tiles in 3 parts, 2 x 2 x 3 tiles
     CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 37), scalars) < 1e-5);
   }
 }
@@ -124,7 +119,7 @@ TEST_CASE("ping-pong Hopper GEMM in 2-block clusters: B multicast, the teams of 
     // columns: 20 tiles over 4 blocks, 5 a block (3 for the first team, 2 for the second); 8 x 8 x 8: one
     // pair.
     for (const Shape shape : {Shape{300, 520, 136}, Shape{8, 8, 8}}) {
-      const auto scalars = sizes(g, shape.m, shape.n, shape.k);
+      const auto scalars = gemm_sizes(g, shape.m, shape.n, shape.k);
       INFO(type_name(type), " ", shape.m, "x", shape.n, "x", shape.k);
       CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 38), scalars) <
             (type == f16 ? 1e-3 : 8e-3));

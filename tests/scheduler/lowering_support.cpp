@@ -77,4 +77,15 @@ std::vector<std::string> compile_for_both_targets(const LoweredProgram &program)
   return sources;
 }
 
+reference::InterpretOptions in_block_order(reference::InterpretOptions::BlockOrder order) {
+  reference::InterpretOptions o;
+  o.block_order = order;
+  return o;
+}
+
+const char *block_order_name(reference::InterpretOptions::BlockOrder order) {
+  using BlockOrder = reference::InterpretOptions::BlockOrder;
+  return order == BlockOrder::in_order ? "in order" : order == BlockOrder::reversed ? "reversed" : "shuffled";
+}
+
 }  // namespace twist::testing

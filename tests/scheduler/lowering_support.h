@@ -34,6 +34,14 @@ struct AffineRows {
 };
 AffineRows affine_rows(const std::string &prefix);
 
+// The orders the interpreter runs a grid's blocks in, for kernels whose blocks communicate through memory (a
+// split's last block folding the parts): the answer must not depend on which block arrives first.
+inline constexpr reference::InterpretOptions::BlockOrder kBlockOrders[] = {
+    reference::InterpretOptions::BlockOrder::in_order, reference::InterpretOptions::BlockOrder::reversed,
+    reference::InterpretOptions::BlockOrder::shuffled};
+reference::InterpretOptions in_block_order(reference::InterpretOptions::BlockOrder order);
+const char *block_order_name(reference::InterpretOptions::BlockOrder order);
+
 // Compiles every kernel of `program` (and their fallbacks) for sm_80 and sm_90a; returns the sources.
 std::vector<std::string> compile_for_both_targets(const LoweredProgram &program);
 

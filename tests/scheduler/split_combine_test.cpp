@@ -16,6 +16,7 @@
 #include "scheduler/lower.h"
 #include "tests/error_capture.h"
 #include "tests/scheduler/attention_support.h"
+#include "tests/scheduler/gemm_support.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
@@ -23,30 +24,18 @@ using namespace twist::apps;
 using twist::testing::affine_rows;
 using twist::testing::AffineRows;
 using twist::testing::attention_sizes;
+using twist::testing::block_order_name;
 using twist::testing::compile_for_both_targets;
 using twist::testing::contains;
 using twist::testing::error_of;
+using twist::testing::gemm_sizes;
+using twist::testing::in_block_order;
+using twist::testing::kBlockOrders;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
 using BlockOrder = reference::InterpretOptions::BlockOrder;
 
 namespace {
-
-constexpr BlockOrder kOrders[] = {BlockOrder::in_order, BlockOrder::reversed, BlockOrder::shuffled};
-
-reference::InterpretOptions in(BlockOrder order) {
-  reference::InterpretOptions o;
-  o.block_order = order;
-  return o;
-}
-
-const char *name_of(BlockOrder order) {
-  return order == BlockOrder::in_order ? "in order" : order == BlockOrder::reversed ? "reversed" : "shuffled";
-}
-
-std::map<std::string, double> gemm_sizes(const Gemm &g, int m, int n, int k) {
-  return {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
-}
 
 // One kernel, whose counters are a zeroed workspace and whose source fences, takes tickets and folds.
 void check_one_kernel(const LoweredProgram &p) {
@@ -124,9 +113,9 @@ TEST_CASE("decoding with each tile's last block folding the parts matches the or
     const auto scalars = attention_sizes(a, c.batch, c.heads, 1, c.keys);
     const Schedule s = schedule_decode(a, t);
     const auto inputs = random_inputs(a.out, scalars, 31);
-    for (BlockOrder order : kOrders) {
-      const double err = lowered_error(a.out, s, inputs, scalars, in(order));
-      INFO(c.name, " (", t.name(), "), blocks ", name_of(order), ": error ", err);
+    for (BlockOrder order : kBlockOrders) {
+      const double err = lowered_error(a.out, s, inputs, scalars, in_block_order(order));
+      INFO(c.name, " (", t.name(), "), blocks ", block_order_name(order), ": error ", err);
       CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
     }
     if (c.parts) check_one_kernel(lower(a.out, s, Target::sm90a()));
@@ -143,9 +132,10 @@ TEST_CASE("GEMM split-K with each tile's last block folding: mma.sync and Hopper
   for (const auto &[m, n, k] : {std::tuple{70, 66, 200}, std::tuple{1, 40, 200}, std::tuple{16, 130, 96}}) {
     const auto scalars = gemm_sizes(g, m, n, k);
     const auto inputs = random_inputs(g.out, scalars, 41);
-    for (BlockOrder order : kOrders) {
-      INFO("mma.sync ", m, "x", n, "x", k, ", blocks ", name_of(order));
-      CHECK(lowered_error(g.out, schedule_tensor_core(g, mma), inputs, scalars, in(order)) < 1e-3);
+    for (BlockOrder order : kBlockOrders) {
+      INFO("mma.sync ", m, "x", n, "x", k, ", blocks ", block_order_name(order));
+      CHECK(lowered_error(g.out, schedule_tensor_core(g, mma), inputs, scalars, in_block_order(order)) <
+            1e-3);
     }
   }
   check_one_kernel(lower(g.out, schedule_tensor_core(g, mma), Target::sm90a()));
@@ -160,8 +150,8 @@ TEST_CASE("GEMM split-K with each tile's last block folding: mma.sync and Hopper
     const auto scalars = gemm_sizes(g, 100, 72, 200);
     const auto inputs = random_inputs(g.out, scalars, 42);
     for (BlockOrder order : {BlockOrder::reversed, BlockOrder::shuffled}) {
-      INFO("Hopper", specialized ? " warp-specialized" : "", ", blocks ", name_of(order));
-      CHECK(lowered_error(g.out, schedule_hopper(g, h), inputs, scalars, in(order)) < 1e-3);
+      INFO("Hopper", specialized ? " warp-specialized" : "", ", blocks ", block_order_name(order));
+      CHECK(lowered_error(g.out, schedule_hopper(g, h), inputs, scalars, in_block_order(order)) < 1e-3);
     }
     const LoweredProgram p = lower(g.out, schedule_hopper(g, h), Target::sm90a());
     REQUIRE(p.kernels.size() == 1);
@@ -192,9 +182,9 @@ TEST_CASE("the last block's fold keeps the order of a monoid that does not commu
         .split_reduction("lb_r.x", parts, SplitCombine::last_block);
     const std::map<std::string, double> sizes = {{"lb_rows", 35}, {"lb_cols", 1000}};
     const auto inputs = random_inputs(f, sizes, 43);
-    for (BlockOrder order : kOrders) {
-      INFO(parts, " parts, blocks ", name_of(order));
-      CHECK(lowered_error(f, s, inputs, sizes, in(order)) < 1e-9);
+    for (BlockOrder order : kBlockOrders) {
+      INFO(parts, " parts, blocks ", block_order_name(order));
+      CHECK(lowered_error(f, s, inputs, sizes, in_block_order(order)) < 1e-9);
     }
   }
 }
@@ -222,12 +212,12 @@ TEST_CASE("the last block resets its tile's counter, so launches need no clearin
   CHECK(buffers.at(counters).size() == 2 * 3);  // tiles of 64 x 64 over 100 x 136
   const BufferArg &out = p.outputs[0];
   buffers.emplace(out.name, reference::HostTensor(out.type, evaluate_shape(out.shape, bound)));
-  reference::run_kernel(p.kernels[0], buffers, bound, in(BlockOrder::shuffled));
+  reference::run_kernel(p.kernels[0], buffers, bound, in_block_order(BlockOrder::shuffled));
   const reference::HostTensor first = buffers.at(out.name);
   for (int64_t e = 0; e < buffers.at(counters).size(); ++e) CHECK(buffers.at(counters).get_linear(e) == 0);
   // A second launch on the same workspace: the same output, the counters zero again.
   buffers.at(out.name).fill(std::nan(""));
-  reference::run_kernel(p.kernels[0], buffers, bound, in(BlockOrder::reversed));
+  reference::run_kernel(p.kernels[0], buffers, bound, in_block_order(BlockOrder::reversed));
   CHECK(reference::relative_l2_error(buffers.at(out.name), first) == 0);
   for (int64_t e = 0; e < buffers.at(counters).size(); ++e) CHECK(buffers.at(counters).get_linear(e) == 0);
 }

@@ -15,33 +15,22 @@
 #include "scheduler/arguments.h"
 #include "scheduler/lower.h"
 #include "tests/error_capture.h"
+#include "tests/scheduler/gemm_support.h"
 #include "tests/scheduler/lowering_support.h"
 
 using namespace twist;
 using namespace twist::apps;
+using twist::testing::block_order_name;
 using twist::testing::contains;
 using twist::testing::error_of;
+using twist::testing::gemm_sizes;
+using twist::testing::in_block_order;
+using twist::testing::kBlockOrders;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
 using BlockOrder = reference::InterpretOptions::BlockOrder;
 
 namespace {
-
-constexpr BlockOrder kOrders[] = {BlockOrder::in_order, BlockOrder::reversed, BlockOrder::shuffled};
-
-reference::InterpretOptions in(BlockOrder order) {
-  reference::InterpretOptions o;
-  o.block_order = order;
-  return o;
-}
-
-std::string name_of(BlockOrder order) {
-  return order == BlockOrder::in_order ? "in order" : order == BlockOrder::reversed ? "reversed" : "shuffled";
-}
-
-std::map<std::string, double> sizes(const Gemm &g, int m, int n, int k) {
-  return {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
-}
 
 // 128 x 64 tiles of 64 k, 2 consumer warpgroups, a ring of 2, over `blocks` persistent blocks.
 HopperTiling small_stream_k(int blocks) {
@@ -100,13 +89,13 @@ TEST_CASE("stream-K Hopper GEMM matches the oracle in any block order: 1 to 3 pa
   for (const Type &type : {f16, bf16}) {
     Gemm g = make_gemm({.input = type, .output = f32});
     for (const Case &c : cases) {
-      const auto scalars = sizes(g, c.m, c.n, c.k);
+      const auto scalars = gemm_sizes(g, c.m, c.n, c.k);
       const auto inputs = random_inputs(g.out, scalars, 61);
       const Schedule s = schedule_hopper(g, small_stream_k(c.blocks));
-      for (BlockOrder order : kOrders) {
+      for (BlockOrder order : kBlockOrders) {
         INFO(type_name(type), " ", c.m, "x", c.n, "x", c.k, ": ", std::string(c.what), ", blocks ",
-             name_of(order));
-        CHECK(lowered_error(g.out, s, inputs, scalars, in(order)) < 1e-5);
+             block_order_name(order));
+        CHECK(lowered_error(g.out, s, inputs, scalars, in_block_order(order)) < 1e-5);
       }
     }
   }
@@ -115,7 +104,7 @@ TEST_CASE("stream-K Hopper GEMM matches the oracle in any block order: 1 to 3 pa
 TEST_CASE("stream-K runs the epilogue once on the folded tile: fused epilogues, batches, pairs, TMA stores") {
   {
     Gemm g = make_gemm({.input = f16, .output = f16, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
-    auto scalars = sizes(g, 200, 136, 328);
+    auto scalars = gemm_sizes(g, 200, 136, 328);
     scalars[g.alpha->name()] = 0.5;
     const auto inputs = random_inputs(g.out, scalars, 62);
     HopperTiling t = small_stream_k(4);
@@ -123,19 +112,20 @@ TEST_CASE("stream-K runs the epilogue once on the folded tile: fused epilogues, 
       // (hybrid: f16 partials promoted into f32 after every k-tile, the fold on the f32 sums)
       t.accumulation = hybrid ? Accumulation::hybrid(4) : Accumulation::fp32();
       for (BlockOrder order : {BlockOrder::reversed, BlockOrder::shuffled}) {
-        INFO("bias + gelu, ", hybrid ? "hybrid, " : "", name_of(order));
-        CHECK(lowered_error(g.out, schedule_hopper(g, t), inputs, scalars, in(order)) < 2e-3);
+        INFO("bias + gelu, ", hybrid ? "hybrid, " : "", block_order_name(order));
+        CHECK(lowered_error(g.out, schedule_hopper(g, t), inputs, scalars, in_block_order(order)) < 2e-3);
       }
     }
   }
   {
     Gemm g = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "b"});
-    auto scalars = sizes(g, 130, 72, 200);
+    auto scalars = gemm_sizes(g, 130, 72, 200);
     scalars[g.batch.name()] = 3;  // 2 x 2 tiles a batch, 12 tiles of 4 k-tiles on 5 blocks
     const auto inputs = random_inputs(g.out, scalars, 63);
-    for (BlockOrder order : kOrders) {
-      INFO("batched, ", name_of(order));
-      CHECK(lowered_error(g.out, schedule_hopper(g, small_stream_k(5)), inputs, scalars, in(order)) < 8e-3);
+    for (BlockOrder order : kBlockOrders) {
+      INFO("batched, ", block_order_name(order));
+      CHECK(lowered_error(g.out, schedule_hopper(g, small_stream_k(5)), inputs, scalars,
+                          in_block_order(order)) < 8e-3);
     }
   }
   {
@@ -154,9 +144,9 @@ TEST_CASE("stream-K runs the epilogue once on the folded tile: fused epilogues, 
     const std::map<std::string, double> scalars = {
         {gemm.M.name(), 70}, {gemm.N.name(), 80}, {gemm.K.name(), 320}};
     const auto inputs = random_inputs(out, scalars, 64);
-    for (BlockOrder order : kOrders) {
-      INFO("column pairs, ", name_of(order));
-      CHECK(lowered_error(out, s, inputs, scalars, in(order)) < 2e-3);
+    for (BlockOrder order : kBlockOrders) {
+      INFO("column pairs, ", block_order_name(order));
+      CHECK(lowered_error(out, s, inputs, scalars, in_block_order(order)) < 2e-3);
     }
   }
 }
@@ -167,7 +157,7 @@ TEST_CASE("stream-K leaves its counters at zero, so launches need no clearing be
   REQUIRE(p.kernels.size() == 1);
   CHECK(contains(p.kernels[0].schedule_summary, "stream-K"));
   CHECK(contains(p.kernels[0].schedule_summary, "stream_k of"));  // the associativity checker's approval
-  const auto scalars = sizes(g, 100, 72, 200);
+  const auto scalars = gemm_sizes(g, 100, 72, 200);
   std::map<std::string, reference::HostTensor> buffers = random_inputs(g.out, scalars, 65);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto &[name, tensor] : buffers) shapes[name] = tensor.shape();
@@ -184,11 +174,11 @@ TEST_CASE("stream-K leaves its counters at zero, so launches need no clearing be
   CHECK(buffers.at(counters).size() == 2 * 5);
   const BufferArg &out = p.outputs[0];
   buffers.emplace(out.name, reference::HostTensor(out.type, evaluate_shape(out.shape, bound)));
-  reference::run_kernel(p.kernels[0], buffers, bound, in(BlockOrder::shuffled));
+  reference::run_kernel(p.kernels[0], buffers, bound, in_block_order(BlockOrder::shuffled));
   const reference::HostTensor first = buffers.at(out.name);
   for (int64_t e = 0; e < buffers.at(counters).size(); ++e) CHECK(buffers.at(counters).get_linear(e) == 0);
   buffers.at(out.name).fill(std::nan(""));
-  reference::run_kernel(p.kernels[0], buffers, bound, in(BlockOrder::reversed));
+  reference::run_kernel(p.kernels[0], buffers, bound, in_block_order(BlockOrder::reversed));
   CHECK(reference::relative_l2_error(buffers.at(out.name), first) == 0);
   for (int64_t e = 0; e < buffers.at(counters).size(); ++e) CHECK(buffers.at(counters).get_linear(e) == 0);
 }
