@@ -218,4 +218,8 @@ TEST_CASE("stream-K schedules that cannot lower are refused with the reason") {
   Schedule every_thread = schedule_hopper(g, t);
   e = error_of([&] { lower(g.out, every_thread, Target::sm90a()); });
   CHECK(contains(e, "add persistent(blocks) and warp_specialize()"));
+  t = HopperTiling{};
+  t.stream_k = true, t.ping_pong = true, t.warpgroups = 1;  // ping-pong's teams take whole tiles only
+  e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(contains(e, "stream_k() with warp_specialize(WarpSpecialization::ping_pong)"));
 }
