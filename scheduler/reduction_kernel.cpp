@@ -220,10 +220,11 @@ void ReductionKernelBuilder::plan_persistent_grid() {
   mapping_.grid = {persistent_grid(tile_count_, blocks, stream_k), 1, 1};
   if (stream_k)
     summary_ += fmt::format(
-        "  persistent grid of {} blocks with stream-K: whole tiles in all but the last full wave, then the "
-        "rest split along k in equal ranges over the blocks; a tile's last part to arrive folds the others "
-        "(a ticket after a fence) and runs the epilogue\n",
-        blocks);
+        "  persistent grid of {} blocks with stream-K: whole tiles in {}, then the rest split along k in equal "
+        "ranges over the blocks; a tile's last part to arrive folds the others (a ticket after a fence) and "
+        "runs the epilogue\n",
+        blocks,
+        req_.schedule->stream_k_tiles() == StreamKTiles::tail ? "every full wave" : "all but the last full wave");
   else
     summary_ +=
         fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
@@ -1180,7 +1181,7 @@ Stmt ReductionKernelBuilder::tma_wgmma_kernel(const std::function<Stmt(bool spli
   const bool persistent = req_.schedule->persistent_blocks() > 0;
   if (persistent)
     units_ = plan_persistent_units(tile_count_, tiles, req_.schedule->persistent_blocks(),
-                                   req_.schedule->stream_k_enabled());
+                                   req_.schedule->stream_k_enabled(), req_.schedule->stream_k_tiles());
   const Halide::Expr first_k = persistent ? var(unit::kFirstK) : Halide::Expr(0);
   const Halide::Expr k_count = persistent ? var(unit::kKCount) : tiles;
   const Halide::Expr it = persistent ? var("tma.iteration") : t;

@@ -164,8 +164,9 @@ FuncSchedule &FuncSchedule::persistent(int blocks) {
   return *this;
 }
 
-FuncSchedule &FuncSchedule::stream_k(bool on) {
+FuncSchedule &FuncSchedule::stream_k(bool on, StreamKTiles tiles) {
   stream_k_ = on;
+  stream_k_tiles_ = tiles;
   return *this;
 }
 
@@ -258,7 +259,10 @@ std::string FuncSchedule::to_string() const {
   if (persistent_blocks_ > 0)
     s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
   if (cluster_blocks_ > 1) s += fmt::format("  clusters of {} blocks with TMA multicast\n", cluster_blocks_);
-  if (stream_k_) s += "  stream-K: the last waves' tiles split along k across the persistent blocks\n";
+  if (stream_k_)
+    s += fmt::format("  stream-K: {} split along k across the persistent blocks\n",
+                     stream_k_tiles_ == StreamKTiles::tail ? "the partial wave's tiles"
+                                                           : "the last two waves' tiles");
   if (output_transport_ != Transport::plain)
     s += fmt::format("  output tiles stored by {}{}\n", twist::to_string(output_transport_),
                      stmatrix_writes_ ? ", written by stmatrix" : "");

@@ -78,6 +78,17 @@ enum class SplitCombine {
   last_block,
 };
 
+// Which output tiles of a persistent grid stream-K splits along k (FuncSchedule::stream_k).
+enum class StreamKTiles {
+  // The partial wave plus one full wave: every block gets at least a tile's k-tiles, a tile has at most two
+  // parts; but every block then runs its k ranges at its own offsets, so neighbouring tiles share few
+  // operand tiles in L2.
+  tail_and_wave,
+  // The partial wave alone, over every block: the full waves stay whole (their blocks move through k
+  // together), and each tail tile has about blocks / tail parts, which its last part folds one by one.
+  tail,
+};
+
 struct SplitDirective {
   std::string var, outer, inner;
   int factor;
@@ -168,13 +179,13 @@ class FuncSchedule {
   // each CTA and multicast to both; a CTA releases a ring slot in both CTAs (see docs/hopper.md).
   FuncSchedule &cluster(int blocks);
   // Stream-K on a persistent grid (data-parallel waves, then stream-K): the blocks first run whole output
-  // tiles in full waves, then the last tiles (the partial wave plus one full wave, so that every block gets
-  // at least one tile's k-tiles) are split along the outermost reduction loop into equal ranges of k-tiles
-  // across the blocks, so that every block ends at the same time. Each part's states go to a workspace; the
-  // last part of a tile to arrive (a ticket after a fence) folds the others into its registers with the
-  // monoid's combine, in the order of their k ranges, and runs the epilogue once on the whole tile (see
-  // scheduler/stream_k.h). Needs persistent() and warp_specialize(); refused with split_reduction or cluster.
-  FuncSchedule &stream_k(bool on = true);
+  // tiles in full waves, then the last tiles (`tiles` says which) are split along the outermost reduction
+  // loop into equal ranges of k-tiles across the blocks, so that every block ends at the same time. Each
+  // part's states go to a workspace; the last part of a tile to arrive (a ticket after a fence) folds the
+  // others into its registers with the monoid's combine, in the order of their k ranges, and runs the
+  // epilogue once on the whole tile (see scheduler/stream_k.h). Needs persistent() and warp_specialize();
+  // refused with split_reduction or cluster.
+  FuncSchedule &stream_k(bool on = true, StreamKTiles tiles = StreamKTiles::tail_and_wave);
   // How a tensor-core kernel's output tiles leave the block's write-back tile in shared memory:
   // Transport::plain, 16-byte stores of whole rows by the block's threads (the default), or Transport::tma,
   // one thread storing the tile with cp.async.bulk.tensor (sm_90, wgmma kernels): the threads write the tile,
@@ -227,6 +238,7 @@ class FuncSchedule {
   int persistent_blocks() const { return persistent_blocks_; }  // 0: one block per tile
   int cluster_blocks() const { return cluster_blocks_; }        // 1: no clusters
   bool stream_k_enabled() const { return stream_k_; }
+  StreamKTiles stream_k_tiles() const { return stream_k_tiles_; }
   Transport output_transport() const { return output_transport_; }
   bool stmatrix_writes() const { return stmatrix_writes_; }
   int min_blocks() const { return min_blocks_; }
@@ -254,6 +266,7 @@ class FuncSchedule {
   int persistent_blocks_ = 0;
   int cluster_blocks_ = 1;
   bool stream_k_ = false;
+  StreamKTiles stream_k_tiles_ = StreamKTiles::tail_and_wave;
   Transport output_transport_ = Transport::plain;
   bool stmatrix_writes_ = false;
   int min_blocks_ = 1;

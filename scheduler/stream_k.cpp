@@ -21,14 +21,16 @@ constexpr const char *kLastPart = "unit.last_part";
 }  // namespace
 
 PersistentUnits plan_persistent_units(const Halide::Expr &tiles, const Halide::Expr &k_tiles, int blocks,
-                                      bool stream_k) {
+                                      bool stream_k, StreamKTiles split_tiles) {
   PersistentUnits u;
-  u.tiles = tiles, u.k_tiles = k_tiles, u.blocks = blocks, u.stream_k = stream_k;
+  u.tiles = tiles, u.k_tiles = k_tiles, u.blocks = blocks, u.stream_k = stream_k, u.split_tiles = split_tiles;
   if (!stream_k) return u;
-  // Whole waves but the last full one (none when the tiles are fewer than the blocks): the tail plus one
-  // full wave are split, so each stream-K block runs at least a tile's k-tiles. Where the waves are whole
-  // the ranges fall on the tiles' ends and every stream-K tile is one block's.
-  u.dp_waves = simplify(Halide::max(tiles / blocks - 1, 0));
+  // Whole waves: all of them (tail), or all but the last full one (tail_and_wave: the tail plus one full
+  // wave are split, so each stream-K block runs at least a tile's k-tiles); none when the tiles are fewer
+  // than the blocks. Where the waves are whole the ranges fall on the tiles' ends and every stream-K tile is
+  // one block's; with the tail alone and no tail, nothing is split.
+  u.dp_waves = split_tiles == StreamKTiles::tail ? simplify(tiles / blocks)
+                                                 : simplify(Halide::max(tiles / blocks - 1, 0));
   u.sk_tiles = simplify(tiles - u.dp_waves * blocks);
   u.sk_iterations = simplify(u.sk_tiles * k_tiles);
   u.sk_blocks = simplify(Halide::min(blocks, u.sk_iterations));

@@ -7,9 +7,10 @@
 // for a whole tile's time (798 tiles on 132 SMs: 6.05 waves, the last with 6 tiles). With stream-K the grid
 // is `blocks` blocks, and:
 //   - the data-parallel waves: every block runs `dp_waves` whole tiles, tiles 0 .. dp_waves * blocks - 1;
-//   - the stream-K tiles: the rest, the partial wave plus one full wave (so that each block's share is at
-//     least one tile's k-tiles and each tile has at most two parts; none when the tiles are fewer than the
-//     blocks, which then all go here). Their k-tiles, tile after tile, are `sk_iterations`, cut into
+//   - the stream-K tiles: the rest, by StreamKTiles either the partial wave plus one full wave (so that each
+//     block's share is at least one tile's k-tiles and each tile has at most two parts) or the partial wave
+//     alone (the full waves stay whole and in step along k; a tile has about blocks / tail parts); when the
+//     tiles are fewer than the blocks, all of them. Their k-tiles, tile after tile, are `sk_iterations`, cut into
 //     `sk_blocks` ranges of equal length (within one) that the first `sk_blocks` blocks run; a range that
 //     crosses a tile's end is one unit per tile it touches. A tile's parts are the ranges that touch it, in
 //     the order of their blocks, which is the order of their k-tiles.
@@ -26,6 +27,7 @@
 #include <Halide.h>
 
 #include "lang/monoid.h"
+#include "scheduler/schedule.h"
 
 namespace twist {
 
@@ -42,6 +44,7 @@ struct PersistentUnits {
   Halide::Expr k_tiles;  // k-tiles of a whole tile
   int blocks = 0;        // persistent(blocks)
   bool stream_k = false;
+  StreamKTiles split_tiles = StreamKTiles::tail_and_wave;
   // Stream-K's split (defined with stream_k only).
   Halide::Expr dp_waves;       // whole tiles each block runs first
   Halide::Expr sk_tiles;       // the tiles split along k: tiles dp_waves * blocks and after
@@ -60,7 +63,7 @@ struct PersistentUnits {
 Halide::Expr persistent_grid(const Halide::Expr &tiles, int blocks, bool stream_k);
 
 PersistentUnits plan_persistent_units(const Halide::Expr &tiles, const Halide::Expr &k_tiles, int blocks,
-                                      bool stream_k);
+                                      bool stream_k, StreamKTiles split_tiles = StreamKTiles::tail_and_wave);
 
 // Block blockIdx.x's units in the order it runs them, `body(split)` for each under the unit:: lets;
 // `split` is true for the stream-K units, whose body's tile may be one part of several (stream_k_fixup).

@@ -121,7 +121,7 @@ std::string HopperTiling::name() const {
     s += fmt::format("_hybrid{}", accumulation.promote_every);
   if (split_k > 1) s += fmt::format("_splitk{}", split_k);
   if (split_k > 1 && split_combine == SplitCombine::last_block) s += "_lastblock";
-  if (stream_k) s += "_streamk";
+  if (stream_k) s += stream_k_tiles == StreamKTiles::tail ? "_streamktail" : "_streamk";
   if (!tma_store) s += "_rowstores";
   if (tma_store && stmatrix) s += "_stmatrix";
   if (ping_pong) s += "_pingpong";
@@ -154,7 +154,7 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
   if (t.tma_store) c.store_output(Transport::tma, t.stmatrix);
   if (g.options.batched) c.bind("b", Binding::block_z);
   if (t.split_k > 1) c.split_reduction("ko", t.split_k, t.split_combine);
-  if (t.stream_k) c.stream_k();
+  if (t.stream_k) c.stream_k(true, t.stream_k_tiles);
   return s;
 }
 

@@ -111,9 +111,11 @@ struct HopperTiling {
   bool ping_pong = false;
   // The warpgroups that compute: `warpgroups`, twice over in ping-pong.
   int consumer_warpgroups() const { return ping_pong ? 2 * warpgroups : warpgroups; }
-  // Stream-K on the persistent grid (FuncSchedule::stream_k): the last waves' tiles split along k across
-  // the blocks, each tile's parts folded by its last to arrive. Persistent tilings only; not with split_k.
+  // Stream-K on the persistent grid (FuncSchedule::stream_k): the last tiles (`stream_k_tiles` says which)
+  // split along k across the blocks, each tile's parts folded by its last to arrive. Persistent tilings
+  // only; not with split_k.
   bool stream_k = false;
+  StreamKTiles stream_k_tiles = StreamKTiles::tail_and_wave;
   int consumer_registers() const;
   std::string name() const;
 };

@@ -102,11 +102,12 @@ struct StreamKWork {
   double finished_tiles = 0, partial_tiles = 0;
 };
 
-StreamKWork stream_k_work(int64_t tiles, int64_t k_tiles, int64_t blocks) {
+StreamKWork stream_k_work(int64_t tiles, int64_t k_tiles, int64_t blocks, StreamKTiles split_tiles) {
   StreamKWork w;
-  w.dp_waves = std::max<int64_t>(tiles / blocks - 1, 0);
+  w.dp_waves = split_tiles == StreamKTiles::tail ? tiles / blocks : std::max<int64_t>(tiles / blocks - 1, 0);
   const int64_t sk_tiles = tiles - w.dp_waves * blocks, iterations = sk_tiles * k_tiles;
   w.blocks = std::min(blocks, iterations);
+  if (w.blocks == 0) return w;  // whole waves only
   w.k_tiles = ceil_div(iterations, w.blocks);
   auto owner = [&](int64_t i) { return ((i + 1) * w.blocks - 1) / iterations; };
   int64_t partials = 0;
@@ -125,12 +126,13 @@ StreamKWork stream_k_work(int64_t tiles, int64_t k_tiles, int64_t blocks) {
 // SM (its consumers take every register the producer leaves); a ring of `stages` slots, or the depth the
 // rule gives where `stages` is 0.
 HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int split, bool stream_k,
-                 const GemmMachine &mc, int stages = 0) {
+                 StreamKTiles sk_tiles, const GemmMachine &mc, int stages = 0) {
   HopperPlan p;
   HopperTiling &t = p.tiling;
   t.block_m = block.m, t.block_n = block.n, t.block_k = block_k, t.warpgroups = block.warpgroups;
   t.split_k = split;
   t.stream_k = stream_k;
+  t.stream_k_tiles = sk_tiles;
   t.persistent_blocks = mc.sm_count;
   const int64_t slice = ceil_div(k_tiles_of(s, block_k), split);  // k-tiles per work unit
   // The persistent grid's work units, (tile, slice) pairs, dealt round-robin to the SMs: full waves of every
@@ -172,7 +174,7 @@ HopperPlan model(const GemmShape &s, const HopperBlock &block, int block_k, int 
     // read by the tile's last part within a tile's time of being written; the parts in flight, at most two
     // a tile past the first wave, are a few tens of MB), not measured yet: the combine kernel's partials
     // (partial_bytes_per_s) are read by a second kernel after every part is written.
-    const StreamKWork w = stream_k_work(units, k_tiles_of(s, block_k), mc.sm_count);
+    const StreamKWork w = stream_k_work(units, k_tiles_of(s, block_k), mc.sm_count, sk_tiles);
     const double out_bytes = static_cast<double>(block.m) * block.n * kElementBytes;
     const double partial_bytes = static_cast<double>(block.m) * block.n * 4;
     const double busy = static_cast<double>(w.blocks);
@@ -277,14 +279,18 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
       // Split parts share a block.z with batches, so a batched GEMM does not split; every part has k-tiles.
       for (int split = 1; split <= (s.batch > 1 ? 1 : kMaxSplitK); ++split) {
         if ((split - 1) * ceil_div(k_tiles, split) >= k_tiles) break;
-        for (const bool stream_k : {false, true}) {
-          // Stream-K where each of its tiles has at most two parts
-          // (GemmMachine::stream_k_operand_bytes_per_s).
-          if (stream_k && (split > 1 || !mc.stream_k || tiles_of(s, block.m, block.n) < mc.sm_count))
-            continue;
-          HopperPlan p = model(s, block, block_k, split, stream_k, mc);
-          if (p.tiling.stages >= kMinStages) plans.push_back(p);
-        }
+        for (const bool stream_k : {false, true})
+          for (const StreamKTiles sk_tiles : {StreamKTiles::tail_and_wave, StreamKTiles::tail}) {
+            if (!stream_k && sk_tiles != StreamKTiles::tail_and_wave) continue;  // (one plan without stream-K)
+            // Stream-K where the tiles fill a wave (GemmMachine::stream_k_operand_bytes_per_s); the tail
+            // alone only where there is one.
+            const int64_t tiles = tiles_of(s, block.m, block.n);
+            if (stream_k && (split > 1 || !mc.stream_k || tiles < mc.sm_count)) continue;
+            if (stream_k && sk_tiles == StreamKTiles::tail && (!mc.stream_k_tail || tiles % mc.sm_count == 0))
+              continue;
+            HopperPlan p = model(s, block, block_k, split, stream_k, sk_tiles, mc);
+            if (p.tiling.stages >= kMinStages) plans.push_back(p);
+          }
       }
     }
   }
@@ -296,7 +302,7 @@ std::optional<HopperPlan> hopper_plan_of(const GemmShape &s, const HopperTiling 
   if (!t.warp_specialized || t.persistent_blocks != mc.sm_count) return std::nullopt;
   for (const HopperBlock &block : kHopperBlocks)
     if (block.m == t.block_m && block.n == t.block_n && block.warpgroups == t.warpgroups) {
-      HopperPlan p = model(s, block, t.block_k, t.split_k, t.stream_k, mc, t.stages);
+      HopperPlan p = model(s, block, t.block_k, t.split_k, t.stream_k, t.stream_k_tiles, mc, t.stages);
       if (p.tiling.stages >= kMinStages) return p;
     }
   return std::nullopt;
@@ -319,7 +325,7 @@ HopperPlan hopper_plan_by_rule(const GemmShape &s, const GemmMachine &mc) {
   // partials), then the least operand traffic through L2, then the k-tile depth measured most (64), then the
   // deeper ring.
   auto preference = [&](const HopperPlan &p) {
-    return std::tuple(p.tiling.split_k, p.tiling.stream_k,
+    return std::tuple(p.tiling.split_k, p.tiling.stream_k, p.tiling.stream_k_tiles == StreamKTiles::tail,
                       tiles_of(s, p.tiling.block_m, p.tiling.block_n) * (p.tiling.block_m + p.tiling.block_n),
                       p.tiling.block_k, -p.tiling.stages);
   };

@@ -129,6 +129,10 @@ struct GemmMachine {
   // Whether the rule weighs stream-K plans at all; false gives the rule as it was measured before stream-K
   // (`twist export gemm --rule true --stream-k false`).
   bool stream_k = true;
+  // Whether it also weighs stream-K of the partial wave alone (StreamKTiles::tail: the full waves stay whole
+  // and in step along k, the tail's tiles in many parts). Lowered and tested on the interpreter, not yet
+  // measured on the GPU, so off (`twist export gemm --rule true --stream-k-tail true` weighs it).
+  bool stream_k_tail = false;
 };
 
 // Split-K slices for a grid of `tiles` blocks of `block_k`-deep k-steps, `blocks_per_sm` of which fit an SM

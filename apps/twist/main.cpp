@@ -132,6 +132,14 @@ SplitCombine parse_split_combine(const std::string &text) {
       text);
 }
 
+// --stream-k-tiles: which tiles stream-K splits (FuncSchedule::stream_k).
+StreamKTiles parse_stream_k_tiles(const std::string &text) {
+  if (text == "tail_and_wave") return StreamKTiles::tail_and_wave;
+  if (text == "tail") return StreamKTiles::tail;
+  fail("--stream-k-tiles {}: use tail_and_wave (the partial wave plus one full wave) or tail (the partial wave)",
+       text);
+}
+
 // The spelling parse_accumulation takes, so that a manifest's note can be read back by scripts and flags.
 std::string accumulation_flag(const Accumulation &a) {
   if (a.kind == Accumulation::Kind::hybrid) return fmt::format("hybrid:{}", a.promote_every);
@@ -165,6 +173,7 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     if (o.values.count("stmatrix")) h.stmatrix = o.flag("stmatrix");
     if (o.values.count("ping-pong")) h.ping_pong = o.flag("ping-pong");
     if (o.values.count("stream-k")) h.stream_k = o.flag("stream-k");
+    h.stream_k_tiles = parse_stream_k_tiles(o.get("stream-k-tiles", "tail_and_wave"));
     return h;
   }
   if (o.values.count("warpgroups"))
@@ -329,9 +338,11 @@ int export_gemm(const Options &o) {
       if (o.values.count(chosen))
         fail("--rule true chooses the schedule (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
              chosen);
-  // --stream-k false with the rule: the rule without stream-K plans (as measured before them).
+  // --stream-k false with the rule: the rule without stream-K plans (as measured before them);
+  // --stream-k-tail true: with stream-K of the partial wave alone among them.
   apps::GemmMachine machine;
   if (by_rule && o.values.count("stream-k")) machine.stream_k = o.flag("stream-k");
+  if (by_rule && o.values.count("stream-k-tail")) machine.stream_k_tail = o.flag("stream-k-tail");
   apps::GemmPlan plan = by_rule ? apps::gemm_plan_by_rule({shape[0], shape[1], shape[2], 1, dtype}, machine)
                                 : apps::GemmPlan{parse_tiling(o)};
   // The rule's tiling with the accumulation asked for (the accumulation study on the rule's schedules).
@@ -591,10 +602,12 @@ int usage() {
                "                         [--block 128x128x32] [--warp 64x64] [--stages 3] [--accumulation f32|f16|hybrid:N]\n"
                "                         [--split-k N [--split-combine kernel|last_block]] [--raster G]\n"
                "                         [--transport cp_async|plain] [--label NAME]\n"
-               "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)]\n"
+               "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)\n"
+               "                          [--stream-k false] [--stream-k-tail true]]\n"
                "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3] [--split-k N]\n"
                "                          [--warp-specialize true|false] [--persistent 132] [--cluster 1|2]\n"
-               "                          [--tma-store true|false] [--stmatrix true|false] [--stream-k true|false]\n"
+               "                          [--tma-store true|false] [--stmatrix true|false] [--stream-k true|false\n"
+               "                           [--stream-k-tiles tail_and_wave|tail]]\n"
                "                          [--ping-pong true|false (with --warpgroups 1)] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"

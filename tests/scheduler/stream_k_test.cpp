@@ -101,6 +101,31 @@ TEST_CASE("stream-K Hopper GEMM matches the oracle in any block order: 1 to 3 pa
   }
 }
 
+TEST_CASE("stream-K of the partial wave alone matches the oracle in any block order: many parts a tile") {
+  // StreamKTiles::tail: whole waves of whole tiles, then the tail's k-tiles over every block.
+  const Case cases[] = {
+      {300, 200, 136, 5, "12 tiles of 3 k-tiles on 5 blocks: two whole waves, then 2 tiles in ranges of 1 and 2"},
+      {384, 136, 584, 4, "9 tiles of 10 k-tiles on 4 blocks: two whole waves, then one tile in 4 parts"},
+      {256, 128, 128, 2, "4 tiles on 2 blocks: whole waves only, nothing split"},
+      {100, 72, 200, 5, "2 tiles on 5 blocks: no whole wave, every tile split"},
+  };
+  for (const Type &type : {f16, bf16}) {
+    Gemm g = make_gemm({.input = type, .output = f32});
+    for (const Case &c : cases) {
+      const auto scalars = gemm_sizes(g, c.m, c.n, c.k);
+      const auto inputs = random_inputs(g.out, scalars, 67);
+      HopperTiling t = small_stream_k(c.blocks);
+      t.stream_k_tiles = StreamKTiles::tail;
+      const Schedule s = schedule_hopper(g, t);
+      for (BlockOrder order : kBlockOrders) {
+        INFO(type_name(type), " ", c.m, "x", c.n, "x", c.k, ": ", std::string(c.what), ", blocks ",
+             block_order_name(order));
+        CHECK(lowered_error(g.out, s, inputs, scalars, in_block_order(order)) < 1e-5);
+      }
+    }
+  }
+}
+
 TEST_CASE("stream-K runs the epilogue once on the folded tile: fused epilogues, batches, pairs, TMA stores") {
   {
     Gemm g = make_gemm({.input = f16, .output = f16, .epilogue = Epilogue::bias_gelu, .prefix = "e"});
