@@ -126,6 +126,12 @@ const std::map<std::string, std::string> &helper_definitions() {
        "  asm(\"mov.b32 %0, {0, %1};\" : \"=f\"(f) : \"h\"(__bfloat16_as_ushort(v)));\n"
        "  return f;\n"
        "}\n"},
+      {"bf16_rounded",
+       "// A bf16 rounded where it is used, in no packed row: widened by a shift, which NVVM folds into the\n"
+       "// rounding.\n"
+       "__device__ __forceinline__ float twist_bf16_rounded_to_float(__nv_bfloat16 v) {\n"
+       "  return __uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(v)) << 16);\n"
+       "}\n"},
       {"copy",
        "template <int Bytes> struct twist_chunk;\n"
        "template <> struct twist_chunk<4> { using type = unsigned; };\n"
@@ -373,10 +379,13 @@ std::string Printer::cast(const Type &to, const Halide::Expr &value) {
     // A bf16 is the upper half of its f32 (twist_bf16_to_float): a move into the upper half, where
     // cvt.f32.bf16 unpacks each value into a register of its own, and a shift in C++ lets NVVM keep the
     // widened row alive from the fold to the epilogue (64 registers of bf16 rows spilled 104 bytes at 8
-    // runs per thread that f16's kept packed without spilling).
+    // runs per thread that f16's kept packed without spilling). A value this expression rounds to bf16
+    // is in no packed row: there the asm move hides the round trip from NVVM, and Gemma's gate_up epilogue
+    // (the gate rounded, widened and used five times per output) spilled 56 bytes that the shift does not.
     if (from.is_bfloat()) {
-      helpers_.insert("bf16");
-      return "twist_bf16_to_float(" + v + ")";
+      const bool rounded_here = value.as<Cast>() != nullptr;
+      helpers_.insert(rounded_here ? "bf16_rounded" : "bf16");
+      return (rounded_here ? "twist_bf16_rounded_to_float(" : "twist_bf16_to_float(") + v + ")";
     }
     if (is_16bit_float(from)) return "__half2float(" + v + ")";
     return "static_cast<float>(" + v + ")";
