@@ -1,6 +1,7 @@
 #include "backends/cuda/codegen/cuda_printer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -774,7 +775,8 @@ void Printer::stmt(const Stmt &s, int n) {
   } else if (intrinsic::is_intrinsic(s)) {
     intrinsic(s, n);
   } else if (const auto *e = s.as<Evaluate>()) {
-    out_ << ind(n) << expr(e->value) << ";\n";
+    // A constant is the empty statement (stmt::block of nothing); printed, nvcc warns it has no effect.
+    if (!is_const(e->value)) out_ << ind(n) << expr(e->value) << ";\n";
   } else {
     std::ostringstream os;
     os << s;
@@ -782,11 +784,35 @@ void Printer::stmt(const Stmt &s, int n) {
   }
 }
 
+// Whether C++ `text` has the identifier `name` (not as part of a longer identifier such as name_address).
+bool names_identifier(const std::string &text, const std::string &name) {
+  auto identifier_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    const size_t end = at + name.size();
+    if ((at == 0 || !identifier_char(text[at - 1])) && (end == text.size() || !identifier_char(text[end])))
+      return true;
+  }
+  return false;
+}
+
+// The statement without the lets that nothing reads, which nvcc would warn of. A pass after a kernel's
+// builder can take away a let's last use (share_address_bases turns an accumulator's column into an offset
+// from a shared base); the body goes first, so that a let read only by such lets goes too.
+class WithoutUnusedLets : public IRMutator {
+  using IRMutator::visit;
+  Stmt visit(const LetStmt *op) override {
+    Stmt body = mutate(op->body);
+    if (!stmt_uses_var(body, op->name)) return body;
+    return body.same_as(op->body) ? Stmt(op) : LetStmt::make(op->name, op->value, body);
+  }
+};
+
 }  // namespace
 
 std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   Printer printer(k, options);
-  const SharedArrays shared = shared_arrays(k.body);
+  const Stmt kernel_body = WithoutUnusedLets().mutate(k.body);
+  const SharedArrays shared = shared_arrays(kernel_body);
   if (shared.bytes > k.shared_bytes)
     fail("kernel {}: its shared arrays take {} bytes but it was lowered for {}", k.name, shared.bytes,
          k.shared_bytes);
@@ -801,7 +827,7 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
   for (const TensorMap &m : k.tensor_maps)
     params << (params.tellp() ? ", " : "") << "const __grid_constant__ CUtensorMap " << c_name(m.name);
 
-  printer.stmt(k.body, 1);
+  printer.stmt(kernel_body, 1);
   // The shared arrays, and the 32-bit addresses of those that ldmatrix or cp.async address.
   std::ostringstream body;
   if (!shared.arrays.empty())
@@ -811,8 +837,11 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
     body << "  const unsigned twist_smem_base = "
             "static_cast<unsigned>(__cvta_generic_to_shared(twist_smem));\n";
   for (const SharedArray &a : shared.arrays) {
-    body << "  " << c_type(a.allocate->type) << " *" << c_name(a.allocate->name) << " = reinterpret_cast<"
-         << c_type(a.allocate->type) << " *>(twist_smem + " << a.offset << ");\n";
+    // A typed pointer where the body names the array: arrays that only TMA, wgmma or mbarriers use go by
+    // their 32-bit address, and nvcc warns of a pointer never referenced.
+    if (names_identifier(printer.body(), c_name(a.allocate->name)))
+      body << "  " << c_type(a.allocate->type) << " *" << c_name(a.allocate->name) << " = reinterpret_cast<"
+           << c_type(a.allocate->type) << " *>(twist_smem + " << a.offset << ");\n";
     if (printer.shared_addressed().count(a.allocate->name))
       body << "  const unsigned " << shared_base_name(a.allocate->name) << " = twist_smem_base + " << a.offset
            << ";\n";
