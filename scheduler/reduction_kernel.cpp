@@ -178,11 +178,18 @@ void ReductionKernelBuilder::plan_loops() {
   const int raster = req_.schedule ? req_.schedule->raster_group() : 1;
   cluster_ = req_.schedule ? req_.schedule->cluster_blocks() : 1;
   mapping_ = map_threads(loops_, raster, atom_, req_.target, cluster_);
-  summary_ += mapping_.summary;
   plan_ping_pong();
   consumer_threads_ = mapping_.threads;
   // A warp-specialized kernel's producer warpgroup comes after the warpgroups the loops are bound to.
-  if (req_.schedule && req_.schedule->warp_specialization()) mapping_.threads += hopper::kWarpgroupThreads;
+  if (req_.schedule && req_.schedule->warp_specialization())
+    mapping_.add_warps(hopper::kWarpgroupThreads / 32);
+  summary_ += launch_summary(mapping_);
+  if (ping_pong_)
+    summary_ += fmt::format(
+        "  ping-pong: {} consumer warpgroups take the block's tiles in turn, warpgroup t waiting for its "
+        "main "
+        "loop on named barrier {} + t\n",
+        kPingPongTeams, named_barriers::kFirstTurn);
   if (req_.schedule && req_.schedule->persistent_blocks() > 0) plan_persistent_grid();
 
   bool in_reduction = false;
@@ -306,11 +313,7 @@ void ReductionKernelBuilder::plan_ping_pong() {
   ping_pong_ = true;
   team_threads_ = mapping_.threads;
   for (auto &[name, value] : mapping_.bound_values) value = team_local(value);
-  mapping_.threads *= kPingPongTeams;
-  summary_ += fmt::format(
-      "  ping-pong: {} consumer warpgroups take the block's tiles in turn, warpgroup t waiting for its main "
-      "loop on named barrier {} + t\n",
-      kPingPongTeams, named_barriers::kFirstTurn);
+  mapping_.add_warps((kPingPongTeams - 1) * mapping_.warps);
 }
 
 Stmt ReductionKernelBuilder::take_turn() const {
