@@ -782,11 +782,11 @@ bool ReductionKernelBuilder::stores_column_pairs() const {
 
 Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &coords) const {
   // A lane's accumulator elements 8c..8c+7 are its part of the four 8 x 8 matrices of its warp's 16 rows and
-  // the atom's columns 16c..16c+15 (intrinsics.h, Stmatrix), so with 16-bit outputs the warp stores them with
-  // one stmatrix.x4 instead of eight 2-byte stores per lane. It writes every cell of the matrices, so a point
-  // outside the output gets a zero (the TMA store clips it), and a repeated point (a clamped split's) would
-  // overwrite its twin: those kernels keep the stores by element.
-  // (A consumer of column pairs has one element per pair: half the matrices' cells.)
+  // the atom's columns 16c..16c+15 (intrinsics.h, MatrixMove), so with 16-bit outputs the warp stores them
+  // with one stmatrix.x4 instead of eight 2-byte stores per lane. It writes every cell of the matrices, so a
+  // point outside the output gets a zero (the TMA store clips it), and a repeated point (a clamped split's)
+  // would overwrite its twin: those kernels keep the stores by element. (A consumer of column pairs has one
+  // element per pair: half the matrices' cells.)
   if (!wgmma_n_ || wgmma_n_ % 16 != 0 || write_backs_.size() != 1 || !req_.schedule->stmatrix_writes() ||
       req_.paired_dim >= 0)
     return Stmt();
@@ -825,8 +825,12 @@ Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &co
     const Halide::Expr col = 16 * c + 8 * (lane / 16);
     std::vector<Halide::Expr> at;
     for (const Halide::Expr &x : coords) at.push_back(substitute(i, row, substitute(j, col, x)));
-    writes.push_back(intrinsic::stmatrix(
-        {tile.buffer, simplify(tile.thread_index_of(at, ping_pong_ ? team() : 0)), 4, false, fragment, 0}));
+    writes.push_back(intrinsic::matrix_move(
+        {.direction = intrinsic::MatrixMove::Direction::store,
+         .registers = fragment,
+         .registers_index = 0,
+         .shared = tile.buffer,
+         .shared_index = simplify(tile.thread_index_of(at, ping_pong_ ? team() : 0))}));
     groups.push_back(block(writes));
   }
   Stmt s = block(groups);

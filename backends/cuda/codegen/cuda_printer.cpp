@@ -519,14 +519,15 @@ void Printer::intrinsic(const Stmt &s, int n) {
     out_ << ind(n) << "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");\n";
   } else if (auto w = intrinsic::as_async_wait(s)) {
     out_ << ind(n) << "asm volatile(\"cp.async.wait_group " << *w << ";\\n\" ::: \"memory\");\n";
-  } else if (auto l = intrinsic::as_ldmatrix(s)) {
-    helpers_.insert("ldmatrix");
-    out_ << ind(n) << "twist_ldmatrix<" << l->matrices << ", " << (l->transpose ? "true" : "false") << ">("
-         << address(l->dst, l->dst_index) << ", " << shared_address(l->src, l->src_index) << ");\n";
-  } else if (auto st = intrinsic::as_stmatrix(s)) {
-    helpers_.insert("stmatrix");
-    out_ << ind(n) << "twist_stmatrix<" << st->matrices << ", " << (st->transpose ? "true" : "false") << ">("
-         << shared_address(st->dst, st->dst_index) << ", " << address(st->src, st->src_index) << ");\n";
+  } else if (auto mv = intrinsic::as_matrix_move(s)) {
+    // The helpers take the destination first, as the instructions do.
+    const bool load = mv->direction == intrinsic::MatrixMove::Direction::load;
+    const std::string helper = load ? "ldmatrix" : "stmatrix";
+    const std::string registers = address(mv->registers, mv->registers_index),
+                      shared = shared_address(mv->shared, mv->shared_index);
+    helpers_.insert(helper);
+    out_ << ind(n) << "twist_" << helper << "<" << mv->matrices << ", " << (mv->transpose ? "true" : "false")
+         << ">(" << (load ? registers + ", " + shared : shared + ", " + registers) << ");\n";
   } else if (auto m = intrinsic::as_mma(s)) {
     const Type in = array_type(m->a), acc = array_type(m->c);
     std::string helper;
