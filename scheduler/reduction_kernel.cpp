@@ -412,6 +412,13 @@ void ReductionKernelBuilder::plan_stages() {
     });
   std::vector<Halide::Expr> marked;
   for (const Expr &e : def_.reduction->elements) marked.push_back(lowering_.lower(e));
+  // A split wider than a loop of known extent repeats the loop's last point (apply_split), which keeps the
+  // reads of plain and cp.async copies inside the tensor; a TMA box is what the matrix atom reads whole, so it
+  // spans the split's full width, from the unclamped loops, and TMA fills what lies past the tensor with zeros.
+  std::vector<Halide::Expr> marked_unclamped;
+  lowering_.bind(loops_.unclamped_value_of);
+  for (const Expr &e : def_.reduction->elements) marked_unclamped.push_back(lowering_.lower(e));
+  lowering_.bind(loops_.value_of);
   for (const StageDirective &d : directives) {
     const Input *in = nullptr;
     for (const Input &i : req_.graph->inputs)
@@ -419,7 +426,7 @@ void ReductionKernelBuilder::plan_stages() {
     if (!in)
       fail("schedule of '{}': stage({}) names no input of the program", req_.reduction.name(), d.input);
     std::vector<std::vector<Halide::Expr>> reads;
-    for (const Halide::Expr &e : marked)
+    for (const Halide::Expr &e : d.transport == Transport::tma ? marked_unclamped : marked)
       for (auto &r : reads_of(e, d.input)) reads.push_back(r);
     StagePlan plan = plan_stage(d, *in, loops_, reads, req_.fallback);
     if (std::find(nest_.begin(), nest_.end(), size_t(plan.at)) == nest_.end())
