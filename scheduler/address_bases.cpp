@@ -43,7 +43,7 @@ bool thread_only(const Halide::Expr &e) {
 // Whether `s` is an ldmatrix or stmatrix (whose source or destination is shared), or a copy into or out of
 // one of the `shared` arrays.
 bool shared_intrinsic(const Stmt &s, const std::set<std::string> &shared) {
-  if (intrinsic::as_ldmatrix(s) || intrinsic::as_stmatrix(s)) return true;
+  if (intrinsic::as_matrix_move(s)) return true;
   const auto c = intrinsic::as_copy(s);
   return c && (shared.count(c->dst) || shared.count(c->src));
 }
@@ -95,13 +95,9 @@ class Rebase : public IRMutator {
   Stmt visit(const Evaluate *op) override {
     const Stmt s(op);
     if (!shared_intrinsic(s, shared_)) return s;
-    if (auto l = intrinsic::as_ldmatrix(s)) {
-      l->src_index = rebase(l->src, l->src_index);
-      return intrinsic::ldmatrix(*l);
-    }
-    if (auto m = intrinsic::as_stmatrix(s)) {
-      m->dst_index = rebase(m->dst, m->dst_index);
-      return intrinsic::stmatrix(*m);
+    if (auto m = intrinsic::as_matrix_move(s)) {
+      m->shared_index = rebase(m->shared, m->shared_index);
+      return intrinsic::matrix_move(*m);
     }
     auto c = intrinsic::as_copy(s);
     if (shared_.count(c->dst)) c->dst_index = rebase(c->dst, c->dst_index);

@@ -142,7 +142,6 @@ void ChainedKernelBuilder::plan_loops() {
     split_into_parts(loops_, s.reduction_split()->var, s.reduction_split()->var + ".part",
                      s.reduction_split()->parts, Binding::block_z);
   mapping_ = map_threads(loops_, s.raster_group(), true, req_.target);
-  summary_ += mapping_.summary;
   if (!s.atom())
     fail(
         "schedule of '{}': a reduction fed by a contraction computed at its tile needs matrix_atom(rows, "
@@ -158,8 +157,9 @@ void ChainedKernelBuilder::plan_loops() {
           "warpgroup; use MatrixAtom::wgmma (sm_90a) with Transport::tma stages, or drop warp_specialize()",
           fname);
     // The producer warpgroup comes after the warpgroups the loops are bound to.
-    mapping_.threads += hopper::kWarpgroupThreads;
+    mapping_.add_warps(hopper::kWarpgroupThreads / 32);
   }
+  summary_ += launch_summary(mapping_);
   if (hopper_) {
     plan_hopper();
   } else {

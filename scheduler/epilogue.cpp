@@ -100,8 +100,8 @@ Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::
 
 namespace {
 
-// Refuses a TMA store (FuncSchedule::store_output(Transport::tma)) of the write-back `p` that TMA cannot
-// make, saying why.
+// Refuses a TMA store (FuncSchedule::store_output(Transport::tma)) of the write-back `p` on a target or of
+// a type that TMA cannot store, saying why; plan_tma_boxes refuses the tiles it cannot box.
 void check_tma_store(const ReductionKernelRequest &r, const StagePlan &p) {
   const std::string &fname = r.reduction.name();
   if (!r.target.has_tma)
@@ -116,24 +116,6 @@ void check_tma_store(const ReductionKernelRequest &r, const StagePlan &p) {
         "(f16, "
         "bf16, f32, f64, i32); use store_output(Transport::plain)",
         fname, p.input, type_name(t));
-  const int row_bytes = p.cols * p.elem_bytes;
-  if (row_bytes % 32 != 0)
-    fail(
-        "schedule of '{}': store_output(Transport::tma) stores rows of {} elements of '{}' ({} bytes), but "
-        "TMA's swizzled boxes need rows of a multiple of 32 bytes ({} elements); tile the output's last "
-        "dimension to that, or use store_output(Transport::plain)",
-        fname, p.cols, p.input, row_bytes, 32 / p.elem_bytes);
-  for (size_t c = 0; c + 1 < p.box_extent.size(); ++c)
-    if (p.box_extent[c] > 256)
-      fail(
-          "schedule of '{}': store_output(Transport::tma) stores tiles of '{}' with {} elements in dimension "
-          "{}, but a TMA box has at most 256; use a smaller tile or store_output(Transport::plain)",
-          fname, p.input, p.box_extent[c], c);
-  if (p.rows % 8 != 0)
-    fail(
-        "schedule of '{}': store_output(Transport::tma) stores tiles of {} rows of '{}', but swizzled TMA "
-        "boxes have a multiple of 8 rows; use store_output(Transport::plain)",
-        fname, p.rows, p.input);
 }
 
 }  // namespace

@@ -76,8 +76,13 @@ Halide::Internal::Stmt load_fragments(const FragmentLoad &f, const std::string &
   for (const auto &[name, extent] : f.register_loops) dst = dst * extent + var(name);
   dst = dst * fragment_elements(f.op) + f.dst_offset;
   if (paired) dst = substitute(f.register_loops.back().first, var(pair_var) * 2, dst);
-  Stmt s = intrinsic::ldmatrix({f.fragment, simplify(dst), paired ? 4 : fragment_matrices(f.op),
-                                !k_contiguous, f.stage->buffer, f.stage->index_of(row_coords, f.slot)});
+  Stmt s = intrinsic::matrix_move({.direction = intrinsic::MatrixMove::Direction::load,
+                                   .registers = f.fragment,
+                                   .registers_index = simplify(dst),
+                                   .shared = f.stage->buffer,
+                                   .shared_index = f.stage->index_of(row_coords, f.slot),
+                                   .matrices = paired ? 4 : fragment_matrices(f.op),
+                                   .transpose = !k_contiguous});
   for (auto it = f.register_loops.rbegin(); it != f.register_loops.rend(); ++it) {
     const bool pair_loop = paired && it == f.register_loops.rbegin();
     s = For::make(pair_loop ? pair_var : it->first, 0, pair_loop ? it->second / 2 : it->second,

@@ -95,30 +95,28 @@ std::optional<int> as_async_wait(const Stmt &s) {
   return int_of(c->args[0]);
 }
 
-Stmt ldmatrix(const Ldmatrix &l) {
-  TWIST_CHECK(l.matrices == 1 || l.matrices == 2 || l.matrices == 4, "ldmatrix of {} matrices", l.matrices);
-  return make("ldmatrix", {name(l.dst), l.dst_index, l.matrices, Halide::Expr(l.transpose ? 1 : 0),
-                           name(l.src), l.src_index});
+// Printed as the instruction it is (twist.ldmatrix or twist.stmatrix), its destination first.
+Stmt matrix_move(const MatrixMove &m) {
+  const bool load = m.direction == MatrixMove::Direction::load;
+  TWIST_CHECK(m.matrices == 1 || m.matrices == 2 || m.matrices == 4, "{} of {} matrices",
+              load ? "ldmatrix" : "stmatrix", m.matrices);
+  const Expr registers = name(m.registers), shared = name(m.shared), transpose = m.transpose ? 1 : 0;
+  if (load)
+    return make("ldmatrix", {registers, m.registers_index, m.matrices, transpose, shared, m.shared_index});
+  return make("stmatrix", {shared, m.shared_index, m.matrices, transpose, registers, m.registers_index});
 }
 
-std::optional<Ldmatrix> as_ldmatrix(const Stmt &s) {
-  const Call *c = match(s, "ldmatrix");
+std::optional<MatrixMove> as_matrix_move(const Stmt &s) {
+  const Call *load = match(s, "ldmatrix"), *c = load ? load : match(s, "stmatrix");
   if (!c) return std::nullopt;
-  return Ldmatrix{name_of(c->args[0]),     c->args[1],          int_of(c->args[2]),
-                  int_of(c->args[3]) != 0, name_of(c->args[4]), c->args[5]};
-}
-
-Stmt stmatrix(const Stmatrix &m) {
-  TWIST_CHECK(m.matrices == 1 || m.matrices == 2 || m.matrices == 4, "stmatrix of {} matrices", m.matrices);
-  return make("stmatrix", {name(m.dst), m.dst_index, m.matrices, Halide::Expr(m.transpose ? 1 : 0),
-                           name(m.src), m.src_index});
-}
-
-std::optional<Stmatrix> as_stmatrix(const Stmt &s) {
-  const Call *c = match(s, "stmatrix");
-  if (!c) return std::nullopt;
-  return Stmatrix{name_of(c->args[0]),     c->args[1],          int_of(c->args[2]),
-                  int_of(c->args[3]) != 0, name_of(c->args[4]), c->args[5]};
+  const int registers = load ? 0 : 4, shared = load ? 4 : 0;  // the destination's arguments come first
+  return MatrixMove{.direction = load ? MatrixMove::Direction::load : MatrixMove::Direction::store,
+                    .registers = name_of(c->args[registers]),
+                    .registers_index = c->args[registers + 1],
+                    .shared = name_of(c->args[shared]),
+                    .shared_index = c->args[shared + 1],
+                    .matrices = int_of(c->args[2]),
+                    .transpose = int_of(c->args[3]) != 0};
 }
 
 Stmt mma(const Mma &m) {

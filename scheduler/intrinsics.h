@@ -58,38 +58,26 @@ Stmt async_commit();
 Stmt async_wait(int pending);
 std::optional<int> as_async_wait(const Stmt &s);
 
-// ldmatrix.sync.aligned.m8n8.x{matrices}{.trans}.shared.b16, by one warp: lane l gives, in src_index, the
-// element index of one 8-element row (lanes 8m..8m+7 the rows of matrix m); afterwards each lane holds two
-// 16-bit elements of each matrix at dst[dst_index + 2m], dst[dst_index + 2m + 1]: without transpose row
-// l/4, columns 2(l%4) and 2(l%4)+1; with transpose rows 2(l%4) and 2(l%4)+1 of column l/4.
-struct Ldmatrix {
-  std::string dst;
-  Expr dst_index;
+// {ld,st}matrix.sync.aligned.m8n8.x{matrices}{.trans}.shared.b16, by one warp: `matrices` 8 x 8 matrices of
+// 16-bit elements from shared memory into registers (load, ldmatrix) or back (store, stmatrix). Lane l gives,
+// in shared_index, the element index of one 8-element row (lanes 8m..8m+7 the rows of matrix m, each 16-byte
+// aligned); registers[registers_index + 2m] and registers[registers_index + 2m + 1] of each lane are two
+// elements of matrix m: without transpose row l/4, columns 2(l%4) and 2(l%4)+1; with transpose rows 2(l%4)
+// and 2(l%4)+1 of column l/4. With the wgmma accumulator layout (hopper_layouts.h), a lane's elements
+// 8c..8c+7 are the four 8 x 8 matrices of its warp's 16 rows and columns 16c..16c+15: (rows, columns) (0,
+// 0), (8, 0), (0, 8), (8, 8).
+struct MatrixMove {
+  enum class Direction { load, store };
+  Direction direction = Direction::load;
+  std::string registers;
+  Expr registers_index;
+  std::string shared;
+  Expr shared_index;
   int matrices = 4;
   bool transpose = false;
-  std::string src;
-  Expr src_index;
 };
-Stmt ldmatrix(const Ldmatrix &l);
-std::optional<Ldmatrix> as_ldmatrix(const Stmt &s);
-
-// stmatrix.sync.aligned.m8n8.x{matrices}{.trans}.shared.b16, by one warp: ldmatrix's inverse. Lane l gives,
-// in dst_index, the element index of one 8-element row of shared memory (lanes 8m..8m+7 the rows of matrix
-// m, each 16-byte aligned), and src[src_index + 2m], src[src_index + 2m + 1] of each lane go to matrix m:
-// without transpose to row l/4, columns 2(l%4) and 2(l%4)+1; with transpose to rows 2(l%4) and 2(l%4)+1 of
-// column l/4. With the wgmma accumulator layout (hopper_layouts.h), a lane's elements 8c..8c+7 are the four
-// 8 x 8 matrices of its warp's 16 rows and columns 16c..16c+15: (rows, columns) (0, 0), (8, 0), (0, 8), (8,
-// 8).
-struct Stmatrix {
-  std::string dst;
-  Expr dst_index;
-  int matrices = 4;
-  bool transpose = false;
-  std::string src;
-  Expr src_index;
-};
-Stmt stmatrix(const Stmatrix &s);
-std::optional<Stmatrix> as_stmatrix(const Stmt &s);
+Stmt matrix_move(const MatrixMove &m);
+std::optional<MatrixMove> as_matrix_move(const Stmt &s);
 
 // mma.sync.aligned.m16n8k16.row.col, by one warp: D = A * B + C with A 16x16 and B 16x8 in f16 or bf16,
 // C and D 16x8 in f32 or f16. Per lane (g = lane / 4, t = lane % 4), the fragments are register arrays:

@@ -178,11 +178,18 @@ void ReductionKernelBuilder::plan_loops() {
   const int raster = req_.schedule ? req_.schedule->raster_group() : 1;
   cluster_ = req_.schedule ? req_.schedule->cluster_blocks() : 1;
   mapping_ = map_threads(loops_, raster, atom_, req_.target, cluster_);
-  summary_ += mapping_.summary;
   plan_ping_pong();
   consumer_threads_ = mapping_.threads;
   // A warp-specialized kernel's producer warpgroup comes after the warpgroups the loops are bound to.
-  if (req_.schedule && req_.schedule->warp_specialization()) mapping_.threads += hopper::kWarpgroupThreads;
+  if (req_.schedule && req_.schedule->warp_specialization())
+    mapping_.add_warps(hopper::kWarpgroupThreads / 32);
+  summary_ += launch_summary(mapping_);
+  if (ping_pong_)
+    summary_ += fmt::format(
+        "  ping-pong: {} consumer warpgroups take the block's tiles in turn, warpgroup t waiting for its "
+        "main "
+        "loop on named barrier {} + t\n",
+        kPingPongTeams, named_barriers::kFirstTurn);
   if (req_.schedule && req_.schedule->persistent_blocks() > 0) plan_persistent_grid();
 
   bool in_reduction = false;
@@ -307,11 +314,7 @@ void ReductionKernelBuilder::plan_ping_pong() {
   ping_pong_ = true;
   team_threads_ = mapping_.threads;
   for (auto &[name, value] : mapping_.bound_values) value = team_local(value);
-  mapping_.threads *= kPingPongTeams;
-  summary_ += fmt::format(
-      "  ping-pong: {} consumer warpgroups take the block's tiles in turn, warpgroup t waiting for its main "
-      "loop on named barrier {} + t\n",
-      kPingPongTeams, named_barriers::kFirstTurn);
+  mapping_.add_warps((kPingPongTeams - 1) * mapping_.warps);
 }
 
 Stmt ReductionKernelBuilder::take_turn() const {
@@ -787,11 +790,11 @@ bool ReductionKernelBuilder::stores_column_pairs() const {
 
 Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &coords) const {
   // A lane's accumulator elements 8c..8c+7 are its part of the four 8 x 8 matrices of its warp's 16 rows and
-  // the atom's columns 16c..16c+15 (intrinsics.h, Stmatrix), so with 16-bit outputs the warp stores them with
-  // one stmatrix.x4 instead of eight 2-byte stores per lane. It writes every cell of the matrices, so a point
-  // outside the output gets a zero (the TMA store clips it), and a repeated point (a clamped split's) would
-  // overwrite its twin: those kernels keep the stores by element.
-  // (A consumer of column pairs has one element per pair: half the matrices' cells.)
+  // the atom's columns 16c..16c+15 (intrinsics.h, MatrixMove), so with 16-bit outputs the warp stores them
+  // with one stmatrix.x4 instead of eight 2-byte stores per lane. It writes every cell of the matrices, so a
+  // point outside the output gets a zero (the TMA store clips it), and a repeated point (a clamped split's)
+  // would overwrite its twin: those kernels keep the stores by element. (A consumer of column pairs has one
+  // element per pair: half the matrices' cells.)
   if (!wgmma_n_ || wgmma_n_ % 16 != 0 || write_backs_.size() != 1 || !req_.schedule->stmatrix_writes() ||
       req_.paired_dim >= 0)
     return Stmt();
@@ -830,8 +833,12 @@ Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &co
     const Halide::Expr col = 16 * c + 8 * (lane / 16);
     std::vector<Halide::Expr> at;
     for (const Halide::Expr &x : coords) at.push_back(substitute(i, row, substitute(j, col, x)));
-    writes.push_back(intrinsic::stmatrix(
-        {tile.buffer, simplify(tile.thread_index_of(at, ping_pong_ ? team() : 0)), 4, false, fragment, 0}));
+    writes.push_back(intrinsic::matrix_move(
+        {.direction = intrinsic::MatrixMove::Direction::store,
+         .registers = fragment,
+         .registers_index = 0,
+         .shared = tile.buffer,
+         .shared_index = simplify(tile.thread_index_of(at, ping_pong_ ? team() : 0))}));
     groups.push_back(block(writes));
   }
   Stmt s = block(groups);

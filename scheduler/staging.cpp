@@ -41,12 +41,15 @@ std::vector<std::vector<Halide::Expr>> reads_of(const Halide::Expr &e, const std
 
 namespace {
 
-// The plan of a stage of tensor `name`, read or written at `accesses` (lowered coordinates, one tuple each).
+// The plan of a stage of tensor `name`, read (or with `write_back` written) at `accesses` (lowered
+// coordinates, one tuple each).
 StagePlan plan_tile(const StageDirective &d, const std::string &name, const Type &type,
                     const std::vector<Halide::Expr> &shape, const LoopStructure &loops,
-                    const std::vector<std::vector<Halide::Expr>> &accesses, bool element_copies) {
+                    const std::vector<std::vector<Halide::Expr>> &accesses, bool element_copies,
+                    bool write_back) {
   StagePlan p;
   p.directive = d;
+  p.write_back = write_back;
   p.input = name;
   p.type = type;
   p.shape = shape;
@@ -132,16 +135,15 @@ StagePlan plan_tile(const StageDirective &d, const std::string &name, const Type
 
 StagePlan plan_stage(const StageDirective &d, const Input &input, const LoopStructure &loops,
                      const std::vector<std::vector<Halide::Expr>> &reads, bool element_copies) {
-  return plan_tile(d, input.name(), input.type(), to_halide(input.shape()), loops, reads, element_copies);
+  return plan_tile(d, input.name(), input.type(), to_halide(input.shape()), loops, reads, element_copies,
+                   false);
 }
 
 StagePlan plan_write_back(const std::string &name, const Type &type, const std::vector<Halide::Expr> &shape,
                           const LoopStructure &loops, const std::vector<Halide::Expr> &coords,
                           bool element_copies, Transport transport) {
-  StagePlan p = plan_tile({name, "", transport, 1, SharedLayout::swizzled}, name, type, shape, loops,
-                          {coords}, element_copies);
-  p.write_back = true;
-  return p;
+  return plan_tile({name, "", transport, 1, SharedLayout::swizzled}, name, type, shape, loops, {coords},
+                   element_copies, true);
 }
 
 Stmt with_shared_arrays(const std::vector<StagePlan> &plans, Stmt body) {

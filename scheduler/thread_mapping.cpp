@@ -120,10 +120,12 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
   for (int axis = 0; axis < 3; ++axis)
     if (block_dims[axis])
       m.bound_values.insert(m.bound_values.begin(), {block_dims[axis]->name, block_values[axis]});
-  m.summary =
-      fmt::format("  {} thread(s) per block{}; grid ({}, {}, {})\n", m.threads,
-                  m.warps ? fmt::format(" in {} warp(s)", m.warps) : "", m.grid[0], m.grid[1], m.grid[2]);
   return m;
+}
+
+std::string launch_summary(const ThreadMapping &m) {
+  return fmt::format("  {} thread(s) per block{}; grid ({}, {}, {})\n", m.threads,
+                     m.warps ? fmt::format(" in {} warp(s)", m.warps) : "", m.grid[0], m.grid[1], m.grid[2]);
 }
 
 Stmt define_bound_loops(const ThreadMapping &m, Stmt body) {

@@ -17,7 +17,13 @@ struct ThreadMapping {
   std::array<Halide::Expr, 3> grid;
   // Each bound loop's variable as an expression of blockIdx / threadIdx, in definition order.
   std::vector<std::pair<std::string, Halide::Expr>> bound_values;
-  std::string summary;
+
+  // Threads that no loop is bound to (a warp-specialized kernel's producer, ping-pong's second team), in
+  // whole warps.
+  void add_warps(int count) {
+    threads += 32 * count;
+    warps += count;
+  }
 };
 
 // `lanes_taken` is set when a matrix atom occupies the 32 lanes of each warp (no loop may be bound to
@@ -25,6 +31,10 @@ struct ThreadMapping {
 // pair rows of tiles (the extra row's tiles lie outside the output).
 ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken,
                           const Target &target, int grid_y_multiple = 1);
+
+// The kernel summary's line of the block's threads and the grid, once the kernel's builder has added the
+// threads that no loop is bound to.
+std::string launch_summary(const ThreadMapping &m);
 
 // Wraps `body` in LetStmts that define the bound loop variables.
 Halide::Internal::Stmt define_bound_loops(const ThreadMapping &m, Halide::Internal::Stmt body);

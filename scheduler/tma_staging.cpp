@@ -6,6 +6,10 @@
 namespace twist {
 
 void plan_tma_boxes(StagePlan &p, const std::string &func) {
+  // The refusals say which copy TMA cannot make and what to use instead.
+  const std::string copy = p.write_back ? fmt::format("store_output(Transport::tma) of '{}'", p.input)
+                                        : fmt::format("the TMA stage of '{}'", p.input);
+  const char *instead = p.write_back ? "store_output(Transport::plain)" : "Transport::cp_async";
   // The widest swizzle whose row the tile's row fills: 128 bytes, else 64 or 32.
   const int row_bytes = p.cols * p.elem_bytes;
   int width = 0;
@@ -16,11 +20,10 @@ void plan_tma_boxes(StagePlan &p, const std::string &func) {
     }
   if (width == 0)
     fail(
-        "schedule of '{}': the TMA stage of '{}' has rows of {} elements ({} bytes), which no swizzle "
-        "allows: "
-        "the 32, 64 and 128-byte swizzles need rows of a multiple of 32 bytes ({} elements); tile the "
-        "contiguous dimension to a multiple of that",
-        func, p.input, p.cols, row_bytes, 32 / p.elem_bytes);
+        "schedule of '{}': {} has rows of {} elements ({} bytes), which no swizzle allows: the 32, 64 and "
+        "128-byte swizzles need rows of a multiple of 32 bytes ({} elements); tile the contiguous dimension "
+        "to a multiple of that, or use {}",
+        func, copy, p.cols, row_bytes, 32 / p.elem_bytes, instead);
   p.swizzle = width == 128  ? TensorMap::Swizzle::b128
               : width == 64 ? TensorMap::Swizzle::b64
                             : TensorMap::Swizzle::b32;
@@ -28,16 +31,16 @@ void plan_tma_boxes(StagePlan &p, const std::string &func) {
   for (size_t c = 0; c + 1 < p.box_extent.size(); ++c)
     if (p.box_extent[c] > 256)
       fail(
-          "schedule of '{}': the TMA stage of '{}' needs a box of {} elements in dimension {}, but TMA boxes "
-          "have at most 256 elements per dimension; use a smaller tile",
-          func, p.input, p.box_extent[c], c);
+          "schedule of '{}': {} needs a box of {} elements in dimension {}, but TMA boxes have at most 256 "
+          "elements per dimension; use a smaller tile, or {}",
+          func, copy, p.box_extent[c], c, instead);
   // Each box must start at a multiple of the swizzle pattern (8 rows), so that the pattern the wgmma
   // descriptor assumes is the one the copy wrote.
   if ((p.rows * width) % hopper::swizzle_alignment(p.swizzle) != 0)
     fail(
-        "schedule of '{}': the TMA stage of '{}' has boxes of {} rows; swizzled boxes need a multiple of 8 "
-        "rows",
-        func, p.input, p.rows);
+        "schedule of '{}': {} has boxes of {} rows; swizzled boxes need a multiple of 8 rows; use tiles of "
+        "such rows, or {}",
+        func, copy, p.rows, instead);
   p.layout = SharedLayout::swizzled;
   p.row_pitch = p.cols;
   p.slot_elems = p.rows * p.cols;
@@ -50,16 +53,15 @@ void plan_tma_boxes(StagePlan &p, const std::string &func) {
     if (c && *c % elems != 0)
       fail(
           "schedule of '{}': '{}' has rows of {} elements; TMA needs rows that are a multiple of 16 bytes "
-          "({} "
-          "elements); use Transport::cp_async for it",
-          func, p.input, *c, elems);
+          "({} elements); use {} for it",
+          func, p.input, *c, elems, instead);
     if (!c)
       p.requirements.push_back(
           {pitch % elems == 0,
            fmt::format(
                "the last extent of '{}' ({}) must be a multiple of {} for its TMA copies (global rows "
-               "are 16-byte aligned); lower with Transport::cp_async for other shapes",
-               p.input, pitch, elems)});
+               "are 16-byte aligned); lower with {} for other shapes",
+               p.input, pitch, elems, instead)});
   }
 }
 

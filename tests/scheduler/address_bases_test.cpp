@@ -28,7 +28,7 @@ Stmt shared(const std::string &name, int elements, const Stmt &body) {
 
 // An ldmatrix of `tile` at `index` into frag[8 * u].
 Stmt load(const std::string &tile, const Expr &index, const Expr &u) {
-  return intrinsic::ldmatrix({"frag", u * 8, 4, false, tile, index});
+  return intrinsic::matrix_move({intrinsic::MatrixMove::Direction::load, "frag", u * 8, tile, index});
 }
 
 // A swizzled index as staging writes it: 8 chunks of 8 elements per row, chunk c of row r at c ^ (r & 7).
@@ -55,7 +55,7 @@ Rebased inspect(const Stmt &s) {
       IRVisitor::visit(f);
     }
     void visit(const Evaluate *e) override {
-      if (auto l = intrinsic::as_ldmatrix(Stmt(e))) r.indices.push_back(l->src_index);
+      if (auto l = intrinsic::as_matrix_move(Stmt(e))) r.indices.push_back(l->shared_index);
     }
   } walk;
   s.accept(&walk);

@@ -368,6 +368,15 @@ TEST_CASE("TMA stores that cannot lower are refused with the reason") {
   std::string e = error_of([&] { lower(g.out, s, Target::sm80()); });
   INFO(e);
   CHECK(contains(e, "store_output(Transport::tma) stores 'out' with TMA, which sm_80 does not have"));
+  // Tiles TMA cannot box are refused as a TMA stage's are (plan_tma_boxes), with the store's way out.
+  Schedule narrow =
+      schedule_tensor_core(g, GemmTiling{.block_m = 64, .block_n = 8, .warp_m = 16, .warp_n = 8});
+  narrow[g.C].store_output(Transport::tma);
+  e = error_of([&] { lower(g.out, narrow, Target::sm90a()); });
+  CHECK(contains(e,
+                 "store_output(Transport::tma) of 'out' has rows of 8 elements (16 bytes), which no swizzle "
+                 "allows"));
+  CHECK(contains(e, "or use store_output(Transport::plain)"));
   e = error_of([&] { s[g.C].store_output(Transport::cp_async); });
   CHECK(contains(e, "cp.async copies into shared memory, not out of it"));
 }

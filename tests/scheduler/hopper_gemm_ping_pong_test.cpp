@@ -146,6 +146,9 @@ TEST_CASE(
   const Kernel k = lower(g.out, schedule_hopper(g, t), Target::sm90a()).kernels[0];
   INFO(k.schedule_summary);
   CHECK(k.threads == 384);
+  // The summary counts the block as launched: the producer and both consumer warpgroups, where the loops
+  // bind one warpgroup.
+  CHECK(contains(k.schedule_summary, "  384 thread(s) per block in 12 warp(s); grid ("));
   CHECK(contains(k.schedule_summary, "ping-pong: 2 consumer warpgroups take the block's tiles in turn"));
   const std::string source = cuda::cuda_source(k);
   INFO(source);

@@ -22,8 +22,7 @@ Exec compile_async_commit(StatementCompiler &sc, Where where);
 Exec compile_async_wait(StatementCompiler &sc, int pending, Where where);
 
 // warp_intrinsics.cpp
-Exec compile_ldmatrix(StatementCompiler &sc, const intrinsic::Ldmatrix &op, Where where);
-Exec compile_stmatrix(StatementCompiler &sc, const intrinsic::Stmatrix &op, Where where);
+Exec compile_matrix_move(StatementCompiler &sc, const intrinsic::MatrixMove &op, Where where);
 Exec compile_mma(StatementCompiler &sc, const intrinsic::Mma &op, Where where);
 Exec compile_shuffle_xor(StatementCompiler &sc, const intrinsic::ShuffleXor &op, Where where);
 

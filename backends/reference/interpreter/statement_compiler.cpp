@@ -380,8 +380,7 @@ Exec StatementCompiler::evaluate(const Stmt &s) {
   if (auto op = intrinsic::as_copy(s)) return compile_copy(*this, *op, where);
   if (intrinsic::is_async_commit(s)) return compile_async_commit(*this, where);
   if (auto pending = intrinsic::as_async_wait(s)) return compile_async_wait(*this, *pending, where);
-  if (auto op = intrinsic::as_ldmatrix(s)) return compile_ldmatrix(*this, *op, where);
-  if (auto op = intrinsic::as_stmatrix(s)) return compile_stmatrix(*this, *op, where);
+  if (auto op = intrinsic::as_matrix_move(s)) return compile_matrix_move(*this, *op, where);
   if (auto op = intrinsic::as_mma(s)) return compile_mma(*this, *op, where);
   if (auto op = intrinsic::as_shuffle_xor(s)) return compile_shuffle_xor(*this, *op, where);
   if (auto op = intrinsic::as_atomic_add(s)) return compile_atomic_add(*this, *op, where);

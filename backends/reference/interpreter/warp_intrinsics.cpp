@@ -66,38 +66,28 @@ Position c_position(int lane, int i) {
 
 }  // namespace
 
-namespace {
-
-// ldmatrix and stmatrix move the same 8 x 8 matrices of 16-bit elements between a warp's registers and shared
-// memory, in opposite directions: lanes 8j..8j+7 give, in the shared index, the rows of matrix j (8 elements,
-// 16 bytes, aligned to 16 bytes), and lane l's register elements 2j, 2j+1 are row l/4, columns 2(l%4) and
-// 2(l%4)+1 of matrix j, or with transpose rows 2(l%4) and 2(l%4)+1 of column l/4.
-struct MatrixMove {
-  bool load;  // ldmatrix: shared to registers; stmatrix: registers to shared
-  const std::string &registers, &shared;
-  const Expr &registers_index, &shared_index;
-  int matrices;
-  bool transpose;
-};
-
-Exec compile_matrix_move(StatementCompiler &sc, const MatrixMove &op, Where where) {
-  const char *name = op.load ? "ldmatrix" : "stmatrix";
-  const char *into = op.load ? "ldmatrix into" : "stmatrix into";
-  const char *from = op.load ? "ldmatrix from" : "stmatrix from";
+// The layout is intrinsic::MatrixMove's: lanes 8j..8j+7 give the rows of matrix j in shared memory, and lane
+// l's register elements 2j, 2j+1 are row l/4, columns 2(l%4) and 2(l%4)+1 of matrix j, or with transpose
+// rows 2(l%4) and 2(l%4)+1 of column l/4.
+Exec compile_matrix_move(StatementCompiler &sc, const intrinsic::MatrixMove &op, Where where) {
+  const bool load = op.direction == intrinsic::MatrixMove::Direction::load;
+  const char *name = load ? "ldmatrix" : "stmatrix";
+  const char *into = load ? "ldmatrix into" : "stmatrix into";
+  const char *from = load ? "ldmatrix from" : "stmatrix from";
   Machine *m = &sc.machine();
-  Array *dst = &sc.writable_buffer(op.load ? op.registers : op.shared, into);
-  Array *src = &sc.buffer(op.load ? op.shared : op.registers, from);
-  Array *shared = op.load ? src : dst, *registers = op.load ? dst : src;
-  require_space(*src, op.load ? Space::shared : Space::registers, name, "source");
-  require_space(*dst, op.load ? Space::registers : Space::shared, name, "destination");
+  Array *dst = &sc.writable_buffer(load ? op.registers : op.shared, into);
+  Array *src = &sc.buffer(load ? op.shared : op.registers, from);
+  Array *shared = load ? src : dst, *registers = load ? dst : src;
+  require_space(*src, load ? Space::shared : Space::registers, name, "source");
+  require_space(*dst, load ? Space::registers : Space::shared, name, "destination");
   if (src->type.bits() != 16 || dst->type != src->type)
     fail("{} moves 16-bit elements between buffers of one type; it {} from {} into {}", name,
-         op.load ? "loads" : "stores", src->describe(), dst->describe());
+         load ? "loads" : "stores", src->describe(), dst->describe());
   if (op.matrices != 1 && op.matrices != 2 && op.matrices != 4)
-    fail("{} {} 1, 2 or 4 matrices, not {}", name, op.load ? "loads" : "stores", op.matrices);
+    fail("{} {} 1, 2 or 4 matrices, not {}", name, load ? "loads" : "stores", op.matrices);
   const int matrices = op.matrices;
-  const bool transpose = op.transpose, load = op.load;
-  const char *shared_access = op.load ? from : into, *registers_access = op.load ? into : from;
+  const bool transpose = op.transpose;
+  const char *shared_access = load ? from : into, *registers_access = load ? into : from;
   CompiledExpr registers_index = sc.expr(op.registers_index), shared_index = sc.expr(op.shared_index);
   return [=](const ActiveThreads &active) {
     m->where = where;
@@ -133,18 +123,6 @@ Exec compile_matrix_move(StatementCompiler &sc, const MatrixMove &op, Where wher
       }
     });
   };
-}
-
-}  // namespace
-
-Exec compile_ldmatrix(StatementCompiler &sc, const intrinsic::Ldmatrix &op, Where where) {
-  return compile_matrix_move(
-      sc, {true, op.dst, op.src, op.dst_index, op.src_index, op.matrices, op.transpose}, where);
-}
-
-Exec compile_stmatrix(StatementCompiler &sc, const intrinsic::Stmatrix &op, Where where) {
-  return compile_matrix_move(
-      sc, {false, op.src, op.dst, op.src_index, op.dst_index, op.matrices, op.transpose}, where);
 }
 
 Exec compile_mma(StatementCompiler &sc, const intrinsic::Mma &op, Where where) {

@@ -41,13 +41,13 @@ Kernel gemm() {
       intrinsic::async_commit(),
       intrinsic::async_wait(1),
       intrinsic::barrier(),
-      unrolled(
-          "mi", 2,
-          intrinsic::ldmatrix({"a", mi * 8, 4, false, "As",
-                               stage * kATile + (warp_m * 32 + mi * 16 + lane % 16) * BK + (lane / 16) * 8})),
+      unrolled("mi", 2,
+               intrinsic::matrix_move(
+                   {intrinsic::MatrixMove::Direction::load, "a", mi * 8, "As",
+                    stage * kATile + (warp_m * 32 + mi * 16 + lane % 16) * BK + (lane / 16) * 8})),
       unrolled("ni", 2,
-               intrinsic::ldmatrix(
-                   {"b", ni * 4, 2, true, "Bs", stage * kBTile + (lane % 16) * BN + warp_n * 16 + ni * 8})),
+               intrinsic::matrix_move({intrinsic::MatrixMove::Direction::load, "b", ni * 4, "Bs",
+                                       stage * kBTile + (lane % 16) * BN + warp_n * 16 + ni * 8, 2, true})),
       unrolled("mi", 2,
                unrolled("ni", 2, intrinsic::mma({"acc", "a", "b", "acc", tile, mi * 8, ni * 4, tile}))),
       intrinsic::barrier(),

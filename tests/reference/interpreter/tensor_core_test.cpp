@@ -48,12 +48,14 @@ Kernel mma_kernel(const Types &types, bool ldmatrix_in_divergent_branch = false)
   body.push_back(intrinsic::barrier());
   // ldmatrix.x4 for A: lanes 0-15 give rows 0-15 of the warp's A at column 0, lanes 16-31 the same rows at
   // column 8, so the four matrices are A's quadrants (top-left, bottom-left, top-right, bottom-right).
-  Stmt load_a = intrinsic::ldmatrix({"a", 0, 4, false, "As", (warp * 16 + lane % 16) * K + (lane / 16) * 8});
+  Stmt load_a = intrinsic::matrix_move(
+      {intrinsic::MatrixMove::Direction::load, "a", 0, "As", (warp * 16 + lane % 16) * K + (lane / 16) * 8});
   if (ldmatrix_in_divergent_branch) load_a = if_then(lane < 16, load_a);
   body.push_back(load_a);
   // ldmatrix.x2.trans for B: lanes 0-15 give rows k = 0-15 of B (8 elements each); matrix 0 is k 0-7,
   // matrix 1 is k 8-15, and the transpose hands each lane a column n of them.
-  body.push_back(intrinsic::ldmatrix({"b", 0, 2, true, "Bs", (lane % 16) * N}));
+  body.push_back(intrinsic::matrix_move(
+      {intrinsic::MatrixMove::Direction::load, "b", 0, "Bs", (lane % 16) * N, 2, true}));
   for (int i = 0; i < 4; ++i)
     body.push_back(store(
         "c", load(types.accumulator, "C", (warp * 16 + g + kCRowOffset[i]) * N + tig * 2 + kCColOffset[i]),

@@ -25,10 +25,11 @@ constexpr int kLanes = 32;
 // not looked at).
 HostTensor stored_matrices(int matrices, bool transpose) {
   const Expr lane = tid(), i = i32_var("i");
-  Stmt s = block(
-      {unrolled("i", 8, store("r", Halide::cast(f16, lane * 8 + i), i)),
-       intrinsic::stmatrix({"s", (lane / 8) % matrices * 64 + lane % 8 * 8, matrices, transpose, "r", 0}),
-       intrinsic::barrier(), unrolled("i", 8, store("out", load(f16, "s", lane * 8 + i), lane * 8 + i))});
+  Stmt s = block({unrolled("i", 8, store("r", Halide::cast(f16, lane * 8 + i), i)),
+                  intrinsic::matrix_move({intrinsic::MatrixMove::Direction::store, "r", 0, "s",
+                                          (lane / 8) % matrices * 64 + lane % 8 * 8, matrices, transpose}),
+                  intrinsic::barrier(),
+                  unrolled("i", 8, store("out", load(f16, "s", lane * 8 + i), lane * 8 + i))});
   s = shared_array("s", f16, 4 * 64, register_array("r", f16, 8, s));
   Kernel k;
   k.name = "stmatrix";
@@ -80,7 +81,9 @@ TEST_CASE("stmatrix.x4 of wgmma accumulator elements 8c..8c+7 writes the warp's 
   }
   const Expr row = lane % 8 + 8 * ((lane / 8) % 2), col = 16 * c + 8 * (lane / 16);
   Stmt s = block(
-      {block(tags), intrinsic::stmatrix({"s", row * 32 + col, 4, false, "r", 0}), intrinsic::barrier(),
+      {block(tags),
+       intrinsic::matrix_move({intrinsic::MatrixMove::Direction::store, "r", 0, "s", row * 32 + col}),
+       intrinsic::barrier(),
        unrolled("i", 16, store("out", load(f16, "s", lane * 16 + i32_var("i")), lane * 16 + i32_var("i")))});
   s = shared_array("s", f16, 16 * 32, register_array("r", f16, 8, s));
   Kernel k;
@@ -109,7 +112,8 @@ TEST_CASE("stmatrix.x4 of wgmma accumulator elements 8c..8c+7 writes the warp's 
 
 TEST_CASE("stmatrix rows must be 16-byte aligned") {
   const Expr lane = tid();
-  Stmt s = intrinsic::stmatrix({"s", lane % 8 * 8 + 4, 1, false, "r", 0});
+  Stmt s =
+      intrinsic::matrix_move({intrinsic::MatrixMove::Direction::store, "r", 0, "s", lane % 8 * 8 + 4, 1});
   s = shared_array("s", f16, 128, register_array("r", f16, 2, s));
   Kernel k;
   k.name = "misaligned";
