@@ -54,22 +54,24 @@ prefill bf16 4 16 4096 128 true
 # warpgroup (FuncSchedule::overlap_producer, two sets of S accumulators by the tile's parity) on the
 # warp-specialized kernel, and both together. D 64 overlaps on 128-key tiles at one block per SM (the second S
 # does not fit the 104 registers of two blocks), D 128 on 112-key tiles (ptxas spills 200-240 bytes with two
-# 128-key tiles of S in the consumers' 240 registers, none with 112). One of them is the rule's own (the same manifest, written
+# 128-key tiles of S in the consumers' 240 registers, none with 112), D 256 on 48-key tiles; the overlap on 3
+# slots (with 2, each tile waits for the next tile's copy: docs/hopper.md), which 64-key tiles at D 256 do not
+# fit beside Q. One of them is the rule's own (the same manifest, written
 # again). The 176-key tiles (local memory when causal) and the third slot were measured slower than the rule
 # (bench/RESULTS.md) and are no longer exported.
 variants() {  # B H S D causal
   local shape="${1}x${2}x${3}x${3}x${4}" causal=$5 w="--atom wgmma --block-rows 128"
   local ws="$w --warp-specialize true"
   local pp="$ws --ping-pong true"
-  local ovl="$ws --overlap true"
-  local ovlpp="$pp --overlap true"
+  local ovl="$ws --overlap true --stages 3"
+  local ovlpp="$pp --overlap true --stages 3"
   case $4 in
     64) tilings=("$w --key-tile 64 --min-blocks 2" "$ws --key-tile 64 --min-blocks 2"
                  "$ovl --key-tile 128" "$ovlpp --key-tile 128") ;;
     128) tilings=("$w --key-tile 128" "$ws --key-tile 128" "$pp --key-tile 128" "$ovl --key-tile 112"
                   "$ovlpp --key-tile 112") ;;
-    256) tilings=("$w --key-tile 64" "$ws --key-tile 80" "$pp --key-tile 80" "$ovl --key-tile 64"
-                  "$ovlpp --key-tile 64") ;;
+    256) tilings=("$w --key-tile 64" "$ws --key-tile 80" "$pp --key-tile 80" "$ovl --key-tile 48"
+                  "$ovlpp --key-tile 48") ;;
     *) echo "$0: no variants for D = $4" >&2; exit 2 ;;
   esac
   for tiling in "${tilings[@]}"; do

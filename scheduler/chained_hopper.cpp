@@ -284,6 +284,7 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   };
   const Halide::Expr has_next = r + 1 < count;
   std::vector<Stmt> steps, before_loop;
+  Stmt after_loop;
   if (ping_pong_turns) before_loop.push_back(guarded(is_last_consumer_warpgroup(), pass_turn(const_false())));
   if (!req_.schedule->overlaps_producer() && !ping_pong_turns) {
     // S for this tile; the refill runs while its wgmmas are in flight.
@@ -316,6 +317,12 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
                                 intrinsic::wgmma_wait(0)),
                tile()});
     steps = {refill, IfThenElse::make(r % 2 == 0, even, swap_arrays(even, "acc.s", "acc.s.next"))};
+    // Every tile's column products retire all its groups, so after the loop nothing is in flight; but the
+    // first S is issued under `count > 0` and the loop tests its count again, and ptxas, which does not tie
+    // the two, sees the first S reach the epilogue in flight when the loop is skipped, and injects a wait
+    // there (C7517; with ping-pong in a divergent path, which serializes every wgmma: C7518). This wait is
+    // that one, where no compiler needs to infer it.
+    after_loop = intrinsic::wgmma_wait(0, {"acc.s"});
     summary_ +=
         "  the next key tile's S wgmmas overlap this tile's update (acc.s and acc.s.next by the tile's "
         "parity)\n";
@@ -336,6 +343,7 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   std::vector<Stmt> compute = {states, intrinsic::mbarrier_wait(q_full, 0)};
   if (!before_loop.empty()) compute.push_back(guarded(simplify(count > 0), block(before_loop)));
   compute.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
+  if (after_loop.defined()) compute.push_back(after_loop);
   if (ping_pong_turns)
     summary_ += fmt::format(
         "  ping-pong: consumer warpgroup w takes its turn on named barrier {} + w {}\n",

@@ -279,12 +279,17 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
   t.stages = 2;
   if (p.head_dim <= 64) t.min_blocks_per_sm = 2;
   if (p.head_dim > 256) wide_head_tiling(t, p.head_dim);
-  // A producer warpgroup, and ping-pong of the two consumer warpgroups, where runs measured them ahead (with
-  // two warpgroups of 64 rows, as measured): D <= 64 warp-specialized, D = 128 without a causal mask in
-  // ping-pong (attention.h).
+  // A producer warpgroup where runs measured it ahead (with two warpgroups of 64 rows, as measured): D <= 64,
+  // and D = 128 without a causal mask with the next tile's S overlapped with this tile's softmax, on 112-key
+  // tiles (two sets of 128-key S spill) and a ring of 3 slots (the overlap needs tile r + 1 at the start of
+  // tile r, when 2 slots have only just released its slot) (attention.h).
   const bool two_warpgroups = t.block_rows == 128;
   t.warp_specialized = two_warpgroups && (p.head_dim <= 64 || (p.head_dim == 128 && !p.causal));
-  t.ping_pong = t.warp_specialized && p.head_dim == 128;
+  t.overlap_scores = t.warp_specialized && p.head_dim == 128;
+  if (t.overlap_scores) {
+    t.key_tile = std::min(t.key_tile, 112);
+    t.stages = 3;
+  }
   return t;
 }
 

@@ -102,20 +102,23 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 //     in 192 KB. Measured at B1 H32 GQA 8 bf16 causal: 229.6 TFLOP/s at S2048, 286.1 at S8192 (181
 //     registers, no spill), where the mma.sync tiling took 2.97 and 39.9 ms (about 5x slower). S is computed
 //     once per column warpgroup, so the tensor cores do 1.5x the useful products at D = 512;
-//   - never a key tile above the keys rounded up to 16; 2 slots (a third measured within 2% at D = 128);
+//   - never a key tile above the keys rounded up to 16; 2 slots (a third measured within 2% at D = 128)
+//     except with the overlapped S (below);
 //   - causal masks change no tile size: the block skips the key tiles after its last row's diagonal and masks
 //     only the tiles that cross it;
 //   - warp-specialized (a producer warpgroup at 24 registers; WarpSpecialization) where runs measured it
 //     ahead, with two warpgroups of 64 rows: at D <= 64, 2.8-2.9% faster in three runs (B1 H8 S4096: 401.4
 //     against 390.3 TFLOP/s, 399.3 against 388.2, 405.0 against 393.5 in "The ping-pong race settled");
-//     at D = 128 without a causal mask, with ping-pong of the two consumer warpgroups (one's softmax while
-//     the other's wgmmas run): 537.5 against 518.3 at B2 H16 S8192 (545.2 against 523.4 in the run
-//     before), 512.3 against 506.1 at B4 H16 S4096 (442.8 against 451.3 before: level within the runs'
-//     spread). Not at D = 128 with a causal mask (438.6 against 440.7: level, so the simpler kernel) nor at
-//     D = 256 (547.5 with 80-key tiles against 543.0: level; ping-pong behind);
-//   - not FuncSchedule::overlap_producer (the next tile's S during this tile's softmax): 0.64-0.78x of the
-//     same tiles without it at D 64, 128 and 256, alone or in ping-pong (bench/RESULTS.md, "The ping-pong
-//     race settled").
+//     at D = 128 without a causal mask, with the next tile's S overlapped with this tile's softmax inside
+//     each warpgroup (FuncSchedule::overlap_producer) on 112-key tiles (two sets of 128-key S spill) and a
+//     ring of 3 slots: the overlap needs tile r + 1 when tile r starts, and with 2 slots its slot has only
+//     just been released then, so every tile waited for a whole copy (0.64-0.78x before the third slot).
+//     Measured with 3 slots (bench/results/attention_overlap2.json): 513.2 against 494.4 TFLOP/s for
+//     ping-pong at B4 H16 S4096, 540.1 against 530.3 at B2 H16 S8192. Not at D = 128 with a causal mask
+//     (427.1 overlapped against 437.2 for the plain kernel), not at D <= 64 (380.5 against 397.4 for two
+//     blocks per SM of 64-key tiles, which the second S does not fit) nor at D = 256 (507.3 on 48-key tiles
+//     against 545.3: 3 slots of 64-key tiles do not fit beside Q); ping-pong with the overlap is behind the
+//     overlap alone at every problem measured.
 struct AttentionProblemShape {
   int head_dim = 128;
   bool causal = false;

@@ -144,17 +144,21 @@ TEST_CASE(
   CHECK(d128.atom == MatrixAtom::wgmma);
   CHECK(d128.block_rows == 128);
   CHECK(d128.warp_rows == 64);
-  CHECK(d128.key_tile == 128);
   CHECK(d128.min_blocks_per_sm == 1);
-  // Warp specialization and ping-pong where runs measured them ahead: D 128 without a causal mask in
-  // ping-pong, D 64 warp-specialized; not D 128 causal, not D 256, never the overlapped S.
+  // Warp specialization where runs measured it ahead: D 128 without a causal mask with the next tile's S
+  // overlapped (112-key tiles, 3 slots), D 64 alone; not D 128 causal (128-key tiles, 2 slots), not D 256.
   CHECK(d128.warp_specialized);
-  CHECK(d128.ping_pong);
-  CHECK(!d128.overlap_scores);
+  CHECK(!d128.ping_pong);
+  CHECK(d128.overlap_scores);
+  CHECK(d128.key_tile == 112);
+  CHECK(d128.stages == 3);
   const AttentionTiling d128_causal = hopper_attention_tiling(
       {.head_dim = 128, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(d128_causal.key_tile == 128);
+  CHECK(d128_causal.stages == 2);
   CHECK(!d128_causal.warp_specialized);
   CHECK(!d128_causal.ping_pong);
+  CHECK(!d128_causal.overlap_scores);
   CHECK(!hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096})
              .warp_specialized);
   CHECK(
@@ -269,6 +273,9 @@ TEST_CASE("overlap_producer's source issues the next S into its own accumulators
     CHECK(!std::regex_search(source, std::regex(R"(acc_s\[[^\]]*\] = acc_s_next\[)")));
     CHECK(!std::regex_search(source, std::regex(R"(acc_s_next\[[^\]]*\] = acc_s\[)")));
     CHECK(source.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos);
+    // A wait after the key loop (after its last statement, the slot's release) for the first S, which the
+    // loop retires whenever it runs: ptxas injects it otherwise (C7517).
+    CHECK(source.rfind("wgmma.wait_group.sync.aligned 0;") > source.rfind("tma_empty_address"));
     // Both S accumulator arrays are pinned around the fences and waits.
     CHECK(source.find("\"+f\"(acc_s_next[r])") != std::string::npos);
     CHECK(source.find("\"+f\"(acc_s[r])") != std::string::npos);
@@ -360,8 +367,10 @@ TEST_CASE("warp-specialized Hopper attention budgets are refused with the demand
   using twist::testing::contains;
   using twist::testing::error_of;
   Attention a = make_attention({.dtype = f16, .head_dim = 128, .prefix = "hwr"});
-  const AttentionTiling rule =
+  // The rule's tiling without the overlapped S (whose own budget check is overlap_producer's refusal).
+  AttentionTiling rule =
       hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  rule.overlap_scores = false, rule.key_tile = 128, rule.stages = 2;
   // One consumer warpgroup of two row atoms keeps two 128-key tiles of S, the D = 128 column accumulators of
   // both and their P: more than setmaxnreg's 256.
   AttentionTiling one = rule;
