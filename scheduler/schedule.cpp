@@ -190,6 +190,17 @@ FuncSchedule &FuncSchedule::store_output(Transport transport, bool stmatrix) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::store_output_sub_tiles(int buffers) {
+  if (buffers < 0 || buffers == 1)
+    fail(
+        "schedule of '{}': store_output_sub_tiles({}): the output's boxes go out through 2 or more shared "
+        "buffers used in turn (one would leave each box's writes waiting for the previous box's store), or "
+        "0 for the whole tile at once",
+        func_, buffers);
+  output_sub_tile_buffers_ = buffers;
+  return *this;
+}
+
 FuncSchedule &FuncSchedule::compute_at(const Func &consumer, const LoopVar &at) {
   if (compute_root_)
     fail("schedule of '{}': compute_at() after compute_root(); choose one place for it", func_);
@@ -260,8 +271,11 @@ std::string FuncSchedule::to_string() const {
   if (cluster_blocks_ > 1) s += fmt::format("  clusters of {} blocks with TMA multicast\n", cluster_blocks_);
   if (stream_k_) s += "  stream-K: the last waves' tiles split along k across the persistent blocks\n";
   if (output_transport_ != Transport::plain)
-    s += fmt::format("  output tiles stored by {}{}\n", twist::to_string(output_transport_),
-                     stmatrix_writes_ ? ", written by stmatrix" : "");
+    s += fmt::format("  output tiles stored by {}{}{}\n", twist::to_string(output_transport_),
+                     stmatrix_writes_ ? ", written by stmatrix" : "",
+                     output_sub_tile_buffers_
+                         ? fmt::format(", one box at a time through {} buffers", output_sub_tile_buffers_)
+                         : "");
   if (warp_specialization_)
     s += fmt::format("  warp specialized: a producer warpgroup at {} registers, consumers at {}{}\n",
                      warp_specialization_->producer_registers, warp_specialization_->consumer_registers,
