@@ -19,6 +19,9 @@
 # OUT_DIR/accumulation_timing  4096^3 with f16 inputs and output, per strategy (mma.sync)
 # OUT_DIR/accumulation_wgmma   the same study on the Hopper schedule (wgmma)
 # OUT_DIR/accumulation_wgmma_timing   and its timing at 4096^3
+# OUT_DIR/gemm_subtile         (only when GEMM_SUITES names it) the 128x256x64 Hopper tiling with 3 stages and the
+#                              whole output tile against 4 stages and the tile stored in boxes through 2 buffers
+#                              (--output-sub-tiles 2), at 4096^3, 8192^3, 4096x15360x3840 and 2048^3, f16 and bf16
 #
 # TWIST_BINARY defaults to build/bench/apps/twist/twist (see bench/README.md for the build command).
 # GEMM_SUITES (default: every folder above) picks the folders to export, e.g. GEMM_SUITES="gemm_rule
@@ -43,6 +46,16 @@ shapes=(1024x1024x1024 2048x2048x2048 4096x4096x4096 8192x8192x8192 4096x15360x3
 # blocks with K split 8 ways.
 mma_large=(--block 128x256x64 --warp 64x64 --stages 3)
 mma_skinny=(--block 64x64x32 --warp 32x32 --split-k 8)
+if wants gemm_subtile; then
+  for dtype in f16 bf16; do
+    for shape in 4096x4096x4096 8192x8192x8192 4096x15360x3840 2048x2048x2048; do
+      export_gemm --shape "$shape" --dtype "$dtype" --atom wgmma --stages 3 --out "$out/gemm_subtile"
+      export_gemm --shape "$shape" --dtype "$dtype" --atom wgmma --stages 4 --output-sub-tiles 2 \
+        --out "$out/gemm_subtile"
+    done
+  done
+fi
+
 if wants gemm; then
   for dtype in f16 bf16; do
     for shape in "${shapes[@]}"; do

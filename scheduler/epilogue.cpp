@@ -118,6 +118,27 @@ void check_tma_store(const ReductionKernelRequest &r, const StagePlan &p) {
         fname, p.input, type_name(t));
 }
 
+// Gives the TMA write-back `p` the schedule's sub-tile buffers (FuncSchedule::store_output_sub_tiles), if
+// any: the slot then holds that many boxes rather than the whole tile.
+void sub_tile(const ReductionKernelRequest &r, StagePlan &p, size_t outputs) {
+  const int buffers = r.schedule->output_sub_tile_buffers();
+  if (!buffers) return;
+  const std::string &fname = r.reduction.name();
+  if (outputs != 1)
+    fail(
+        "schedule of '{}': store_output_sub_tiles({}) with {} outputs: the boxes of one output's tile go out "
+        "in turn, and outputs of different element types split into different boxes; drop "
+        "store_output_sub_tiles",
+        fname, buffers, outputs);
+  if (r.schedule->stmatrix_writes())
+    fail(
+        "schedule of '{}': store_output_sub_tiles({}) with stmatrix writes: stmatrix writes the whole tile "
+        "at once; use store_output(Transport::tma, false) with sub-tiles",
+        fname, buffers);
+  p.sub_tile_buffers = buffers;
+  p.slot_elems = p.rows * p.box_cols * std::min(buffers, p.tma_box_count());
+}
+
 }  // namespace
 
 std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const LoopStructure &loops,
@@ -135,6 +156,7 @@ std::vector<StagePlan> plan_write_backs(const ReductionKernelRequest &r, const L
       check_tma_store(r, plans.back());
       plans.back() =
           plan_write_back(out.name, out.type, out.shape, loops, coords, r.fallback, Transport::tma);
+      sub_tile(r, plans.back(), r.output_buffers.size());
     }
     bytes += plans.back().bytes();
   }
@@ -161,6 +183,46 @@ bool reads_inputs(const Stmt &s, const FuncGraph &graph) {
   return reads.found;
 }
 
+namespace {
+
+// The epilogue of a sub-tiled TMA write-back `p`: the tile's boxes in turn, each written by the threads
+// (`stores` with the stores of other boxes' elements dropped) into its buffer and stored by thread 0. Before
+// a buffer is written again, thread 0 waits until at most buffers - 1 bulk stores still read (those of the
+// boxes just before, in other buffers; across output tiles too when the boxes divide into the buffers, else
+// the first box waits for all), and the barrier passes that on.
+Stmt write_back_by_boxes(const StagePlan &p, const std::vector<Halide::Expr> &coords, const Stmt &stores,
+                         const Stmt &sync, const Halide::Expr &slot) {
+  struct IntoBox : IRMutator {
+    const StagePlan &tile;
+    const std::vector<Halide::Expr> &coords;
+    const Halide::Expr &slot;
+    int box = 0;
+    IntoBox(const StagePlan &t, const std::vector<Halide::Expr> &c, const Halide::Expr &s)
+        : tile(t), coords(c), slot(s) {}
+    using IRMutator::visit;
+    Stmt visit(const Store *op) override {
+      if (op->name != tile.input) return IRMutator::visit(op);
+      return guarded(tile.box_of(coords) == box,
+                     store(tile.buffer, op->value, tile.thread_index_of(coords, slot)));
+    }
+  } into_box(p, coords, slot);
+  const int boxes = p.tma_box_count(), buffers = std::min(p.sub_tile_buffers, boxes);
+  std::vector<Stmt> steps;
+  for (int b = 0; b < boxes; ++b) {
+    into_box.box = b;
+    const int pending = b == 0 && boxes % buffers != 0 ? 0 : buffers - 1;
+    // Simplified with the points' coordinates bound, each store's box is a constant, and the stores of the
+    // other boxes drop out.
+    steps.insert(steps.end(), {guarded(intrinsic::thread_index() == 0, intrinsic::tma_store_wait(pending)),
+                               sync, simplify(into_box.mutate(stores)), intrinsic::fence_proxy_async(), sync,
+                               guarded(intrinsic::thread_index() == 0,
+                                       block({p.tma_store_box(b, slot), intrinsic::tma_store_commit()}))});
+  }
+  return block(steps);
+}
+
+}  // namespace
+
 Stmt write_back(const std::vector<StagePlan> &write_backs, const std::vector<Halide::Expr> &coords,
                 const Stmt &stores, int threads, const Stmt &sync, const Halide::Expr &slot) {
   struct IntoTiles : IRMutator {
@@ -176,6 +238,8 @@ Stmt write_back(const std::vector<StagePlan> &write_backs, const std::vector<Hal
       return IRMutator::visit(op);
     }
   } into_tiles(write_backs, coords, slot);
+  if (write_backs.size() == 1 && write_backs[0].sub_tile_buffers)
+    return write_back_by_boxes(write_backs[0], coords, stores, sync, slot);
   std::vector<Stmt> tma_stores;
   for (const StagePlan &p : write_backs)
     if (p.directive.transport == Transport::tma) tma_stores.push_back(p.tma_stores(slot));

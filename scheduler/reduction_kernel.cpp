@@ -948,6 +948,12 @@ Kernel ReductionKernelBuilder::build() {
     for (const StagePlan &p : stages_) ring += p.bytes();
     for (const StagePlan &p : write_backs_) tiles += p.bytes();
     if (ring + tiles > req_.target.max_shared_bytes_per_block) {
+      if (req_.schedule->output_sub_tile_buffers())
+        fail(
+            "schedule of '{}': store_output_sub_tiles({}) asks for {} B of output buffers beside the TMA "
+            "ring's {} B, more than the {} B of a block; use fewer stages or buffers",
+            req_.reduction.name(), req_.schedule->output_sub_tile_buffers(), tiles, ring,
+            req_.target.max_shared_bytes_per_block);
       write_backs_.clear();
       summary_ += fmt::format(
           "  outputs stored directly: the write-back tiles ({} B) do not fit beside the TMA ring ({} B) in "

@@ -191,6 +191,17 @@ FuncSchedule &FuncSchedule::store_output(Transport transport, bool stmatrix) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::store_output_sub_tiles(int buffers) {
+  if (buffers < 0 || buffers == 1)
+    fail(
+        "schedule of '{}': store_output_sub_tiles({}): the output's boxes go out through 2 or more shared "
+        "buffers used in turn (one would leave each box's writes waiting for the previous box's store), or "
+        "0 for the whole tile at once",
+        func_, buffers);
+  output_sub_tile_buffers_ = buffers;
+  return *this;
+}
+
 FuncSchedule &FuncSchedule::compute_at(const Func &consumer, const LoopVar &at) {
   if (compute_root_)
     fail("schedule of '{}': compute_at() after compute_root(); choose one place for it", func_);
@@ -264,8 +275,11 @@ std::string FuncSchedule::to_string() const {
                      stream_k_tiles_ == StreamKTiles::tail ? "the partial wave's tiles"
                                                            : "the last two waves' tiles");
   if (output_transport_ != Transport::plain)
-    s += fmt::format("  output tiles stored by {}{}\n", twist::to_string(output_transport_),
-                     stmatrix_writes_ ? ", written by stmatrix" : "");
+    s += fmt::format("  output tiles stored by {}{}{}\n", twist::to_string(output_transport_),
+                     stmatrix_writes_ ? ", written by stmatrix" : "",
+                     output_sub_tile_buffers_
+                         ? fmt::format(", one box at a time through {} buffers", output_sub_tile_buffers_)
+                         : "");
   if (warp_specialization_)
     s += fmt::format("  warp specialized: a producer warpgroup at {} registers, consumers at {}{}\n",
                      warp_specialization_->producer_registers, warp_specialization_->consumer_registers,

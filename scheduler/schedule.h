@@ -194,6 +194,11 @@ class FuncSchedule {
   // warps write a 16-bit tile with stmatrix (four 8 x 8 matrices of their accumulators at once) rather than
   // one 2-byte store per element.
   FuncSchedule &store_output(Transport transport, bool stmatrix = true);
+  // With store_output(Transport::tma): the output tile leaves one TMA box (a column slice, e.g. 128 x 64 f16)
+  // at a time through `buffers` box-sized shared buffers used in turn, so the epilogue takes buffers boxes of
+  // shared memory rather than the whole tile (a 128 x 256 f16 tile: 32 KB with 2 rather than 64 KB), and a
+  // box's store overlaps the writes of the next. 0 (the default): the whole tile, stored at once.
+  FuncSchedule &store_output_sub_tiles(int buffers);
   // Computes the func once per iteration of `at`, a loop of `consumer`, inside the consumer's kernel (a
   // reduction read by a row of its consumer is folded there by the block's threads as a tree).
   FuncSchedule &compute_at(const Func &consumer, const LoopVar &at);
@@ -241,6 +246,7 @@ class FuncSchedule {
   StreamKTiles stream_k_tiles() const { return stream_k_tiles_; }
   Transport output_transport() const { return output_transport_; }
   bool stmatrix_writes() const { return stmatrix_writes_; }
+  int output_sub_tile_buffers() const { return output_sub_tile_buffers_; }
   int min_blocks() const { return min_blocks_; }
   bool approximate() const { return approximate_; }
   bool overlaps_producer() const { return overlap_producer_; }
@@ -269,6 +275,7 @@ class FuncSchedule {
   StreamKTiles stream_k_tiles_ = StreamKTiles::tail_and_wave;
   Transport output_transport_ = Transport::plain;
   bool stmatrix_writes_ = false;
+  int output_sub_tile_buffers_ = 0;
   int min_blocks_ = 1;
   bool approximate_ = false;
   bool overlap_producer_ = false;

@@ -159,7 +159,7 @@ Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Exp
   // TMA boxes of box_cols columns one after another, each row-major: the address before the hardware's
   // swizzle, which TMA copies and wgmma descriptors both apply.
   if (directive.transport == Transport::tma)
-    return base + (col / box_cols) * (rows * box_cols) + row * box_cols + col % box_cols;
+    return base + buffer_of_box(col / box_cols) * (rows * box_cols) + row * box_cols + col % box_cols;
   if (layout != SharedLayout::swizzled) return base + row * row_pitch + col;
   // XOR-swizzle 16-byte chunks: within each aligned group of 8 chunks, chunk c of a line moves to c ^ (line
   // bits), so the 8 rows an ldmatrix phase reads land in 8 different bank groups.
@@ -175,6 +175,14 @@ Halide::Expr StagePlan::index_of_cell(const Halide::Expr &row, const Halide::Exp
   const Halide::Expr swizzled =
       row_aligned ? row * chunks_per_row + ((col / chunk) ^ (row & 7)) : linear ^ ((linear >> shift) & 7);
   return base + swizzled * chunk + col % chunk;
+}
+
+Halide::Expr StagePlan::buffer_of_box(const Halide::Expr &box) const {
+  return sub_tile_buffers ? box % sub_tile_buffers : box;
+}
+
+Halide::Expr StagePlan::box_of(const std::vector<Halide::Expr> &coords) const {
+  return simplify(canonical_sum(coords.back() - box_min.back()) / box_cols);
 }
 
 Halide::Expr StagePlan::index_of(const std::vector<Halide::Expr> &coords, const Halide::Expr &slot) const {
@@ -198,7 +206,7 @@ Halide::Expr StagePlan::thread_index_of(const std::vector<Halide::Expr> &coords,
   const Halide::Expr in_box = col % box_cols;
   const Halide::Expr line = row * width / 128;
   const Halide::Expr swizzled_chunk = (in_box / chunk) ^ (line & mask);
-  return simplify(slot * slot_elems + (col / box_cols) * (rows * box_cols) + row * box_cols +
+  return simplify(slot * slot_elems + buffer_of_box(col / box_cols) * (rows * box_cols) + row * box_cols +
                   swizzled_chunk * chunk + in_box % chunk);
 }
 
@@ -322,8 +330,10 @@ std::string StagePlan::summary() const {
   for (int e : box_extent) box += (box.empty() ? "" : " x ") + std::to_string(e);
   if (write_back && directive.transport == Transport::tma)
     return fmt::format(
-        "  {} <- shared {} [{}] in {} TMA box(es) of {} columns, {} swizzle, {} B, stored by TMA\n", input,
-        buffer, box, cols / box_cols, box_cols, swizzle_name(swizzle), slot_elems * elem_bytes);
+        "  {} <- shared {} [{}] in {} TMA box(es) of {} columns, {} swizzle, {} B{}, stored by TMA{}\n",
+        input, buffer, box, cols / box_cols, box_cols, swizzle_name(swizzle), slot_elems * elem_bytes,
+        sub_tile_buffers ? fmt::format(" in {} buffers of one box", slot_elems / (rows * box_cols)) : "",
+        sub_tile_buffers ? " box by box" : "");
   if (write_back)
     return fmt::format("  {} <- shared {} [{}] {}, {} B, written back with {}-byte stores of whole rows\n",
                        input, buffer, box, to_string(layout), slot_elems * elem_bytes, copy_bytes);

@@ -49,11 +49,20 @@ struct StagePlan {
     int ctas;
   };
   int tma_box_count() const { return cols / box_cols; }
+  // A sub-tiled TMA write-back (FuncSchedule::store_output_sub_tiles): the slot holds `sub_tile_buffers`
+  // boxes, box b of the tile going through buffer b % sub_tile_buffers; 0: the slot holds the whole tile.
+  int sub_tile_buffers = 0;
+  // The box of the tile that holds the element at output coordinates `coords` (of a TMA plan).
+  Halide::Expr box_of(const std::vector<Halide::Expr> &coords) const;
+  // The buffer of the slot that holds box `box` (the box itself, unless sub-tiled).
+  Halide::Expr buffer_of_box(const Halide::Expr &box) const;
   Stmt tma_multicast_copies(const Halide::Expr &iteration, const Halide::Expr &slot,
                             const intrinsic::MbarrierRef &barrier, const ClusterShare &share) const;
   // A TMA write-back's stores of the whole tile in `slot` (issued by one thread, in its bulk groups; elements
   // outside the output are not written).
   Stmt tma_stores(const Halide::Expr &slot = 0) const;
+  // A TMA write-back's store of the tile's box `box` alone (from its buffer, with sub_tile_buffers).
+  Stmt tma_store_box(int box, const Halide::Expr &slot = 0) const;
   // The wgmma operand (matrix descriptor) of the atom tile of a TMA stage whose first element is at input
   // coordinates `coords` in `slot`: K-major when the atom's k runs along the tile's rows (the input's
   // contiguous dimension), MN-major when it runs across them (hopper_layouts.h gives the layouts).

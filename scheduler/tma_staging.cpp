@@ -73,9 +73,20 @@ TensorMap StagePlan::tensor_map() const {
 
 namespace {
 
-// The copies of a TMA plan's boxes (cols / box_cols of them, side by side) at the stage loop's iteration
-// `iteration`, between `slot` and the tensor: all of them, or with `share` the issuing CTA's share,
-// multicast to the cluster.
+// The copy of the TMA plan's box `box` (of the cols / box_cols side by side) at the stage loop's iteration
+// `iteration`, between the shared array at `shared_offset` and the tensor, multicast to the CTAs of `mask`.
+Stmt box_copy(const StagePlan &p, const Halide::Expr &iteration, const Halide::Expr &box,
+              const Halide::Expr &shared_offset, bool load, const intrinsic::MbarrierRef &barrier,
+              const Halide::Expr &mask = Halide::Expr()) {
+  std::vector<Halide::Expr> coordinates;
+  for (size_t c = 0; c < p.box_extent.size(); ++c) coordinates.push_back(p.box_min_at(iteration, c));
+  coordinates.back() = Halide::Internal::simplify(coordinates.back() + box * p.box_cols);
+  return intrinsic::tma_copy(
+      {load, p.tensor_map().name, p.buffer, shared_offset, coordinates, barrier, mask});
+}
+
+// The copies of a TMA plan's boxes at the stage loop's iteration `iteration`, between `slot` and the tensor:
+// all of them, or with `share` the issuing CTA's share, multicast to the cluster.
 Stmt box_copies(const StagePlan &p, const Halide::Expr &iteration, const Halide::Expr &slot, bool load,
                 const intrinsic::MbarrierRef &barrier, const StagePlan::ClusterShare *share = nullptr) {
   const int boxes = share ? p.tma_box_count() / share->ctas : p.tma_box_count();
@@ -84,12 +95,8 @@ Stmt box_copies(const StagePlan &p, const Halide::Expr &iteration, const Halide:
     // The box's index among the slot's boxes.
     const Halide::Expr b = share ? share->rank * boxes + k : Halide::Expr(k);
     const Halide::Expr box_offset = share ? b * (p.rows * p.box_cols) : Halide::Expr(k * p.rows * p.box_cols);
-    std::vector<Halide::Expr> coordinates;
-    for (size_t c = 0; c < p.box_extent.size(); ++c) coordinates.push_back(p.box_min_at(iteration, c));
-    coordinates.back() = Halide::Internal::simplify(coordinates.back() + b * p.box_cols);
-    copies.push_back(intrinsic::tma_copy({load, p.tensor_map().name, p.buffer,
-                                          slot * p.slot_elems + box_offset, coordinates, barrier,
-                                          share ? Halide::Expr((1 << share->ctas) - 1) : Halide::Expr()}));
+    copies.push_back(box_copy(p, iteration, b, slot * p.slot_elems + box_offset, load, barrier,
+                              share ? Halide::Expr((1 << share->ctas) - 1) : Halide::Expr()));
   }
   return Halide::Internal::Block::make(copies);
 }
@@ -112,6 +119,14 @@ Stmt StagePlan::tma_stores(const Halide::Expr &slot) const {
   TWIST_CHECK(write_back && directive.transport == Transport::tma,
               "TMA stores of a plan that is not a TMA write-back");
   return box_copies(*this, Halide::Expr(), slot, false, {});
+}
+
+Stmt StagePlan::tma_store_box(int box, const Halide::Expr &slot) const {
+  TWIST_CHECK(write_back && directive.transport == Transport::tma,
+              "TMA stores of a plan that is not a TMA write-back");
+  return box_copy(*this, Halide::Expr(), box,
+                  Halide::Internal::simplify(slot * slot_elems + buffer_of_box(box) * (rows * box_cols)),
+                  false, {});
 }
 
 intrinsic::WgmmaOperand StagePlan::wgmma_operand(const std::vector<Halide::Expr> &coords,

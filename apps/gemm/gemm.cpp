@@ -124,6 +124,7 @@ std::string HopperTiling::name() const {
   if (stream_k) s += stream_k_tiles == StreamKTiles::tail ? "_streamktail" : "_streamk";
   if (!tma_store) s += "_rowstores";
   if (tma_store && stmatrix) s += "_stmatrix";
+  if (tma_store && output_sub_tile_buffers) s += fmt::format("_subtile{}", output_sub_tile_buffers);
   if (ping_pong) s += "_pingpong";
   return s;
 }
@@ -151,7 +152,8 @@ Schedule schedule_hopper(const Gemm &g, const HopperTiling &t) {
   if (t.warp_specialized) c.warp_specialize({t.producer_registers, t.consumer_registers(), t.ping_pong});
   if (t.warp_specialized && t.persistent_blocks > 0) c.persistent(t.persistent_blocks);
   if (t.cluster > 1) c.cluster(t.cluster);
-  if (t.tma_store) c.store_output(Transport::tma, t.stmatrix);
+  if (t.tma_store)
+    c.store_output(Transport::tma, t.stmatrix).store_output_sub_tiles(t.output_sub_tile_buffers);
   if (g.options.batched) c.bind("b", Binding::block_z);
   if (t.split_k > 1) c.split_reduction("ko", t.split_k, t.split_combine);
   if (t.stream_k) c.stream_k(true, t.stream_k_tiles);

@@ -104,6 +104,9 @@ struct HopperTiling {
   bool tma_store = true;
   // With tma_store, the consumers write 16-bit tiles with stmatrix; false: element stores.
   bool stmatrix = false;
+  // With tma_store: the output tile leaves one TMA box at a time through this many box buffers
+  // (FuncSchedule::store_output_sub_tiles), freeing shared memory for the ring; 0: the whole tile at once.
+  int output_sub_tile_buffers = 0;
   // Ping-pong (WarpSpecialization::ping_pong): two consumer warpgroups, each computing whole block tiles of
   // its own (so `warpgroups` is 1: block_m x block_n is one warpgroup's tile), take a persistent block's
   // tiles in turn, one's epilogue running while the other's wgmmas do. Warp-specialized persistent tilings

@@ -171,6 +171,8 @@ std::variant<apps::GemmTiling, apps::HopperTiling> parse_tiling(const Options &o
     h.cluster = std::stoi(o.get("cluster", std::to_string(h.cluster)));
     if (o.values.count("tma-store")) h.tma_store = o.flag("tma-store");
     if (o.values.count("stmatrix")) h.stmatrix = o.flag("stmatrix");
+    h.output_sub_tile_buffers =
+        std::stoi(o.get("output-sub-tiles", std::to_string(h.output_sub_tile_buffers)));
     if (o.values.count("ping-pong")) h.ping_pong = o.flag("ping-pong");
     if (o.values.count("stream-k")) h.stream_k = o.flag("stream-k");
     h.stream_k_tiles = parse_stream_k_tiles(o.get("stream-k-tiles", "tail_and_wave"));
@@ -608,6 +610,7 @@ int usage() {
                "                          [--warp-specialize true|false] [--persistent 132] [--cluster 1|2]\n"
                "                          [--tma-store true|false] [--stmatrix true|false] [--stream-k true|false\n"
                "                           [--stream-k-tiles tail_and_wave|tail]]\n"
+               "                          [--output-sub-tiles 0|2 (buffers of the TMA-store epilogue's boxes)]\n"
                "                          [--ping-pong true|false (with --warpgroups 1)] (Hopper)]\n"
                "                         [--dump=...]\n"
                "       twist export attention --shape BxHxSxLxD --out DIR [--dtype f16|bf16] [--causal true]\n"

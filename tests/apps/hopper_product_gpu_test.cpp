@@ -241,6 +241,27 @@ TEST_CASE("GPU: Hopper GEMM with the TMA-store epilogue on small problems (for t
   }
 }
 
+TEST_CASE(
+    "GPU: Hopper GEMM's sub-tiled TMA-store epilogue (4 stages, 2 box buffers) is right at every element") {
+  TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA and wgmma");
+  using namespace twist::apps;
+  // The 128 x 256 tiling with 4 stages beside 2 buffers of 128 x 64: 4 boxes a tile in turn; persistent
+  // over 3 blocks, so the buffers are written again after their stores read them, across tiles; odd edges.
+  HopperTiling sub_tiled;
+  sub_tiled.stages = 4, sub_tiled.output_sub_tile_buffers = 2, sub_tiled.persistent_blocks = 3;
+  for (const twist::Type &type : {twist::f16, twist::bf16}) {
+    const double tolerance = type == twist::f16 ? 1.0 / 1024 : 1.0 / 128;
+    Gemm g = make_gemm({.input = type, .output = type, .prefix = twist::type_name(type)});
+    for (const auto &[m, n, k] : {std::tuple{513, 1000, 520}, std::tuple{257, 136, 200}}) {
+      INFO(twist::type_name(type), " ", sub_tiled.name(), " ", m, "x", n, "x", k);
+      const std::map<std::string, double> scalars = {{g.M.name(), m}, {g.N.name(), n}, {g.K.name(), k}};
+      const std::map<std::string, HostTensor> inputs = {{g.A.name(), random_normal(type, {m, k}, 1)},
+                                                        {g.B.name(), random_normal(type, {k, n}, 2)}};
+      CHECK(hopper_gemm_worst_element(g.out, schedule_hopper(g, sub_tiled), scalars, inputs) < tolerance);
+    }
+  }
+}
+
 TEST_CASE("GPU: clustered Hopper GEMM (TMA multicast of B in 2-block clusters) is right at every element") {
   TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "TMA multicast and clusters");
   using namespace twist::apps;

@@ -359,6 +359,84 @@ TEST_CASE("the TMA-store epilogue's source: stmatrix, the async-proxy fence, bul
   CHECK(direct.tensor_maps.size() == 2);
 }
 
+TEST_CASE(
+    "Hopper GEMM's sub-tiled TMA-store epilogue matches the oracle: boxes through 2 buffers, reused across "
+    "tiles") {
+  // f16 and bf16 tiles of 2 or 3 boxes of 64 columns (3: the first box of a tile waits for every store, its
+  // buffer having stored the previous tile's last box), f32 tiles of 2 boxes of 32 columns; 3 persistent
+  // blocks, so every block's buffers are written again after their stores read them.
+  for (const Type &type : {f16, bf16, f32})
+    for (const int block_n : {64, 128, 192}) {
+      if ((type == f32) != (block_n == 64)) continue;
+      Gemm g = make_gemm({.input = type == f32 ? f16 : type, .output = type});
+      HopperTiling t;
+      t.block_m = 128, t.block_n = block_n, t.stages = 2, t.persistent_blocks = 3;
+      t.output_sub_tile_buffers = 2;
+      for (const Shape shape : {Shape{300, 408, 136}, Shape{100, 72, 200}, Shape{8, 8, 8}}) {
+        const auto scalars = gemm_sizes(g, shape.m, shape.n, shape.k);
+        INFO(type_name(type), " block_n ", block_n, " ", shape.m, "x", shape.n, "x", shape.k);
+        CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 31), scalars) <
+              (type == bf16 ? 8e-3 : 1e-3));
+      }
+    }
+}
+
+TEST_CASE("the sub-tiled TMA-store epilogue's source: per box a wait, the writes, a fence and one store") {
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  HopperTiling t;
+  t.stages = 4;
+  t.output_sub_tile_buffers = 2;
+  const Kernel k = lower(g.out, schedule_hopper(g, t), Target::sm90a()).kernels[0];
+  INFO(k.schedule_summary);
+  REQUIRE(k.tensor_maps.size() == 3);
+  CHECK(k.tensor_maps[2].box == std::vector<int>{128, 64});
+  const std::string source = cuda::cuda_source(k);
+  INFO(source);
+  // 4 boxes of 128 x 64 through 2 buffers of 16 KB each: the block's shared memory is the 4 stages' 192 KB,
+  // the buffers' 32 KB and the ring's mbarriers.
+  CHECK(twist::testing::contains(k.schedule_summary,
+                                 "4 TMA box(es) of 64 columns, 128B swizzle, 32768 B "
+                                 "in 2 buffers of one box, stored by TMA box by box"));
+  CHECK(k.shared_bytes >= 196608 + 32768);
+  CHECK(k.shared_bytes < 196608 + 32768 + 1024);
+  size_t at = source.find("__global__");
+  for (int box = 0; box < 4; ++box)
+    for (const char *step :
+         {"cp.async.bulk.wait_group.read 1", "bar.sync 1, 256", "fence.proxy.async.shared::cta",
+          "bar.sync 1, 256", "twist_tma_store_2d(out_smem_address", "cp.async.bulk.commit_group"}) {
+      const size_t found = source.find(step, at);
+      CHECK_MESSAGE(found != std::string::npos, "box ", box, ": ", step);
+      if (found != std::string::npos) at = found + 1;
+    }
+  // Each box's writes are its own: no store of the tile is guarded by its box at run time.
+  CHECK(source.find("/ 64) == ") == std::string::npos);
+  CHECK(source.find("cp.async.bulk.wait_group.read 0", at) != std::string::npos);
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+}
+
+TEST_CASE("sub-tiled TMA stores that cannot lower are refused with the reason") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Gemm g = make_gemm({.input = f16, .output = f16});
+  HopperTiling t;
+  t.stages = 5;
+  t.output_sub_tile_buffers = 2;
+  std::string e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e,
+                 "store_output_sub_tiles(2) asks for 32768 B of output buffers beside the TMA ring's "
+                 "245760 B"));
+  t.stages = 4;
+  t.stmatrix = true;
+  e = error_of([&] { lower(g.out, schedule_hopper(g, t), Target::sm90a()); });
+  CHECK(contains(e, "store_output_sub_tiles(2) with stmatrix writes"));
+  e = error_of([&] {
+    Schedule s;
+    s[g.C].store_output_sub_tiles(1);
+  });
+  CHECK(contains(e, "store_output_sub_tiles(1)"));
+}
+
 TEST_CASE("TMA stores that cannot lower are refused with the reason") {
   using twist::testing::contains;
   using twist::testing::error_of;

@@ -65,6 +65,16 @@ TEST_CASE("ping-pong Hopper GEMM: each warpgroup's epilogue through its own TMA-
               (type == f16 ? 1e-3 : 8e-3));
       }
     }
+  // Sub-tiled: each warpgroup's boxes through its own 2 buffers, waited for by its own storing thread (2 and
+  // 3 boxes a tile).
+  for (const int block_n : {128, 192}) {
+    Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "s"});
+    HopperTiling t = small_ping_pong(3);
+    t.block_n = block_n, t.output_sub_tile_buffers = 2;
+    const auto scalars = gemm_sizes(g, 300, 408, 136);
+    INFO("block_n ", block_n);
+    CHECK(lowered_error(g.out, schedule_hopper(g, t), random_inputs(g.out, scalars, 34), scalars) < 1e-3);
+  }
   // Element stores without TMA: each warpgroup's 128 threads copy out their own tile.
   Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "r"});
   HopperTiling rows = small_ping_pong(3);
