@@ -72,7 +72,8 @@ class _Launcher:
         # so, but a fresh allocation is not.
         inputs = [b.name for b in manifest.with_role("input")]
         self._buffers = [(inputs.index(b.name), None, None) if b.role == "input" else
-                         (None, torch.zeros if b.zeroed else torch.empty, (b.shape, torch_dtype(b.dtype)))
+                         (None, torch.zeros if b.zeroed else torch.empty,
+                          {"size": b.shape, "dtype": torch_dtype(b.dtype)})
                          for b in manifest.buffers]
         self._outputs = [i for i, b in enumerate(manifest.buffers) if b.role == "output"]
 
@@ -93,8 +94,8 @@ class _Launcher:
             check_inputs(self.manifest, tensors)  # raises, naming the input that differs
         device = tensors[0].device
         kernels = self.loaded.get(device.index) or self._load(device)
-        buffers = [tensors[i].contiguous() if i is not None else allocate(*shape_dtype, device=device)
-                   for i, allocate, shape_dtype in self._buffers]
+        buffers = [tensors[i].contiguous() if i is not None else allocate(**size_dtype, device=device)
+                   for i, allocate, size_dtype in self._buffers]
         packed = kernels.pack(tuple(t.data_ptr() for t in buffers))
         kernels.launch(packed, torch.cuda.current_stream(device).cuda_stream, wait=False)
         if len(self._outputs) == 1:
