@@ -19,8 +19,9 @@ decode case, in both steps):
 --no-compile leaves torch.compile out (on the H200 it compiled the 2-layer forward in 17 s at prefill B1 S2048
 and 6 s at decode B8 L4096, each decoder layer in 2 s; --quick with it, after compute-sanitizer over the decode
 case's kernels, ran in 78 s); --phase keeps the cases of one phase, --case names the cases to run
-(decode_B64_L32768; repeatable); --sanitize runs every kernel once on random inputs and nothing else, for
-compute-sanitizer.
+(decode_B64_L32768; repeatable); --budget-s starts no case that a case as long as the longest so far
+would carry past that many seconds (one GPU call: 180) and reports the cases left out as failed; --sanitize
+runs every kernel once on random inputs and nothing else, for compute-sanitizer.
 
 For every case (prefill: batch x new tokens; decode: batch x keys in the cache) it
   1. (--export-only) exports the layer kernels (twist export gemma) for both layer types at the case's shape,
@@ -56,6 +57,7 @@ import gc
 import json
 import math
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -113,6 +115,13 @@ def cases(quick: bool) -> list[gemma.LayerShape]:
 
 def case_name(shape: gemma.LayerShape) -> str:
     return f"{shape.phase} B{shape.batch} " + (f"S{shape.tokens}" if shape.phase == "prefill" else f"L{shape.keys}")
+
+
+def next_case_fits(elapsed_s: float, longest_case_s: float, budget_s: float | None) -> bool:
+    """Whether to start another case within the run's time budget (--budget-s; None: no budget): only if a case
+    as long as the longest so far would still end within it. Cases differ by minutes (torch.compile, the
+    reference's cache fill), so the longest so far is the estimate that keeps a GPU call inside its limit."""
+    return budget_s is None or elapsed_s + longest_case_s <= budget_s
 
 
 def kernel_summary(kernels: dict[str, dict[str, float]]) -> dict:
@@ -655,6 +664,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "tokens and keys")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out (it compiles for a minute "
                    "or more per case)")
+    p.add_argument("--budget-s", type=float, help="start no case that would end past this many seconds from the "
+                   "start, by the longest case so far (next_case_fits); the cases left out are reported as failed")
     p.add_argument("--export-only", action="store_true", help="export the kernels (no GPU, no torch) and stop")
     p.add_argument("--sanitize", action="store_true", help="only run every kernel once on random inputs, under "
                    "compute-sanitizer: no models, no timing")
@@ -705,7 +716,13 @@ def main(argv: list[str]) -> int:
     models = build_models(args.layers)
     records, failures, date = [], [], datetime.date.today().isoformat()
     gpu = torch.cuda.get_device_name()
+    started, longest_case_s = time.monotonic(), 0.0
     for shape in shapes:
+        if not next_case_fits(time.monotonic() - started, longest_case_s, args.budget_s):
+            failures.append(f"{case_name(shape)}: not run: the time budget of {args.budget_s:g} s would be spent "
+                            f"(longest case so far {longest_case_s:.0f} s); run it with --case")
+            continue
+        case_started = time.monotonic()
         # Each case builds what it needs (the twist model, its caches) and frees it: the grid's large cases need
         # the GPU's memory to themselves.
         torch.cuda.reset_peak_memory_stats()
@@ -729,6 +746,7 @@ def main(argv: list[str]) -> int:
             torch.cuda.empty_cache()
             record["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
             record["device_bytes"] = torch.cuda.get_device_properties(0).total_memory
+            longest_case_s = max(longest_case_s, time.monotonic() - case_started)  # failed cases took time too
         # After every case, so that a run cut short keeps what it measured.
         Path(args.out).write_text(json.dumps(records, indent=1) + "\n")
         print(format_table(records[-1:]), flush=True)

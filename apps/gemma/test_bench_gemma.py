@@ -24,6 +24,12 @@ class BenchGemmaTest(unittest.TestCase):
         self.assertEqual(len(bench_gemma.cases(quick=True)), 2)
         self.assertEqual(bench_gemma.case_name(decode[0]), "decode B1 L4096")
 
+    def test_a_case_starts_only_if_one_as_long_as_the_longest_so_far_ends_within_the_budget(self):
+        self.assertTrue(bench_gemma.next_case_fits(0.0, 0.0, 180.0))  # the first case always starts
+        self.assertTrue(bench_gemma.next_case_fits(100.0, 80.0, 180.0))
+        self.assertFalse(bench_gemma.next_case_fits(100.0, 90.0, 180.0))
+        self.assertTrue(bench_gemma.next_case_fits(1e6, 1e6, None))  # no budget
+
     def test_every_kernel_names_the_pytorch_code_it_replaces(self):
         self.assertEqual(set(bench_gemma.PYTORCH_EQUIVALENT), set(gemma.KERNELS))
 

@@ -132,22 +132,24 @@ def test_tensor_maps_are_encoded_over_their_buffers_and_passed_after_the_scalars
 def test_each_set_of_buffer_addresses_is_packed_once(tmp_path):
     kernel = load_manifest(write_tma_manifest(tmp_path)).kernels[0]
     driver = StandInDriver()
-    cache = PackedArgsCache([kernel], driver, capacity=2)
-    first = {"A": 0x7F0000001000, "C": 0x7F0000100000}
+    cache = PackedArgsCache([kernel], ["A", "C"], driver, capacity=2)
+    first = (0x7F0000001000, 0x7F0000100000)
     packed = cache(first)
     assert len(driver.calls) == 2  # both maps encoded
-    assert cache(dict(reversed(first.items()))) is packed  # the same addresses, in any order: nothing encoded
+    assert cache(tuple(first)) is packed  # the same addresses again: nothing encoded
     assert len(driver.calls) == 2
-    moved = cache({"A": 0x7F0000001000, "C": 0x7F0000200000})
+    moved = cache((0x7F0000001000, 0x7F0000200000))
     assert len(driver.calls) == 4 and driver.calls[-1]["address"] == 0x7F0000200000
     assert ctypes.cast(moved[0].array[0], ctypes.POINTER(ctypes.c_uint64)).contents.value == 0x7F0000200000
     # At capacity (2) the least recently used set goes: `first` is used again, so a new set evicts `moved`.
     assert cache(first) is packed
-    cache({"A": 0x7F0000003000, "C": 0x7F0000100000})
+    cache((0x7F0000003000, 0x7F0000100000))
     assert cache(first) is packed
     encoded = len(driver.calls)
-    cache({"A": 0x7F0000001000, "C": 0x7F0000200000})
+    cache((0x7F0000001000, 0x7F0000200000))
     assert len(driver.calls) == encoded + 2
+    with pytest.raises(ValueError, match="1 buffer addresses given for the 2 buffers A, C"):
+        cache((0x7F0000001000,))
 
 
 def test_a_missing_buffer_address_names_the_kernel_and_the_map(tmp_path):
@@ -220,6 +222,61 @@ def test_a_kernel_in_clusters_is_launched_with_cuLaunchKernelEx_and_the_others_w
          [(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, (2, 1, 1))]),
         ("cuLaunchKernel", 0x52, (2, 4, 1), (128, 1, 1), 1024, 0x5000, packed[1].array[0]),
     ]
+
+
+def test_cached_parameters_launch_on_the_addresses_of_each_call(tmp_path):
+    """The op's calls go through LoadedKernels.pack's cache: when an input or output moves, the launch must read
+    the new addresses, never a set packed for earlier tensors, and going back to earlier tensors must reuse their
+    set. The stand-in reads the parameters' values at launch, as the driver copies them."""
+    manifests = [load_manifest(write_manifest(tmp_path)), load_manifest(write_tma_manifest(tmp_path))]
+    encoder = StandInDriver()
+    launched = []
+
+    def launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        launched.append([ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value for i in range(3)]
+                        + [ctypes.cast(params[3], ctypes.POINTER(ctypes.c_int32)).contents.value])
+        return 0
+
+    def launch_ex(config, function, params, extra):
+        # The TMA kernel's parameters: C, A, M, then the two maps by the address of each encoded map.
+        launched.append([ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value for i in range(2)]
+                        + [params[3], params[4]])
+        return 0
+
+    p = ctypes.c_void_p
+    driver = StandInLaunches()
+    driver.cuLaunchKernel = ctypes.CFUNCTYPE(ctypes.c_int, p, *[ctypes.c_uint] * 7, p, ctypes.POINTER(p),
+                                             ctypes.POINTER(p))(launch)
+    driver.cuLaunchKernelEx = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(CUlaunchConfig), p, ctypes.POINTER(p),
+                                               ctypes.POINTER(p))(launch_ex)
+    loaded = {}
+    for manifest in manifests:
+        kernels = LoadedKernels.__new__(LoadedKernels)
+        kernels.manifest, kernels._driver = manifest, driver
+        kernels.kernels = [_Loaded(k, ctypes.c_void_p(), ctypes.c_void_p(0x51), k.name,
+                                   ClusterLaunch(k) if k.cluster != (1, 1, 1) else None) for k in manifest.kernels]
+        kernels._packed = PackedArgsCache(manifest.kernels, [b.name for b in manifest.buffers], encoder)
+        loaded[manifest.label] = kernels
+
+    plain = loaded["gemm_f16_64x32x16"]  # buffers A, B, C, partials; parameters A, B, C, then K = 16
+    calls = [(0x1000, 0x2000, 0x3000, 0x4000), (0x1000, 0x2000, 0x5000, 0x4000),  # the output moved
+             (0x6000, 0x2000, 0x3000, 0x4000), (0x1000, 0x2000, 0x3000, 0x4000)]  # an input moved; the first again
+    for addresses in calls:
+        plain.launch(plain.pack(addresses), stream=0, wait=False)
+    assert launched == [[a, b, c, 16] for a, b, c, _ in calls]
+    assert plain.pack(calls[0]) is plain.pack(calls[3])
+
+    launched.clear()
+    tma = loaded["tma"]  # buffers A, C; maps over A and C
+    for addresses in [(0x7F0000001000, 0x7F0000100000), (0x7F0000002000, 0x7F0000100000),
+                      (0x7F0000001000, 0x7F0000100000)]:
+        tma.launch(tma.pack(addresses), stream=0, wait=False)
+        c, a, a_map, c_map = launched[-1]
+        assert (a, c) == addresses
+        # Each map passed is the one the encoder filled over this call's buffer.
+        encoded = {call["map_address"]: call["address"] for call in encoder.calls}
+        assert (encoded[a_map], encoded[c_map]) == addresses
+    assert len(encoder.calls) == 4  # two sets of addresses, two maps each: the third call re-encoded nothing
 
 
 LAYOUT_PROGRAM = r"""

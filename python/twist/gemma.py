@@ -306,7 +306,7 @@ def geometric_mean(values) -> float:
 
 # --- the swap (needs torch and a GPU) ------------------------------------------------------------------------
 
-_OPS: dict[str, object] = {}  # the registered op of each manifest label
+_OPS: dict[str, tuple] = {}  # the registered op of each manifest label, and its inputs' names in order
 
 
 class TwistKernels:
@@ -329,9 +329,9 @@ class TwistKernels:
                                 + " ".join(export_command("twist", self.directory, self.config, layer, shape)))
         manifest = self.manifests[(layer, shape)][kernel]
         if manifest.label not in _OPS:  # once per process: torch.library refuses a name registered twice
-            _OPS[manifest.label] = register_manifest(manifest)
-        inputs = [tensors[b.name].contiguous() for b in manifest.with_role("input")]
-        return _OPS[manifest.label](*inputs)
+            _OPS[manifest.label] = (register_manifest(manifest), [b.name for b in manifest.with_role("input")])
+        op, inputs = _OPS[manifest.label]
+        return op(*(tensors[name] for name in inputs))
 
 
 def _weight_kn(*linears):

@@ -426,6 +426,13 @@ class _Loaded:
     function: ctypes.c_void_p
     description: str  # for error messages, made once so that timed launches do not format it
     cluster_launch: ClusterLaunch | None  # None: launched with cuLaunchKernel, in no clusters
+    # cuLaunchKernel's arguments before the stream, made once so that a launch only adds the stream and parameters
+    # (`function` is the handle object cuModuleGetFunction fills, so it may be filled after this is made).
+    dimensions: tuple = field(init=False)
+
+    def __post_init__(self):
+        s = self.spec
+        self.dimensions = (self.function, *s.grid, s.block, 1, 1, s.shared_bytes)
 
 
 def kernel_parameters(kernel: KernelSpec, addresses: dict[str, int], libcuda=None) -> PackedArgs:
@@ -456,21 +463,26 @@ class PackedArgsCache:
     """The packed parameters of a manifest's kernels by the buffers' device addresses, each set of addresses packed
     once. A custom op's calls mostly get the same addresses again (its weights, and outputs in the blocks PyTorch's
     caching allocator hands back), and encoding a tensor map takes tens of microseconds of Python (50 us a map on
-    the development host), as long as a decode-sized kernel runs. The driver copies the parameters at each launch,
-    so a set in use may be evicted; the `capacity` most recently used sets are kept."""
+    the development host), as long as a decode-sized kernel runs. A set of addresses is a tuple in the order of
+    `buffers` (the manifest's buffer names), so that a call that hits builds no dict and sorts nothing; the key is
+    every address the parameters hold, so a hit can never launch on another tensor's memory. The driver copies the
+    parameters at each launch, so a set in use may be evicted; the `capacity` most recently used sets are kept."""
 
-    def __init__(self, kernels: list[KernelSpec], libcuda=None, capacity: int = 64):
-        self._kernels, self._libcuda, self.capacity = kernels, libcuda, capacity
-        self._packed: dict[tuple, list[PackedArgs]] = {}
+    def __init__(self, kernels: list[KernelSpec], buffers: list[str], libcuda=None, capacity: int = 64):
+        self._kernels, self.buffers, self._libcuda, self.capacity = kernels, tuple(buffers), libcuda, capacity
+        self._packed: dict[tuple[int, ...], list[PackedArgs]] = {}
 
-    def __call__(self, addresses: dict[str, int]) -> list[PackedArgs]:
-        key = tuple(sorted(addresses.items()))
-        packed = self._packed.pop(key, None)
+    def __call__(self, addresses: tuple[int, ...]) -> list[PackedArgs]:
+        packed = self._packed.pop(addresses, None)
         if packed is None:
-            packed = [kernel_parameters(k, addresses, self._libcuda) for k in self._kernels]
+            if len(addresses) != len(self.buffers):
+                raise ValueError(f"{len(addresses)} buffer addresses given for the {len(self.buffers)} buffers "
+                                 f"{', '.join(self.buffers)}")
+            named = dict(zip(self.buffers, addresses))
+            packed = [kernel_parameters(k, named, self._libcuda) for k in self._kernels]
             if len(self._packed) >= self.capacity:
                 del self._packed[next(iter(self._packed))]  # the least recently used: dicts keep insertion order
-        self._packed[key] = packed
+        self._packed[addresses] = packed
         return packed
 
 
@@ -492,7 +504,7 @@ class LoadedKernels:
         except BaseException:
             self.close()
             raise
-        self._packed = PackedArgsCache(manifest.kernels, self._driver.lib)
+        self._packed = PackedArgsCache(manifest.kernels, [b.name for b in manifest.buffers], self._driver.lib)
 
     def _load(self, spec: KernelSpec) -> _Loaded:
         d, label = self._driver, self.manifest.label
@@ -520,32 +532,30 @@ class LoadedKernels:
             raise
         return loaded
 
-    def pack(self, addresses: dict[str, int]) -> list[PackedArgs]:
+    def pack(self, addresses: tuple[int, ...]) -> list[PackedArgs]:
+        """The kernels' parameters over the buffers at `addresses`, in the manifest's buffer order."""
         return self._packed(addresses)
 
     def launch(self, packed: list[PackedArgs], stream: int, wait: bool) -> None:
         """Queues every kernel on `stream` (a CUstream handle; 0 is the legacy default stream); with wait,
         waits for each and raises naming the kernel that failed."""
         d = self._driver
-        handle = ctypes.c_void_p(stream)
         for k, args in zip(self.kernels, packed):
-            s = k.spec
-            if 0 in s.grid:
+            if 0 in k.spec.grid:
                 continue  # an empty output: nothing to compute (the C++ runner skips these too)
             if k.cluster_launch is None:
                 call = "cuLaunchKernel"
-                result = d.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block, 1, 1, s.shared_bytes,
-                                          handle, args.array, None)
+                result = d.cuLaunchKernel(*k.dimensions, stream, args.array, None)
             else:
                 call = "cuLaunchKernelEx"
                 # A copy per launch, so that launches on other streams from other threads do not race on it.
                 config = CUlaunchConfig.from_buffer_copy(k.cluster_launch.config)
-                config.hStream = handle
+                config.hStream = stream
                 result = d.cuLaunchKernelEx(ctypes.byref(config), k.function, args.array, None)
             if result:
                 d.check(result, call, "launching " + k.description)
             if wait:
-                d.check(d.cuStreamSynchronize(handle), "cuStreamSynchronize", "running " + k.description)
+                d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize", "running " + k.description)
 
     def close(self) -> None:
         """Unloads the modules; the caller makes sure that no launch still queued uses them."""
@@ -581,7 +591,7 @@ class Program:
         # The allocations above created PyTorch's context on the device, so it can be made current here.
         self._loaded: LoadedKernels | None = LoadedKernels(manifest, self.device.index,
                                                            device_description(self.device))
-        self._packed = self._loaded.pack({name: t.data_ptr() for name, t in self.tensors.items()})
+        self._packed = self._loaded.pack(tuple(self.tensors[b.name].data_ptr() for b in manifest.buffers))
 
     def launch(self) -> None:
         """Queues every kernel on PyTorch's current stream, without poisoning or waiting: what is timed."""

@@ -55,34 +55,52 @@ def check_inputs(manifest: Manifest, tensors) -> None:
 
 class _Launcher:
     """The CUDA implementation of one manifest's op: the kernels loaded once per device, launched per call on
-    freshly allocated outputs and workspaces."""
+    freshly allocated outputs and workspaces.
+
+    A call is on the host path of every decode step, where a kernel runs for tens of microseconds, so what does
+    not change between calls is made once: the inputs' expected shapes and dtypes, the other buffers' allocations,
+    and (in LoadedKernels) the parameters packed for each set of buffer addresses."""
 
     def __init__(self, manifest: Manifest):
+        import torch
         self.manifest = manifest
         self.loaded: dict[int, LoadedKernels] = {}
+        self._expected = [(torch.Size(b.shape), torch_dtype(b.dtype)) for b in manifest.with_role("input")]
+        # The buffers in the manifest's order (the order of the addresses LoadedKernels.pack takes): the index of
+        # each input among the op's arguments, or how to allocate an output or workspace. A zeroed workspace (the
+        # arrival counters of a split whose last block folds the parts) must start at zero; the kernels leave it
+        # so, but a fresh allocation is not.
+        inputs = [b.name for b in manifest.with_role("input")]
+        self._buffers = [(inputs.index(b.name), None, None) if b.role == "input" else
+                         (None, torch.zeros if b.zeroed else torch.empty,
+                          {"size": b.shape, "dtype": torch_dtype(b.dtype)})
+                         for b in manifest.buffers]
+        self._outputs = [i for i, b in enumerate(manifest.buffers) if b.role == "output"]
 
-    def __call__(self, *tensors):
+    def _load(self, device) -> LoadedKernels:
         import torch
-        check_inputs(self.manifest, tensors)
-        device = tensors[0].device
         if device.type != "cuda":
             raise ValueError(f"{self.manifest.label}: the inputs are on {device}; twist's kernels run on CUDA "
                              "tensors")
         index = device.index if device.index is not None else torch.cuda.current_device()
         if index not in self.loaded:
             self.loaded[index] = LoadedKernels(self.manifest, index, device_description(device))
-        buffers = {b.name: t.contiguous() for b, t in zip(self.manifest.with_role("input"), tensors)}
-        for b in self.manifest.buffers:
-            if b.role != "input":
-                # A zeroed workspace (the arrival counters of a split whose last block folds the parts) must
-                # start at zero; the kernels leave it so, but a fresh allocation is not.
-                allocate = torch.zeros if b.zeroed else torch.empty
-                buffers[b.name] = allocate(b.shape, dtype=torch_dtype(b.dtype), device=device)
-        kernels = self.loaded[index]
-        packed = kernels.pack({name: t.data_ptr() for name, t in buffers.items()})
+        return self.loaded[index]
+
+    def __call__(self, *tensors):
+        import torch
+        if len(tensors) != len(self._expected) or any(t.shape != shape or t.dtype != dtype
+                                                      for t, (shape, dtype) in zip(tensors, self._expected)):
+            check_inputs(self.manifest, tensors)  # raises, naming the input that differs
+        device = tensors[0].device
+        kernels = self.loaded.get(device.index) or self._load(device)
+        buffers = [tensors[i].contiguous() if i is not None else allocate(**size_dtype, device=device)
+                   for i, allocate, size_dtype in self._buffers]
+        packed = kernels.pack(tuple(t.data_ptr() for t in buffers))
         kernels.launch(packed, torch.cuda.current_stream(device).cuda_stream, wait=False)
-        outputs = [buffers[b.name] for b in self.manifest.with_role("output")]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        if len(self._outputs) == 1:
+            return buffers[self._outputs[0]]
+        return tuple(buffers[i] for i in self._outputs)
 
 
 def _fake(manifest: Manifest):
