@@ -9,13 +9,17 @@ apps/norms/bench_norms.py times beside the original as a variant of its problem.
 Variants: nvcc (the same source through nvcc: the control for the compiler), ldna (row loads
 ld.global.nc.L1::no_allocate), ldef (those with an L2 evict_first policy, as Triton's eviction_policy='evict_first'),
 stcs (stores st.global.cs), ldefstcs (both)."""
-import json, re, subprocess, sys
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 HELPERS = r'''
 __device__ __forceinline__ void twist_load_row(void *dst, const void *src, int) {
   uint4 v;
-  asm("{\n .reg .b64 pol;\n createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n LOADOP {%0,%1,%2,%3}, [%4]POLICY;\n}"
+  asm("{\n .reg .b64 pol;\n createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
+      " LOADOP {%0,%1,%2,%3}, [%4]POLICY;\n}"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src));
   *reinterpret_cast<uint4 *>(dst) = v;
 }
@@ -48,7 +52,8 @@ for mpath in sorted(src_dir.glob("*.json")):
         v["label"] = f"{m['label']}_{tag}"
         for k in v["kernels"]:
             cu = (src_dir / k["cubin"]).with_suffix(".cu").read_text()
-            helpers = HELPERS.replace("POLICY", ", pol" if ld and "cache_hint" in ld else "").replace("LOADOP", ld or "ld.global.v4.u32").replace("STOREOP", st or "st.global.v4.u32")
+            helpers = (HELPERS.replace("POLICY", ", pol" if ld and "cache_hint" in ld else "")
+                       .replace("LOADOP", ld or "ld.global.v4.u32").replace("STOREOP", st or "st.global.v4.u32"))
             cu = cu.replace("template <int Bytes>\n__device__ __forceinline__ void twist_copy_async",
                             helpers + "template <int Bytes>\n__device__ __forceinline__ void twist_copy_async", 1)
             n_ld = n_st = 0
