@@ -130,9 +130,10 @@ struct GemmMachine {
   // (`twist export gemm --rule true --stream-k false`).
   bool stream_k = true;
   // Whether it also weighs stream-K of the partial wave alone (StreamKTiles::tail: the full waves stay whole
-  // and in step along k, the tail's tiles in many parts). Lowered and tested on the interpreter, not yet
-  // measured on the GPU, so off (`twist export gemm --rule true --stream-k-tail true` weighs it).
-  bool stream_k_tail = false;
+  // and in step along k, the tail's tiles in many parts). Measured 2026-12-04 (bench/RESULTS.md, "GEMM:
+  // stream-K of the tail alone"): 0.59x -> 0.79x cuBLAS at 2645x1672x9216, where stream-K of the tail and a
+  // wave thrashed L2; false gives the rule before it (`twist export gemm --rule true --stream-k-tail false`).
+  bool stream_k_tail = true;
 };
 
 // Split-K slices for a grid of `tiles` blocks of `block_k`-deep k-steps, `blocks_per_sm` of which fit an SM

@@ -136,8 +136,10 @@ SplitCombine parse_split_combine(const std::string &text) {
 StreamKTiles parse_stream_k_tiles(const std::string &text) {
   if (text == "tail_and_wave") return StreamKTiles::tail_and_wave;
   if (text == "tail") return StreamKTiles::tail;
-  fail("--stream-k-tiles {}: use tail_and_wave (the partial wave plus one full wave) or tail (the partial wave)",
-       text);
+  fail(
+      "--stream-k-tiles {}: use tail_and_wave (the partial wave plus one full wave) or tail (the partial "
+      "wave)",
+      text);
 }
 
 // The spelling parse_accumulation takes, so that a manifest's note can be read back by scripts and flags.
@@ -341,7 +343,7 @@ int export_gemm(const Options &o) {
         fail("--rule true chooses the schedule (apps/gemm/gemm_rule.h), so --{} cannot be given with it",
              chosen);
   // --stream-k false with the rule: the rule without stream-K plans (as measured before them);
-  // --stream-k-tail true: with stream-K of the partial wave alone among them.
+  // --stream-k-tail false: without stream-K of the partial wave alone among them.
   apps::GemmMachine machine;
   if (by_rule && o.values.count("stream-k")) machine.stream_k = o.flag("stream-k");
   if (by_rule && o.values.count("stream-k-tail")) machine.stream_k_tail = o.flag("stream-k-tail");
@@ -605,7 +607,7 @@ int usage() {
                "                         [--split-k N [--split-combine kernel|last_block]] [--raster G]\n"
                "                         [--transport cp_async|plain] [--label NAME]\n"
                "                         [--rule true (the schedule by apps/gemm/gemm_rule.h: Hopper or mma.sync)\n"
-               "                          [--stream-k false] [--stream-k-tail true]]\n"
+               "                          [--stream-k false] [--stream-k-tail false]]\n"
                "                         [--atom wgmma [--block 128x256x64] [--warpgroups 2] [--stages 3] [--split-k N]\n"
                "                          [--warp-specialize true|false] [--persistent 132] [--cluster 1|2]\n"
                "                          [--tma-store true|false] [--stmatrix true|false] [--stream-k true|false\n"

@@ -221,14 +221,19 @@ TEST_CASE("GPU: stream-K on the persistent Hopper GEMM matches a double loop at 
   }
 }
 
-// Stream-K at the rule's tiling on all 132 blocks: few tiles split into many parts, a sample of elements.
+// Stream-K at the rule's tiling on all 132 blocks: few tiles split into many parts, a sample of elements;
+// the partial wave and a full wave split, or the partial wave alone (the full waves whole).
 TEST_CASE("GPU: stream-K over 132 blocks of 128x256 tiles matches a double loop") {
   TWIST_REQUIRE_COMPUTE_CAPABILITY(9, "wgmma and TMA");
-  HopperTiling wide;
-  wide.stream_k = true;
   Gemm g = make_gemm({.input = f16, .output = f16, .prefix = "skwide"});
-  for (Shape s : {Shape{300, 520, 1000}, Shape{16, 4096, 4096}, Shape{2048, 5120, 5120}}) {
-    INFO(s.m, "x", s.n, "x", s.k);
-    CHECK(run_gemm(g, schedule_hopper(g, wide), s, 2048, 43) < 2e-3);
+  for (const StreamKTiles tiles : {StreamKTiles::tail_and_wave, StreamKTiles::tail}) {
+    HopperTiling wide;
+    wide.stream_k = true;
+    wide.stream_k_tiles = tiles;
+    for (Shape s :
+         {Shape{300, 520, 1000}, Shape{16, 4096, 4096}, Shape{2048, 5120, 5120}, Shape{2645, 1672, 9216}}) {
+      INFO(wide.name(), " ", s.m, "x", s.n, "x", s.k);
+      CHECK(run_gemm(g, schedule_hopper(g, wide), s, 2048, 43) < 2e-3);
+    }
   }
 }

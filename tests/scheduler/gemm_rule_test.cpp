@@ -256,22 +256,34 @@ TEST_CASE("the Hopper rule weighs stream-K by its waves, its operands and its pa
   GemmMachine without = h200;
   without.stream_k = false;
   // Tails that leave most SMs idle for a whole tile, where stream-K measured faster (2026-12-03,
-  // bench/results/gemm_streamk.json): 896x4864x4096 (133 tiles of 128x256, 66.8 us against 75.9 on 128x128)
-  // and 4755x5272x11736 (798 tiles, 6.05 waves; 1144.6 against 1146.2 in f16, 1068.2 against 1090.5 in
-  // bf16).
-  for (const GemmShape &s : {GemmShape{4755, 5272, 11736}, GemmShape{896, 4864, 4096}}) {
+  // bench/results/gemm_streamk.json, and 2026-12-04, bench/results/gemm_stream_k_tail.json): 896x4864x4096
+  // (133 tiles of 128x256, 66.8 us against 75.9 on 128x128); of the tail alone, 4755x5272x11736 (798 tiles,
+  // 6.05 waves; 1062.4 us against 1117.8 with the tail and a wave split), 2645x1672x9216 (147 tiles: 154.7
+  // against 206.8, where splitting a wave too thrashed L2) and 2048x5120x5120 (320 tiles: 169.9 against 176.0
+  // unsplit and 217.9 with the tail and a wave split).
+  for (const GemmShape &s : {GemmShape{4755, 5272, 11736}, GemmShape{896, 4864, 4096},
+                             GemmShape{2645, 1672, 9216}, GemmShape{2048, 5120, 5120}}) {
     const HopperPlan p = hopper_plan_by_rule(s, h200);
     INFO(s.m, "x", s.n, "x", s.k, " ", p.tiling.name());
     CHECK(p.tiling.stream_k);
     CHECK(p.tiling.split_k == 1);
     CHECK(p.seconds() < hopper_plan_by_rule(s, without).seconds());
   }
-  // Where it measured slower: 2048x5120x5120 (a wave of whole tiles, then 188 tiles over 132 blocks whose k
-  // offsets scatter: 217.9 us against 178.6), 4096^3 (237.0 against 213.5), and where the tiles are fewer
-  // than the blocks and a tile has many parts (1000x1000x7000, the decode shapes): the rule without it.
-  for (const GemmShape &s : {GemmShape{2048, 5120, 5120}, GemmShape{4096, 4096, 4096},
-                             GemmShape{1000, 1000, 7000}, GemmShape{1, 4096, 4096}, GemmShape{16, 4096, 4096},
-                             GemmShape{1024, 1024, 1024}, GemmShape{4096, 15360, 3840}}) {
+  GemmMachine without_tail = h200;
+  without_tail.stream_k_tail = false;
+  for (const GemmShape &s :
+       {GemmShape{4755, 5272, 11736}, GemmShape{2645, 1672, 9216}, GemmShape{2048, 5120, 5120}}) {
+    const HopperPlan p = hopper_plan_by_rule(s, h200);
+    INFO(s.m, "x", s.n, "x", s.k, " ", p.tiling.name());
+    CHECK(p.tiling.stream_k_tiles == StreamKTiles::tail);
+    CHECK(p.seconds() < hopper_plan_by_rule(s, without_tail).seconds());
+  }
+  // Where it measured slower: 4096^3 (237.0 us with the tail and a wave split, 215.8 with the tail alone,
+  // against 199.4), and where the tiles are fewer than the blocks and a tile has many parts (1000x1000x7000,
+  // the decode shapes): the rule without it.
+  for (const GemmShape &s :
+       {GemmShape{4096, 4096, 4096}, GemmShape{1000, 1000, 7000}, GemmShape{1, 4096, 4096},
+        GemmShape{16, 4096, 4096}, GemmShape{1024, 1024, 1024}, GemmShape{4096, 15360, 3840}}) {
     const HopperTiling t = hopper_plan_by_rule(s, h200).tiling;
     INFO(s.m, "x", s.n, "x", s.k, " ", t.name());
     CHECK(!t.stream_k);
@@ -279,12 +291,16 @@ TEST_CASE("the Hopper rule weighs stream-K by its waves, its operands and its pa
   }
   // The measured stream-K kernels against the model (within 15%, as the fit's other measurements; at
   // 896x4864x4096 it overestimates stream-K, 86.9 us against 66.8, as it does the unsplit kernels there).
-  HopperTiling wide;
-  wide.stream_k = true;
-  for (const auto &[s, us] :
-       {std::pair{GemmShape{2048, 5120, 5120}, 217.9}, std::pair{GemmShape{4096, 4096, 4096}, 237.0}}) {
-    INFO(s.m, "x", s.n, "x", s.k);
-    CHECK(hopper_plan_of(s, wide)->seconds() * 1e6 == doctest::Approx(us).epsilon(0.15));
+  HopperTiling wide, tail;
+  wide.stream_k = tail.stream_k = true;
+  tail.stream_k_tiles = StreamKTiles::tail;
+  for (const auto &[s, t, us] : {std::tuple{GemmShape{2048, 5120, 5120}, wide, 217.9},
+                                 std::tuple{GemmShape{4096, 4096, 4096}, wide, 237.0},
+                                 std::tuple{GemmShape{2048, 5120, 5120}, tail, 169.9},
+                                 std::tuple{GemmShape{4096, 4096, 4096}, tail, 215.8},
+                                 std::tuple{GemmShape{2645, 1672, 9216}, tail, 154.7}}) {
+    INFO(s.m, "x", s.n, "x", s.k, " ", t.name());
+    CHECK(hopper_plan_of(s, t)->seconds() * 1e6 == doctest::Approx(us).epsilon(0.15));
   }
 }
 
@@ -429,8 +445,8 @@ TEST_CASE("every tiling the Hopper rule weighs lowers and matches the oracle on 
     CHECK(lowered_error(g.out, schedule_hopper(g, p.tiling), inputs, scalars) < 1e-5);
   }
   // 128x128, and 64 rows by 128 and 64 columns at block K 64 and 128, each unsplit, split 2 ways, and with
-  // stream-K.
-  CHECK(ran.size() == 15);
+  // stream-K of the tail and a wave; and stream-K of the tail alone where the tiles leave a partial wave.
+  CHECK(ran.size() == 17);
 }
 
 TEST_CASE(
