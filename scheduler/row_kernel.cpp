@@ -715,11 +715,15 @@ class RowKernelBuilder {
   // of its runs of the rows (as loaded, packed), of the values of the epilogue's 16-byte vectors (in f32,
   // one register each) and kRowThreadRegisters more; left alone, ptxas keeps converted copies of the row and
   // held two rows of softmax's 16384 per SM where this asks for three (bench/RESULTS.md: 70% -> 98% of copy).
-  // A row read again (RowForm::reread) is in no register past the run that uses it: the epilogue's vectors
-  // (the row's among them) are the most a thread holds, so far more threads fit.
+  // A row read again (RowForm::reread) counts the same, and its 16-byte vectors in the epilogue (the same
+  // runs) not again: its passes' runs are unrolled, and ptxas issues all of a pass's loads before it folds
+  // them, so a thread holds its runs of the row within each pass (asked for the epilogue's vectors alone, 40
+  // registers for RMSNorm at hidden 16384 and 512 threads, it spilled 8 to 20 bytes and lost 4-7% to the same
+  // kernel at 64; bench/RESULTS.md, "Norms: rows read again").
   int resident_rows(int epilogue_vectors) const {
-    int words = epilogue_vectors * width_;
-    for (const CachedRow &c : registers_) words += runs_ * width_ * c.input.type().bytes() / 4;
+    int words = std::max(0, epilogue_vectors - static_cast<int>(reread_rows_.size())) * width_;
+    for (const std::vector<CachedRow> *rows : {&registers_, &reread_rows_})
+      for (const CachedRow &c : *rows) words += runs_ * width_ * c.input.type().bytes() / 4;
     // Registers are allocated to a warp's threads eight at a time.
     const int per_thread = (words + kRowThreadRegisters + 7) / 8 * 8;
     const int most = std::min(req_.target.max_blocks_per_sm, req_.target.max_threads_per_sm / threads_);
@@ -773,6 +777,12 @@ Kernel build_row_kernel(const StageKernelRequest &request) {
                                         chosen.threads(), chosen.resident_threads());
     return k;
   }
+  // The rule keeps rows in registers. Read again (RowForm::reread) a row needs as many registers for the
+  // same bytes in flight, its passes' loads being issued together, and it never ran faster than the
+  // registers at the same threads per row: a tie to 1.4% slower at the same registers, 2-6% slower for add +
+  // RMSNorm at hidden 16384 (two rows read again), 4-19% where its launch bounds then made it spill (H200,
+  // the norms of apps/norms at 8192x4096 to 32768x16384; bench/RESULTS.md, "Norms: rows read again"). It
+  // stays the schedule's choice.
   RowKernelBuilder rule(request, 0, RowForm::registers);
   Kernel best = rule.build(at);
   if (!rule.may_choose_threads()) return best;

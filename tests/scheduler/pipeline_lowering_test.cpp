@@ -761,6 +761,25 @@ TEST_CASE("rows read again: every norm re-reads x by 16-byte runs in each pass, 
         }
 }
 
+TEST_CASE("a row read again asks for the blocks per SM that the same row kept in registers does") {
+  // Its passes' runs are unrolled and their loads issued together, so a thread holds its runs within a pass:
+  // the model counts them as it counts a kept row (asked for less, ptxas spilled 8 to 20 bytes).
+  for (const apps::NormKind kind :
+       {apps::NormKind::rmsnorm, apps::NormKind::add_rmsnorm, apps::NormKind::layernorm})
+    for (const int threads : {256, 512}) {
+      const apps::Norm n = apps::make_norm(kind, {.dtype = bf16, .hidden = 16384, .prefix = "rb_"});
+      int blocks[2] = {0, 0};
+      for (const RowForm form : {RowForm::registers, RowForm::reread}) {
+        Schedule s = apps::schedule_norm(n);
+        s[n.out].row_form(form, threads);
+        blocks[form == RowForm::reread] = lower(n.out, s, Target::sm90a()).kernels[0].min_blocks_per_sm;
+      }
+      INFO(std::string(apps::to_string(kind)), " threads ", threads);
+      CHECK(blocks[0] > 1);
+      CHECK(blocks[0] == blocks[1]);
+    }
+}
+
 TEST_CASE("row_form takes a power of two from 32 to 1024 threads per row") {
   const apps::Norm n =
       apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 256, .prefix = "rf_"});
