@@ -692,7 +692,9 @@ class RowKernelBuilder {
         summary_;
     finish(k, req_);
     if (width_ > 1) {
-      const int blocks = resident_rows(epilogue_reads.vectorized());
+      int vectors = epilogue_reads.vectorized();
+      for (const CachedRow &c : reread_rows_) vectors -= epilogue_reads.vectorized(c.input.name());
+      const int blocks = resident_rows(vectors);
       resident_blocks_ = std::max(blocks, k.min_blocks_per_sm);
       if (blocks > k.min_blocks_per_sm) {
         k.min_blocks_per_sm = blocks;
@@ -715,13 +717,13 @@ class RowKernelBuilder {
   // of its runs of the rows (as loaded, packed), of the values of the epilogue's 16-byte vectors (in f32,
   // one register each) and kRowThreadRegisters more; left alone, ptxas keeps converted copies of the row and
   // held two rows of softmax's 16384 per SM where this asks for three (bench/RESULTS.md: 70% -> 98% of copy).
-  // A row read again (RowForm::reread) counts the same, and its 16-byte vectors in the epilogue (the same
-  // runs) not again: its passes' runs are unrolled, and ptxas issues all of a pass's loads before it folds
-  // them, so a thread holds its runs of the row within each pass (asked for the epilogue's vectors alone, 40
-  // registers for RMSNorm at hidden 16384 and 512 threads, it spilled 8 to 20 bytes and lost 4-7% to the same
-  // kernel at 64; bench/RESULTS.md, "Norms: rows read again").
+  // A row read again (RowForm::reread) counts the same (`epilogue_vectors` leaves out its vectors, the same
+  // runs): its passes' runs are unrolled, and ptxas issues all of a pass's loads before it folds them, so a
+  // thread holds its runs of the row within each pass. Asked for the epilogue's vectors alone (32-40
+  // registers at hidden 16384 and 512 threads), RMSNorm and bf16 softmax spilled 8 to 20 bytes and lost 4-9%
+  // and 19% to the row in registers at 40-61 (bench/RESULTS.md, "Norms: rows read again").
   int resident_rows(int epilogue_vectors) const {
-    int words = std::max(0, epilogue_vectors - static_cast<int>(reread_rows_.size())) * width_;
+    int words = epilogue_vectors * width_;
     for (const std::vector<CachedRow> *rows : {&registers_, &reread_rows_})
       for (const CachedRow &c : *rows) words += runs_ * width_ * c.input.type().bytes() / 4;
     // Registers are allocated to a warp's threads eight at a time.
@@ -775,6 +777,9 @@ Kernel build_row_kernel(const StageKernelRequest &request) {
     if (chosen.keeps_runs())
       k.schedule_summary += fmt::format("  {} threads per row (the schedule's row_form): {} threads per SM\n",
                                         chosen.threads(), chosen.resident_threads());
+    else
+      k.schedule_summary +=
+          "  the schedule's row_form does not apply: no row read several times is dealt in 16-byte runs\n";
     return k;
   }
   // The rule keeps rows in registers. Read again (RowForm::reread) a row needs as many registers for the
