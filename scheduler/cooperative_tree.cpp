@@ -237,7 +237,8 @@ CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, i
   return t;
 }
 
-Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then) {
+Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then,
+               const std::function<Stmt(const Stmt &)> &around_run) {
   const Definition &d = t.reduction.definition();
   const Monoid &m = *d.reduction->monoid;
   const int warps = t.threads / kWarp;
@@ -264,10 +265,12 @@ Stmt tree_fold(const CooperativeTree &t, ExprLowering lowering, const Stmt &then
   for (const Halide::Expr &g : t.loops.reduction_guards) guards.push_back(lowering.lower(g));
   Stmt fold = guarded(all_of(guards), let_all(lets, block(folds)));
   for (auto it = t.loops.dims.rbegin(); it != t.loops.dims.rend(); ++it)
-    if (it->reduction && serial(it->binding))
+    if (it->reduction && serial(it->binding)) {
+      if (around_run && it->name == t.run_loop) fold = around_run(fold);
       fold = For::make(it->name, 0, it->extent,
                        it->binding == Binding::unrolled ? ForType::Unrolled : ForType::Serial,
                        Halide::DeviceAPI::None, fold);
+    }
   const Halide::Expr lane = intrinsic::thread_index() % kWarp, warp = intrinsic::thread_index() / kWarp;
   std::vector<Stmt> steps = {block(inits), fold, butterfly(t, m, masks_below(kWarp))};
   if (warps > 1) {

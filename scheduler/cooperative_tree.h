@@ -9,6 +9,7 @@
 // block's threads; or 32, the lanes, when another is bound to warps) and optionally one to warps. Without
 // such a binding the tree is the default one: the reduction's RVars fused into one loop whose iterations are
 // dealt to the block's threads in turn (thread t folds points t, t + T, t + 2T, ...: coalesced reads).
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,9 +45,12 @@ CooperativeTree plan_tree(const Func &reduction, const FuncSchedule *schedule, i
 
 // Folds the tree's reduction at the point where `lowering` binds its pure variables, then runs `then`, in
 // which the combined state is in the shared arrays that tree_state() reads (every thread sees it).
-// `lowering` resolves the elements' calls (inputs, buffers of earlier stages, other reductions).
-Halide::Internal::Stmt tree_fold(const CooperativeTree &tree, ExprLowering lowering,
-                                 const Halide::Internal::Stmt &then);
+// `lowering` resolves the elements' calls (inputs, buffers of earlier stages, other reductions). Where the
+// tree deals runs, `around_run` (if given) wraps the fold of each run (the unrolled loop over its points):
+// the row kernel loads a run of a row it reads again with 16-byte copies there.
+Halide::Internal::Stmt tree_fold(
+    const CooperativeTree &tree, ExprLowering lowering, const Halide::Internal::Stmt &then,
+    const std::function<Halide::Internal::Stmt(const Halide::Internal::Stmt &)> &around_run = nullptr);
 
 // The combined state components, as loads every thread may make inside tree_fold's `then`.
 std::vector<Halide::Expr> tree_state(const CooperativeTree &tree);

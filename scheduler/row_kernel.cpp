@@ -1,7 +1,9 @@
 #include "scheduler/row_kernel.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "lang/error.h"
@@ -200,8 +202,9 @@ struct RunLayout {
 class RowKernelBuilder {
  public:
   // `threads`: the block size to try, or 0 for row_threads' (a tree the schedule binds sets its own).
-  RowKernelBuilder(const StageKernelRequest &r, int threads)
-      : req_(r), def_(r.stage.definition()), asked_threads_(threads) {}
+  // `form`: where a row of runs read several times is kept (registers, or not at all: read again).
+  RowKernelBuilder(const StageKernelRequest &r, int threads, RowForm form)
+      : req_(r), def_(r.stage.definition()), asked_threads_(threads), reread_(form == RowForm::reread) {}
 
   Kernel build(const std::vector<const FuncRealization *> &at) {
     for (const FuncRealization *f : at) {
@@ -223,6 +226,10 @@ class RowKernelBuilder {
   }
   // Whether the row rule may pick this kernel's block size: rows kept in registers, no tree bound to threads.
   bool may_choose_threads() const { return !threads_bound_ && !registers_.empty(); }
+  // Whether a row of runs is read several times (kept in registers, or read again under RowForm::reread).
+  bool keeps_runs() const { return !registers_.empty() || !reread_rows_.empty(); }
+  // The threads an SM holds at the blocks per SM asked of the compiler.
+  int resident_threads() const { return resident_blocks_ * threads_; }
   // The bytes of rows kept in registers that an SM holds (and had in flight as they loaded), at the blocks
   // per SM asked of the compiler; 0 where no row is kept in registers.
   int64_t resident_row_bytes() const {
@@ -441,7 +448,7 @@ class RowKernelBuilder {
         continue;
       }
       if (width_ > 1 && *length == columns_ && vector_copy_bytes(in.type(), width_) > 0) {
-        registers_.push_back({in, prefix, static_cast<int>(*length)});
+        (reread_ ? reread_rows_ : registers_).push_back({in, prefix, static_cast<int>(*length)});
         continue;
       }
       const int demand = static_cast<int>(*length) * in.type().bytes();
@@ -614,6 +621,11 @@ class RowKernelBuilder {
             return reads->read(in, coords);
           }));
     }
+    for (const CachedRow &c : reread_rows_)
+      summary_ += fmt::format(
+          "  input '{}': its row of {} elements not kept: each pass and the epilogue read it again from "
+          "global memory, {} run(s) of {} per thread with 16-byte loads\n",
+          c.input.name(), c.length, runs_, width_);
     lowering.on_func_call(
         [this](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
           const RowReduction *r = find(c->name);
@@ -629,7 +641,26 @@ class RowKernelBuilder {
     for (auto it = reductions_.rbegin(); it != reductions_.rend(); ++it) {
       ExprLowering own = lowering;
       own.bind(pure_binding(*it));
-      body = tree_fold(it->tree, own, body);
+      // A row read again: each run of the tree's fold loads its points with 16-byte copies.
+      std::optional<VectorReads> run_reads;
+      std::function<Stmt(const Stmt &)> around_run;
+      const CooperativeTree &t = it->tree;
+      if (!reread_rows_.empty() && !t.run_loop.empty()) {
+        const Halide::Expr chunk = var(t.run_loop) * threads_ + var(t.lane_loop);
+        run_reads.emplace(*req_.graph,
+                          VectorRun{t.vector_loop, width_, chunk * width_, Halide::Expr(columns_)});
+        VectorReads *reads = &*run_reads;
+        for (const CachedRow &c : reread_rows_) {
+          const Input in = c.input;
+          own.read_input_with(in.name(), [reads, in](const std::vector<Halide::Expr> &coords) {
+            return reads->read(in, coords);
+          });
+        }
+        around_run = [this, reads, chunk](const Stmt &fold) {
+          return guarded(run_in_row(chunk), reads->around(fold));
+        };
+      }
+      body = tree_fold(t, own, body, around_run);
     }
     if (!fills.empty()) body = block({block(fills), cached_.empty() ? Stmt() : intrinsic::barrier(), body});
     for (const CachedRow &cached : cached_)
@@ -661,7 +692,9 @@ class RowKernelBuilder {
         summary_;
     finish(k, req_);
     if (width_ > 1) {
-      const int blocks = resident_rows(epilogue_reads.vectorized());
+      int vectors = epilogue_reads.vectorized();
+      for (const CachedRow &c : reread_rows_) vectors -= epilogue_reads.vectorized(c.input.name());
+      const int blocks = resident_rows(vectors);
       resident_blocks_ = std::max(blocks, k.min_blocks_per_sm);
       if (blocks > k.min_blocks_per_sm) {
         k.min_blocks_per_sm = blocks;
@@ -684,9 +717,15 @@ class RowKernelBuilder {
   // of its runs of the rows (as loaded, packed), of the values of the epilogue's 16-byte vectors (in f32,
   // one register each) and kRowThreadRegisters more; left alone, ptxas keeps converted copies of the row and
   // held two rows of softmax's 16384 per SM where this asks for three (bench/RESULTS.md: 70% -> 98% of copy).
+  // A row read again (RowForm::reread) counts the same (`epilogue_vectors` leaves out its vectors, the same
+  // runs): its passes' runs are unrolled, and ptxas issues all of a pass's loads before it folds them, so a
+  // thread holds its runs of the row within each pass. Asked for the epilogue's vectors alone (32-40
+  // registers at hidden 16384 and 512 threads), RMSNorm and bf16 softmax spilled 8 to 20 bytes and lost 4-9%
+  // and 19% to the row in registers at 40-61 (bench/RESULTS.md, "Norms: rows read again").
   int resident_rows(int epilogue_vectors) const {
     int words = epilogue_vectors * width_;
-    for (const CachedRow &c : registers_) words += runs_ * width_ * c.input.type().bytes() / 4;
+    for (const std::vector<CachedRow> *rows : {&registers_, &reread_rows_})
+      for (const CachedRow &c : *rows) words += runs_ * width_ * c.input.type().bytes() / 4;
     // Registers are allocated to a warp's threads eight at a time.
     const int per_thread = (words + kRowThreadRegisters + 7) / 8 * 8;
     const int most = std::min(req_.target.max_blocks_per_sm, req_.target.max_threads_per_sm / threads_);
@@ -718,6 +757,9 @@ class RowKernelBuilder {
   int width_ = 1, runs_ = 0, columns_ = 0;
   std::vector<RunLayout> layouts_;
   std::vector<CachedRow> cached_, registers_;
+  // RowForm::reread: rows of runs read several times, not kept (each pass reads them from global memory).
+  const bool reread_;
+  std::vector<CachedRow> reread_rows_;
   std::string summary_;
 };
 
@@ -726,7 +768,27 @@ class RowKernelBuilder {
 Kernel build_row_kernel(const StageKernelRequest &request) {
   const std::vector<const FuncRealization *> at = request.realization->computed_at(request.stage.name());
   if (at.empty()) return pointwise_stage(request);
-  RowKernelBuilder rule(request, 0);
+  const FuncSchedule *fs = request.schedule->find(request.stage.name());
+  const RowForm asked = fs ? fs->row_form_choice() : RowForm::chosen;
+  const int asked_threads = fs ? fs->row_threads() : 0;
+  if (asked == RowForm::reread || asked_threads > 0) {
+    RowKernelBuilder chosen(request, asked_threads, asked == RowForm::reread ? asked : RowForm::registers);
+    Kernel k = chosen.build(at);
+    if (chosen.keeps_runs())
+      k.schedule_summary += fmt::format("  {} threads per row (the schedule's row_form): {} threads per SM\n",
+                                        chosen.threads(), chosen.resident_threads());
+    else
+      k.schedule_summary +=
+          "  the schedule's row_form does not apply: no row read several times is dealt in 16-byte runs\n";
+    return k;
+  }
+  // The rule keeps rows in registers. Read again (RowForm::reread) a row needs as many registers for the
+  // same bytes in flight, its passes' loads being issued together, and it never ran faster than the
+  // registers at the same threads per row: a tie to 1.4% slower at the same registers, 2-6% slower for add +
+  // RMSNorm at hidden 16384 (two rows read again), 4-19% where its launch bounds then made it spill (H200,
+  // the norms of apps/norms at 8192x4096 to 32768x16384; bench/RESULTS.md, "Norms: rows read again"). It
+  // stays the schedule's choice.
+  RowKernelBuilder rule(request, 0, RowForm::registers);
   Kernel best = rule.build(at);
   if (!rule.may_choose_threads()) return best;
   // Fewer threads per row, each with more runs: a thread's registers beyond its runs (the epilogue's vectors,
@@ -737,7 +799,7 @@ Kernel build_row_kernel(const StageKernelRequest &request) {
   // it ptxas spilled (bench/RESULTS.md, "Norms: threads per row").
   int64_t most = rule.resident_row_bytes();
   for (int threads = rule.threads() / 2; threads >= 32; threads /= 2) {
-    RowKernelBuilder fewer(request, threads);
+    RowKernelBuilder fewer(request, threads, RowForm::registers);
     Kernel k = fewer.build(at);
     if (!fewer.may_choose_threads()) break;  // past kMaxRegisterRuns runs per thread: not in registers
     if (fewer.registers_per_thread() > kMostRowRegisters || fewer.resident_row_bytes() <= most) continue;

@@ -20,7 +20,10 @@
 // (scheduler/vector_accesses.h). Otherwise the row is kept in shared memory: an input read several times in
 // the row, along its last dimension, whose row has a constant length and fits in shared memory (with the
 // trees' arrays), is copied there once with 16-byte cp.async copies where its rows allow, and point c of the
-// row is computed by thread c mod T. Either way the kernel reads such an input from global memory once.
+// row is computed by thread c mod T. Either way the kernel reads such an input from global memory once,
+// unless the schedule asks for rows read again (FuncSchedule::row_form(RowForm::reread)): then, in the
+// registers layout, no row is kept, and each tree's fold and the epilogue load their runs of it from global
+// memory again with 16-byte loads (docs/pipelines.md, "Rows read again"; the rule keeps rows in registers).
 #include <string>
 #include <vector>
 

@@ -233,6 +233,16 @@ FuncSchedule &FuncSchedule::approximate_math(bool on) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::row_form(RowForm form, int threads_per_row) {
+  if (threads_per_row != 0 &&
+      (threads_per_row < 32 || threads_per_row > 1024 || (threads_per_row & (threads_per_row - 1)) != 0))
+    fail("schedule of '{}': row_form() takes a power of two from 32 to 1024 threads per row, not {}", func_,
+         threads_per_row);
+  row_form_ = form;
+  row_threads_ = threads_per_row;
+  return *this;
+}
+
 FuncSchedule &FuncSchedule::overlap_producer(bool on) {
   overlap_producer_ = on;
   return *this;
@@ -271,9 +281,9 @@ std::string FuncSchedule::to_string() const {
     s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
   if (cluster_blocks_ > 1) s += fmt::format("  clusters of {} blocks with TMA multicast\n", cluster_blocks_);
   if (stream_k_)
-    s += fmt::format("  stream-K: {} split along k across the persistent blocks\n",
-                     stream_k_tiles_ == StreamKTiles::tail ? "the partial wave's tiles"
-                                                           : "the last two waves' tiles");
+    s += fmt::format(
+        "  stream-K: {} split along k across the persistent blocks\n",
+        stream_k_tiles_ == StreamKTiles::tail ? "the partial wave's tiles" : "the last two waves' tiles");
   if (output_transport_ != Transport::plain)
     s += fmt::format("  output tiles stored by {}{}{}\n", twist::to_string(output_transport_),
                      stmatrix_writes_ ? ", written by stmatrix" : "",
@@ -288,6 +298,9 @@ std::string FuncSchedule::to_string() const {
   if (compute_root_) s += "  compute root (a stage of its own)\n";
   if (override_) s += fmt::format("  associativity assumed by the user: {}\n", *override_);
   if (approximate_) s += "  approximate exp and exp2\n";
+  if (row_form_ == RowForm::registers) s += "  rows kept in registers\n";
+  if (row_form_ == RowForm::reread) s += "  rows read again from global memory by each pass\n";
+  if (row_threads_) s += fmt::format("  {} threads per row\n", row_threads_);
   if (overlap_producer_) s += "  overlap the next key tile's producer contraction with this tile's update\n";
   return s;
 }

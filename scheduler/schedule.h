@@ -47,6 +47,15 @@ enum class Transport {
         // tile feeds a wgmma atom)
 };
 
+// Where a row kernel keeps a row that its passes read several times (a row of 16-byte runs, see
+// scheduler/row_kernel.h and docs/pipelines.md, "Rows read again").
+enum class RowForm {
+  chosen,     // the row kernel's rule decides
+  registers,  // loaded once into registers, each thread its runs; the passes and the epilogue read them
+  reread,     // not kept: each pass and the epilogue read the row from global memory again, run by run (the
+              // second and later reads served by L1 and L2), so a thread needs few registers
+};
+
 // How a staged tile is laid out in shared memory.
 enum class SharedLayout {
   row_major,  // as in global memory
@@ -214,6 +223,9 @@ class FuncSchedule {
   // reduction's elements computed on a tile that needs no mask are taken to be finite (-ffinite-math-only):
   // their tests against infinities are dropped there.
   FuncSchedule &approximate_math(bool on = true);
+  // A stage with reductions computed at its rows: where its row kernel keeps a row read several times, and
+  // the threads of its block (a power of two from 32 to 1024; 0: the row kernel's rule picks them).
+  FuncSchedule &row_form(RowForm form, int threads_per_row = 0);
   // A chained reduction on wgmma atoms (a producer contraction such as S = Q K^T read through a relative
   // form, attention being one) issues the next key tile's producer wgmmas into a second set of accumulator
   // registers before the current tile's element function and rescale, and waits for them after its column
@@ -249,6 +261,8 @@ class FuncSchedule {
   int output_sub_tile_buffers() const { return output_sub_tile_buffers_; }
   int min_blocks() const { return min_blocks_; }
   bool approximate() const { return approximate_; }
+  RowForm row_form_choice() const { return row_form_; }
+  int row_threads() const { return row_threads_; }  // 0: the rule's
   bool overlaps_producer() const { return overlap_producer_; }
 
   std::string to_string() const;
@@ -278,6 +292,8 @@ class FuncSchedule {
   int output_sub_tile_buffers_ = 0;
   int min_blocks_ = 1;
   bool approximate_ = false;
+  RowForm row_form_ = RowForm::chosen;
+  int row_threads_ = 0;
   bool overlap_producer_ = false;
 };
 

@@ -10,6 +10,7 @@
 // run stays inside the input's row (then it is the read the scalar path makes, without the clamp it never
 // needed). Rows whose length is not a constant need it to be a multiple of the copy's elements: a condition
 // on the scalar arguments (conditions()), which the kernel states as a Requirement with a scalar fallback.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ class VectorReads {
   // Conditions on the scalar arguments that the copies' alignment needs (simplified, none constant).
   const std::vector<Halide::Expr> &conditions() const { return conditions_; }
   int vectorized() const { return static_cast<int>(arrays_.size()); }
+  // The register arrays among them that hold runs of `input`.
+  int vectorized(const std::string &input) const {
+    return static_cast<int>(
+        std::count_if(arrays_.begin(), arrays_.end(), [&](const Array &a) { return a.input == input; }));
+  }
 
  private:
   struct Array {

@@ -484,14 +484,29 @@ int export_norms(const Options &o) {
         statistics);
   const apps::Norm n = apps::make_norm(
       *kind, {.dtype = dtype, .hidden = hidden, .eps = 1e-6f, .prefix = "", .layernorm = *layernorm});
-  const Schedule s = apps::schedule_norm(n);
+  Schedule s = apps::schedule_norm(n);
+  // Schedule choices of the row kernel, to measure them against the rule (docs/pipelines.md, "Rows read
+  // again"): where the row is kept, and a floor on the blocks per SM asked of the compiler.
+  const std::string form = o.get("row-form", "chosen");
+  const int row_threads = std::stoi(o.get("row-threads", "0"));
+  if (form != "chosen" && form != "registers" && form != "reread")
+    fail("--row-form {}: use chosen (the rule), registers or reread", form);
+  if (form != "chosen" || row_threads)
+    s[n.out].row_form(form == "reread"      ? RowForm::reread
+                      : form == "registers" ? RowForm::registers
+                                            : RowForm::chosen,
+                      row_threads);
+  const int min_blocks = std::stoi(o.get("min-blocks", "1"));
+  if (min_blocks > 1) s[n.out].min_blocks_per_sm(min_blocks);
   const LoweredProgram p = lower(n.out, s, Target::sm90a());
   dump(o, n.out, s, p);
   cuda::ExportRequest r;
   r.label = o.get(
       "label",
-      fmt::format("{}_{}_{}x{}{}", op, type_name(dtype), rows, hidden,
-                  statistics != "two_pass" && *kind == apps::NormKind::layernorm ? "_" + statistics : ""));
+      fmt::format("{}_{}_{}x{}{}{}{}{}", op, type_name(dtype), rows, hidden,
+                  statistics != "two_pass" && *kind == apps::NormKind::layernorm ? "_" + statistics : "",
+                  form != "chosen" ? "_" + form : "", row_threads ? fmt::format("_t{}", row_threads) : "",
+                  min_blocks > 1 ? fmt::format("_mb{}", min_blocks) : ""));
   r.scalars = {{n.rows.name(), rows}};
   r.notes = {{"op", op},
              {"dtype", type_name(dtype)},
@@ -626,6 +641,7 @@ int usage() {
                "                          true by apps::decode_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"
                "                         [--dtype f16|bf16] [--layernorm two_pass|welford|shifted_sums] [--label NAME]\n"
+               "                         [--row-form chosen|registers|reread] [--row-threads T] [--min-blocks N]\n"
                "                         [--dump=funcs,schedule,realization,loopnest,cuda]\n"
                "       twist export gemma --layer sliding|full --batch B --tokens S --out DIR [--config 31b|tiny]\n"
                "                         [--phase prefill|decode [--kv-len L]] [--layer-scalar X] [--dump=...]\n";

@@ -711,6 +711,89 @@ TEST_CASE("the norms of apps/norms match the oracle on the interpreter, each in 
       }
 }
 
+TEST_CASE("rows read again: every norm re-reads x by 16-byte runs in each pass, keeps no row, and matches") {
+  // RowForm::reread: no register array and no shared memory holds the row; each tree's fold and the epilogue
+  // load their runs of x from global memory again. 264 columns: runs that do not tile the row (a thread's
+  // second run past it), 256 and 1024: runs that do, at the rule's threads and at 64 threads per row.
+  struct Case {
+    apps::NormKind kind;
+    apps::LayerNormStatistics statistics;
+  };
+  std::vector<Case> cases;
+  for (const apps::NormKind kind : apps::all_norm_kinds())
+    if (kind != apps::NormKind::swiglu) cases.push_back({kind, apps::LayerNormStatistics::two_pass});
+  cases.push_back({apps::NormKind::layernorm, apps::LayerNormStatistics::welford});
+  cases.push_back({apps::NormKind::layernorm, apps::LayerNormStatistics::shifted_sums});
+  for (const Type &t : {f16, bf16})
+    for (const Case &c : cases)
+      for (const int hidden : {264, 256, 1024})
+        for (const int threads : {0, 64}) {
+          const apps::Norm n = apps::make_norm(
+              c.kind,
+              {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "rr_", .layernorm = c.statistics});
+          Schedule s = apps::schedule_norm(n);
+          s[n.out].row_form(RowForm::reread, threads);
+          const LoweredProgram p = lower(n.out, s, Target::sm90a());
+          INFO(std::string(apps::to_string(c.kind)), " ", type_name(t), " hidden ", hidden, " threads ",
+               threads);
+          REQUIRE(p.kernels.size() == 1);
+          const Kernel &k = p.kernels[0];
+          if (threads) CHECK(k.threads == threads);
+          const std::string x = "rr_x";
+          CHECK(contains(k.schedule_summary,
+                         "input '" + x + "': its row of " + std::to_string(hidden) +
+                             " elements not kept: each pass and the epilogue read it again"));
+          CHECK(!contains(k.schedule_summary, "read once into"));
+          CHECK(k.shared_bytes < 1024);  // only the trees' arrays
+          // x is read by each tree and by the epilogue (add + RMSNorm: x and the residual alike).
+          const int passes = static_cast<int>(n.reductions.size()) + 1;
+          CHECK(global_reads(k, x) >= passes);
+          const std::string source = compile_for_both_targets(p).front();
+          CHECK(!contains(source, "_regs["));
+          // Every read of x is a 16-byte copy into a run's register array (shifted sums' x(i, 0) aside).
+          size_t copies = 0;
+          for (size_t at = source.find("], &rr_x["); at != std::string::npos;
+               at = source.find("], &rr_x[", at + 1))
+            ++copies;
+          CHECK(copies == static_cast<size_t>(passes));
+          const std::map<std::string, double> sizes = {{n.rows.name(), 3}};
+          CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 29), sizes) < (t == f16 ? 2e-3 : 1.6e-2));
+        }
+}
+
+TEST_CASE("a row read again asks for the blocks per SM that the same row kept in registers does") {
+  // Its passes' runs are unrolled and their loads issued together, so a thread holds its runs within a pass:
+  // the model counts them as it counts a kept row (asked for less, ptxas spilled 8 to 20 bytes).
+  for (const apps::NormKind kind :
+       {apps::NormKind::rmsnorm, apps::NormKind::add_rmsnorm, apps::NormKind::layernorm})
+    for (const int threads : {256, 512}) {
+      const apps::Norm n = apps::make_norm(kind, {.dtype = bf16, .hidden = 16384, .prefix = "rb_"});
+      int blocks[2] = {0, 0};
+      for (const RowForm form : {RowForm::registers, RowForm::reread}) {
+        Schedule s = apps::schedule_norm(n);
+        s[n.out].row_form(form, threads);
+        blocks[form == RowForm::reread] = lower(n.out, s, Target::sm90a()).kernels[0].min_blocks_per_sm;
+      }
+      INFO(std::string(apps::to_string(kind)), " threads ", threads);
+      CHECK(blocks[0] > 1);
+      CHECK(blocks[0] == blocks[1]);
+    }
+}
+
+TEST_CASE("row_form takes a power of two from 32 to 1024 threads per row") {
+  const apps::Norm n =
+      apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 256, .prefix = "rf_"});
+  Schedule s;
+  CHECK(
+      contains(error_of([&] { s[n.out].row_form(RowForm::reread, 48); }), "a power of two from 32 to 1024"));
+  // The registers form at a block size the schedule names: the row stays in registers.
+  s = apps::schedule_norm(n);
+  s[n.out].row_form(RowForm::registers, 32);
+  const Kernel k = lower(n.out, s, Target::sm90a()).kernels[0];
+  CHECK(k.threads == 32);
+  CHECK(contains(k.schedule_summary, "read once into registers"));
+}
+
 TEST_CASE("two instances of one op, and two programs, may use the same func and input names") {
   const apps::Norm narrow =
       apps::make_norm(apps::NormKind::rmsnorm, {.dtype = f16, .hidden = 40, .eps = 1e-6f, .prefix = ""});
