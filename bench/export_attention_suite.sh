@@ -68,8 +68,10 @@ variants() {  # B H S D causal
   case $4 in
     64) tilings=("$w --key-tile 64 --min-blocks 2" "$ws --key-tile 64 --min-blocks 2"
                  "$ovl --key-tile 128" "$ovlpp --key-tile 128") ;;
-    128) tilings=("$w --key-tile 128" "$ws --key-tile 128" "$pp --key-tile 128" "$ovl --key-tile 112"
-                  "$ovlpp --key-tile 112") ;;
+    # Both together with a causal mask at D 128 spill (36 local loads and stores, 2026-12-04), which the SASS
+    # check refuses; measured 2-5% behind the overlap alone without the mask, so not exported with it.
+    128) tilings=("$w --key-tile 128" "$ws --key-tile 128" "$pp --key-tile 128" "$ovl --key-tile 112")
+         [[ $causal == true ]] || tilings+=("$ovlpp --key-tile 112") ;;
     256) tilings=("$w --key-tile 64" "$ws --key-tile 80" "$pp --key-tile 80" "$ovl --key-tile 48"
                   "$ovlpp --key-tile 48") ;;
     *) echo "$0: no variants for D = $4" >&2; exit 2 ;;
