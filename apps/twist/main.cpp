@@ -139,10 +139,8 @@ SplitCombine parse_split_combine(const std::string &text) {
 StreamKTiles parse_stream_k_tiles(const std::string &text) {
   if (text == "tail_and_wave") return StreamKTiles::tail_and_wave;
   if (text == "tail") return StreamKTiles::tail;
-  fail(
-      "--stream-k-tiles {}: use tail_and_wave (the partial wave plus one full wave) or tail (the partial "
-      "wave)",
-      text);
+  fail("--stream-k-tiles {}: use tail_and_wave (the partial wave plus one full wave) or tail (the partial wave)",
+       text);
 }
 
 // The spelling parse_accumulation takes, so that a manifest's note can be read back by scripts and flags.
