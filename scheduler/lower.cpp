@@ -32,8 +32,8 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
       context.intermediates.push_back(buffer);
     }
   }
-  // 64-bit offsets into the buffers that can pass 2^31 - 1 elements (wide_offsets.h): a twin variant where
-  // their extents are symbolic, launched only at shapes that need it.
+  // 64-bit offsets into the buffers that can pass 2^31 - 1 elements (wide_offsets.h): where their extents
+  // are symbolic, variants that select_variant makes and launches only at the shapes that need them.
   for (Kernel &k : program.kernels) k = with_wide_offsets(k);
   for (const Kernel &k : program.kernels)
     for (const ScalarArg &s : k.scalars)
