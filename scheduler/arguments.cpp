@@ -1,7 +1,12 @@
 #include "scheduler/arguments.h"
 
+#include <algorithm>
+#include <limits>
+#include <set>
+
 #include "lang/error.h"
 #include "lang/evaluate.h"
+#include "scheduler/wide_offsets.h"
 
 namespace twist {
 
@@ -76,9 +81,37 @@ bool requirements_hold(const Kernel &kernel, const Scalars &scalars) {
 
 }  // namespace
 
+namespace {
+
+int64_t elements_of(const BufferArg &b, const Scalars &scalars) {
+  int64_t elements = 1;
+  for (int64_t e : evaluate_shape(b.shape, scalars)) elements *= e;
+  return elements;
+}
+
+}  // namespace
+
+bool offsets_fit(const Kernel &kernel, const Scalars &scalars) {
+  for (const BufferArg &b : kernel.buffers)
+    if (std::find(kernel.wide_offsets.begin(), kernel.wide_offsets.end(), b.name) ==
+            kernel.wide_offsets.end() &&
+        elements_of(b, scalars) > std::numeric_limits<int32_t>::max())
+      return false;
+  return true;
+}
+
 const Kernel &select_variant(const Kernel &kernel, const Scalars &scalars) {
   if (requirements_hold(kernel, scalars) || !kernel.fallback) {
     check_requirements(kernel, scalars);
+    if (kernel.wide_variants && !offsets_fit(kernel, scalars)) {
+      std::set<std::string> past;
+      for (const BufferArg &b : kernel.buffers)
+        if (std::find(kernel.wide_offsets.begin(), kernel.wide_offsets.end(), b.name) ==
+                kernel.wide_offsets.end() &&
+            elements_of(b, scalars) > std::numeric_limits<int32_t>::max())
+          past.insert(b.name);
+      return wide_variant(kernel, past);
+    }
     return kernel;
   }
   return select_variant(*kernel.fallback, scalars);

@@ -25,8 +25,14 @@ std::vector<int64_t> evaluate_shape(const std::vector<Halide::Expr> &shape, cons
 // Throws, naming the kernel, the condition, its `why` and the scalars, if a requirement does not hold.
 void check_requirements(const Kernel &kernel, const Scalars &scalars);
 
+// Whether every buffer of `kernel` that it addresses with 32-bit offsets (all but Kernel::wide_offsets)
+// holds at most 2^31 - 1 elements over these scalars.
+bool offsets_fit(const Kernel &kernel, const Scalars &scalars);
+
 // The kernel itself if its requirements hold for these scalars, else its fallback (recursively); throws as
-// check_requirements does when no variant can run.
+// check_requirements does when no variant can run. Where buffers the variant chosen addresses with 32-bit
+// offsets hold more than 2^31 - 1 elements, its variant with 64-bit offsets into them (wide_variant in
+// scheduler/wide_offsets.h), if it has wide_variants.
 const Kernel &select_variant(const Kernel &kernel, const Scalars &scalars);
 
 }  // namespace twist

@@ -83,6 +83,11 @@ std::string to_string(const Kernel &k) {
     s += fmt::format("  tensor_map {}: {}[{}] box=[{}] swizzle={}\n", m.name, m.buffer, extents, box,
                      swizzle_name(m.swizzle));
   }
+  if (!k.wide_offsets.empty()) {
+    std::string names;
+    for (const std::string &n : k.wide_offsets) names += (names.empty() ? "" : ", ") + n;
+    s += fmt::format("  64-bit offsets: {}\n", names);
+  }
   if (k.cluster != std::array<int, 3>{1, 1, 1})
     s += fmt::format("  cluster=({}, {}, {})\n", k.cluster[0], k.cluster[1], k.cluster[2]);
   if (!k.schedule_summary.empty()) s += k.schedule_summary;

@@ -18,7 +18,9 @@
 #include <Halide.h>
 
 #include <array>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -82,6 +84,13 @@ struct Workspace {
   bool zeroed = false;
 };
 
+struct Kernel;
+// Kernel::wide_variants: the variants made so far, by the buffers they address in 64 bits.
+struct WideVariants {
+  std::mutex mutex;
+  std::map<std::vector<std::string>, std::shared_ptr<const Kernel>> made;
+};
+
 struct Kernel {
   std::string name;
   std::vector<BufferArg> buffers;
@@ -106,6 +115,15 @@ struct Kernel {
   // Scratch the kernel's blocks share (stream-K's parts and arrival counters), which the stage adds to
   // LoweredProgram::workspaces.
   std::vector<Workspace> workspaces;
+  // The buffers whose element offsets this kernel computes in 64 bits (scheduler/wide_offsets.h): they may
+  // hold any number of elements. Offsets into the others are 32-bit, and the runtime refuses a launch where
+  // one of them holds more than 2^31 - 1 elements (check_offsets_fit).
+  std::vector<std::string> wide_offsets;
+  // Where a buffer's extents can pass 2^31 - 1 elements (symbolic ones can), the variants of this kernel
+  // with 64-bit offsets into the buffers that pass them at a launch: select_variant makes each on first use
+  // and keeps it here, shared by the copies of this kernel. Null when no buffer can pass, or when this
+  // kernel already addresses every one that can in 64 bits.
+  std::shared_ptr<WideVariants> wide_variants;
 };
 
 // Everything one schedule of a program lowers to: kernels to launch in order.

@@ -4,6 +4,7 @@
 #include "scheduler/default_schedule.h"
 #include "scheduler/realization.h"
 #include "scheduler/stage_lowering.h"
+#include "scheduler/wide_offsets.h"
 
 namespace twist {
 
@@ -31,6 +32,9 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
       context.intermediates.push_back(buffer);
     }
   }
+  // 64-bit offsets into the buffers that can pass 2^31 - 1 elements (wide_offsets.h): where their extents
+  // are symbolic, variants that select_variant makes and launches only at the shapes that need them.
+  for (Kernel &k : program.kernels) k = with_wide_offsets(k);
   for (const Kernel &k : program.kernels)
     for (const ScalarArg &s : k.scalars)
       if (std::none_of(program.scalars.begin(), program.scalars.end(),

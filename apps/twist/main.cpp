@@ -15,10 +15,12 @@
 //                      [--dtype f16|bf16] --out DIR
 //       The same for a row-wise op of apps/norms (its manifest notes the bytes the op must move).
 //   twist export gemma --config 31b|tiny --layer sliding|full --phase prefill|decode --batch B --tokens S
-//                      [--kv-len L] [--layer-scalar X] --out DIR
+//                      [--kv-len L] [--layer-scalar X] [--wide-offsets true] --out DIR
 //       Every kernel of one Gemma 4 decoder layer (apps/gemma) for B sequences of S new tokens (decode: S = 1
 //       against L keys), one manifest each, labelled gemma_<config>_<layer>_<phase>_B<B>_S<S>[_L<L>]_<kernel>
-//       and noted with op "gemma" and the kernel's name (python/twist/gemma.py reads them).
+//       and noted with op "gemma" and the kernel's name (python/twist/gemma.py reads them). A kernel whose
+//       buffers pass 2^31 - 1 elements at this shape addresses them with 64-bit offsets (its manifest's
+//       "wide_offsets"); --wide-offsets true does so for every buffer that could, to measure the cost.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -46,6 +48,7 @@
 #include "scheduler/default_schedule.h"
 #include "scheduler/lower.h"
 #include "scheduler/realization.h"
+#include "scheduler/wide_offsets.h"
 
 namespace twist::tool {
 
@@ -542,7 +545,10 @@ int export_gemma(const Options &o) {
   auto write = [&](const std::string &kernel, const Func &out, const Schedule &s, const Scalars &scalars,
                    const std::string &schedule_name, std::optional<apps::GemmShape> gemm = std::nullopt,
                    const apps::GemmPlan *plan = nullptr) {
-    const LoweredProgram p = lower(out, s, Target::sm90a());
+    const LoweredProgram lowered = lower(out, s, Target::sm90a());
+    // --wide-offsets true: 64-bit offsets into every buffer that can pass 2^31 - 1 elements, at any shape
+    // (what they cost where 32-bit ones would do).
+    const LoweredProgram p = o.flag("wide-offsets") ? force_wide_offsets(lowered) : lowered;
     dump(o, out, s, p);
     cuda::ExportRequest r;
     r.label = label + "_" + kernel;
@@ -644,7 +650,8 @@ int usage() {
                "                         [--row-form chosen|registers|reread] [--row-threads T] [--min-blocks N]\n"
                "                         [--dump=funcs,schedule,realization,loopnest,cuda]\n"
                "       twist export gemma --layer sliding|full --batch B --tokens S --out DIR [--config 31b|tiny]\n"
-               "                         [--phase prefill|decode [--kv-len L]] [--layer-scalar X] [--dump=...]\n";
+               "                         [--phase prefill|decode [--kv-len L]] [--layer-scalar X] [--wide-offsets true]\n"
+               "                         [--dump=...]\n";
   // clang-format on
   return 2;
 }

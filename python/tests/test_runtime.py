@@ -174,6 +174,25 @@ def test_a_manifest_with_unusable_tensor_maps_or_clusters_is_refused(tmp_path, k
         load_manifest(write_tma_manifest(tmp_path, kernel_changes, map_changes))
 
 
+def test_a_buffer_past_32_bit_offsets_needs_a_kernel_that_addresses_it_in_64_bits(tmp_path):
+    path = write_manifest(tmp_path)
+    data = json.loads(path.read_text())
+    data["buffers"][0]["shape"] = [65536, 32768]  # A: 2^31 elements, one past the largest 32-bit offset
+    path.write_text(json.dumps(data))
+    with pytest.raises(ManifestError, match=r"input buffer 'A' of shape \[65536, 32768\] has 2147483648 elements, "
+                                            r"past the 2147483647 that the generated kernel's 32-bit offsets reach"):
+        load_manifest(path)
+    data["kernels"][0]["wide_offsets"] = ["A"]  # as twist export writes it for such a kernel
+    path.write_text(json.dumps(data))
+    assert load_manifest(path).kernels[0].wide_offsets == ("A",)
+    data["kernels"][0]["wide_offsets"] = ["X"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ManifestError, match=r"wide_offsets \['X'\] must name buffers the kernel takes"):
+        load_manifest(path)
+    # Smaller buffers need none; a manifest without the field has none.
+    assert load_manifest(write_manifest(tmp_path, label="small")).kernels[0].wide_offsets == ()
+
+
 def test_a_manifest_without_clusters_or_tensor_maps_launches_in_no_clusters(tmp_path):
     kernel = load_manifest(write_manifest(tmp_path)).kernels[0]
     assert kernel.cluster == (1, 1, 1) and kernel.tensor_maps == {}

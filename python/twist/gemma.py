@@ -207,9 +207,9 @@ def export_command(twist: str, out_dir: str | Path, config: str, layer: str, sha
 
 def export_layer_kernels(twist: str, out_dir: str | Path, config: str, layer: str, shape: LayerShape,
                          layer_scalar: float = 1.0) -> None:
-    """Runs twist export gemma (NVRTC compiles: no GPU needed); raises RuntimeError with twist's message, and
-    UnsupportedConfig for a shape the kernels cannot index (check_index_range)."""
-    check_index_range(CONFIGS[config], layer, shape)
+    """Runs twist export gemma (NVRTC compiles: no GPU needed); raises RuntimeError with twist's message. A
+    kernel whose buffers pass 2^31 - 1 elements at `shape` (the full layers' K and V at decode B64 L32768) is
+    exported addressing them with 64-bit offsets (its manifest's "wide_offsets")."""
     command = export_command(twist, out_dir, config, layer, shape, layer_scalar)
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
@@ -241,26 +241,6 @@ def expected_buffers(dims: TextDims, layer: str, shape: LayerShape) -> dict[str,
     }
 
 
-# The exported kernels compute element offsets in 32-bit int (the lowering's index type), so a buffer of more
-# elements than that indexes is out of their reach: at decode B64 L32768 the full layers' K and V hold 2^32 each,
-# and the attention kernel's offsets wrapped (an illegal address on the H200, 2026-12-03 21:15).
-MAX_BUFFER_ELEMENTS = 2**31
-
-
-def check_index_range(dims: TextDims, layer: str, shape: LayerShape) -> None:
-    """Raises UnsupportedConfig naming the first buffer of the layer's kernels at `shape` with more elements than
-    the kernels' 32-bit offsets reach, and the largest batch that fits."""
-    for kernel, buffers in expected_buffers(dims, layer, shape).items():
-        for name, size in buffers.items():
-            elements = math.prod(size)
-            if elements > MAX_BUFFER_ELEMENTS:
-                per_sequence = elements // shape.batch
-                raise UnsupportedConfig(
-                    f"the {layer} layer's kernel '{kernel}' at {shape} takes buffer '{name}' of shape {size}: "
-                    f"{elements} elements, past the {MAX_BUFFER_ELEMENTS} that twist's generated kernels index "
-                    f"(32-bit offsets); run batches of at most {MAX_BUFFER_ELEMENTS // per_sequence} sequences")
-
-
 def check_manifest(manifest: Manifest, kernel: str, expected: dict[str, tuple[int, ...]]) -> None:
     """Raises ManifestError if the manifest is not the kernel's, or a buffer's shape is not what the layer
     passes; buffers the layer does not name (workspaces) are not checked."""
@@ -283,7 +263,6 @@ def load_layer_manifests(directory: str | Path, config: str, layer: str, shape: 
     """Every kernel's manifest of one layer type at `shape`, checked against the shapes the layer passes."""
     directory = Path(directory)
     dims = CONFIGS[config]
-    check_index_range(dims, layer, shape)
     expected = expected_buffers(dims, layer, shape)
     manifests = {}
     for kernel in KERNELS:
@@ -443,7 +422,6 @@ def _twist_layer_forward(kernels: TwistKernels, dims: TextDims):
     return forward
 
 
-__all__ = ["CONFIGS", "KERNELS", "LayerShape", "TextDims", "TwistKernels", "UnsupportedConfig", "check_index_range",
-           "check_manifest",
+__all__ = ["CONFIGS", "KERNELS", "LayerShape", "TextDims", "TwistKernels", "UnsupportedConfig", "check_manifest",
            "clear_stashes", "config_kwargs", "config_name_for", "dims_of", "expected_buffers", "export_command",
            "export_layer_kernels", "geometric_mean", "layer_shape", "load_layer_manifests", "swap_decoder_layers"]

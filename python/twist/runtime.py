@@ -107,6 +107,8 @@ class KernelSpec:
     cluster: tuple[int, int, int] = NO_CLUSTER
     # The manifest's "tensor_maps" entries by name, as twist.tensor_map.encode_tensor_map takes them.
     tensor_maps: dict[str, dict] = field(default_factory=dict)
+    # The buffers the kernel addresses with 64-bit offsets (the manifest's "wide_offsets"; absent: none).
+    wide_offsets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,29 @@ def _scalar(arg: dict, where: str) -> ScalarArg:
     if dtype == "i32" and (not -(2**31) <= value < 2**31 or value != int(value)):
         raise ManifestError(f"{where}: scalar '{name}' is i32 but its value {value} is not a 32-bit integer")
     return ScalarArg(name, dtype, int(value) if dtype == "i32" else float(value))
+
+
+# The largest element offset the generated kernels' 32-bit offsets reach (as the C++ runtime's
+# check_offsets_fit): a buffer of more elements needs the kernel to address it in 64 bits ("wide_offsets").
+MAX_32_BIT_OFFSET = 2**31 - 1
+
+
+def _wide_offsets(kernel: dict, args: list, by_name: dict, where: str) -> tuple[str, ...]:
+    """The kernel's "wide_offsets", each one of its buffer arguments; raises ManifestError, as the C++ runtime
+    refuses the launch, for a buffer argument past MAX_32_BIT_OFFSET elements that is not among them."""
+    wide = kernel.get("wide_offsets", [])
+    buffers = [a.name for a in args if isinstance(a, BufferArg)]
+    if not isinstance(wide, list) or not all(isinstance(w, str) and w in buffers for w in wide):
+        raise ManifestError(f"{where}: wide_offsets {wide!r} must name buffers the kernel takes ({', '.join(buffers)})")
+    for name in buffers:
+        b = by_name[name]
+        elements = math.prod(b.shape)
+        if elements > MAX_32_BIT_OFFSET and name not in wide:
+            raise ManifestError(
+                f"{where}: {b.role} buffer '{name}' of shape [{', '.join(map(str, b.shape))}] has {elements} elements, "
+                f"past the {MAX_32_BIT_OFFSET} that the generated kernel's 32-bit offsets reach; export it with a "
+                "twist that addresses such buffers in 64 bits, or split the call (fewer batches or heads per launch)")
+    return tuple(wide)
 
 
 def _cluster(kernel: dict, grid: list, where: str) -> tuple[int, int, int]:
@@ -260,7 +285,7 @@ def parse_manifest(data: dict, path: Path) -> Manifest:
                 raise ManifestError(f"{arg_at}: {a!r} is neither a buffer, a scalar nor a tensor map argument")
         kernels.append(KernelSpec(name, cubin, tuple(grid), _count(k, "block", at, 1), _count(k, "shared_bytes", at),
                                   _count(k, "registers", at), _count(k, "spill_bytes", at), tuple(args),
-                                  _cluster(k, grid, at), tensor_maps))
+                                  _cluster(k, grid, at), tensor_maps, _wide_offsets(k, args, by_name, at)))
     if not kernels:
         raise ManifestError(f"{where}: no kernels to launch")
     return Manifest(path, label, arch, notes, tuple(buffers), tuple(kernels))

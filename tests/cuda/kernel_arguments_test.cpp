@@ -127,6 +127,10 @@ TEST_CASE("a buffer past the 32-bit offsets' reach, or a scalar past 32 bits, is
       doctest::Contains("input buffer 'A' of shape [32768, 1024, 64] has 2147483648 elements, "
                         "past the 2147483647"),
       Error);
+  // A kernel that addresses A with 64-bit offsets (Kernel::wide_offsets) takes it at any size.
+  twist::Kernel addressed_in_64_bits = k;
+  addressed_in_64_bits.wide_offsets = {"A"};
+  CHECK_NOTHROW(check_offsets_fit(addressed_in_64_bits, huge));
   huge["B"] = 32767;  // the largest batch whose A fits: accepted
   CHECK_NOTHROW(check_offsets_fit(k, huge));
   Scalars wide = kScalars;

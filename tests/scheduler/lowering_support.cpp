@@ -10,6 +10,7 @@
 #include "lang/graph.h"
 #include "scheduler/arguments.h"
 #include "scheduler/lower.h"
+#include "scheduler/wide_offsets.h"
 
 namespace twist::testing {
 
@@ -34,9 +35,10 @@ AffineRows affine_rows(const std::string &prefix) {
 }
 
 double lowered_error(const Func &output, const Schedule &schedule, const Tensors &inputs,
-                     const std::map<std::string, double> &scalars,
-                     const reference::InterpretOptions &options) {
-  const LoweredProgram program = lower(output, schedule, Target::sm90a());
+                     const std::map<std::string, double> &scalars, const reference::InterpretOptions &options,
+                     bool wide_offsets) {
+  const LoweredProgram lowered = lower(output, schedule, Target::sm90a());
+  const LoweredProgram program = wide_offsets ? force_wide_offsets(lowered) : lowered;
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto &[name, t] : inputs) shapes[name] = t.shape();
   const Scalars bound = bind_arguments(program, shapes, scalars);

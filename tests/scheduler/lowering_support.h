@@ -19,10 +19,12 @@ using Tensors = std::map<std::string, reference::HostTensor>;
 // values).
 Tensors random_inputs(const Func &output, const std::map<std::string, double> &sizes, uint64_t seed);
 
-// The relative L2 error of the interpreted loop nest (typed arithmetic) against the oracle (exact).
+// The relative L2 error of the interpreted loop nest (typed arithmetic) against the oracle (exact). With
+// `wide_offsets`, the program's kernels address every buffer that can pass 2^31 - 1 elements with 64-bit
+// offsets (force_wide_offsets in scheduler/wide_offsets.h), whatever the shape.
 double lowered_error(const Func &output, const Schedule &schedule, const Tensors &inputs,
                      const std::map<std::string, double> &scalars,
-                     const reference::InterpretOptions &options = {});
+                     const reference::InterpretOptions &options = {}, bool wide_offsets = false);
 
 // f(i) = the affine maps h -> a(i, c) h + b(i, c) composed in order over the columns c, in f64: a reduction
 // whose monoid (algebra::affine) does not commute, so a split whose combine reorders the parts gets a wrong

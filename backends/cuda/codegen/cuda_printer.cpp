@@ -345,7 +345,9 @@ std::string Printer::constant(const Type &t, double v) {
   if (t.is_bool()) return v != 0 ? "true" : "false";
   if (t.is_int() || t.is_uint()) {
     const auto i = static_cast<long long>(v);
-    return i < 0 ? fmt::format("({})", i) : fmt::format("{}", i);
+    // An i64 constant (a 64-bit offset's, wide_offsets.h) is a long long, or min(offset, 7) is ambiguous.
+    const char *suffix = t.is_int() && t.bits() == 64 ? "ll" : "";
+    return i < 0 ? fmt::format("({}{})", i, suffix) : fmt::format("{}{}", i, suffix);
   }
   if (t.bits() == 16) {
     const bool bf = t.is_bfloat();

@@ -114,14 +114,19 @@ std::filesystem::path export_program(const LoweredProgram &program, const Export
                           json_string(s.name), type_name(s.type), r.scalars.at(s.name));
     for (const TensorMap &m : k.tensor_maps)
       args += fmt::format("{}{{\"tensor_map\": {}}}", args.empty() ? "" : ", ", json_string(m.name));
+    // The buffers addressed in 64 bits, only where there are any: the launcher refuses a larger buffer than
+    // 32-bit offsets reach among the others.
+    std::string wide;
+    for (const std::string &b : k.wide_offsets) wide += (wide.empty() ? "" : ", ") + json_string(b);
+    if (!wide.empty()) wide = ", \"wide_offsets\": [" + wide + "]";
     kernels += fmt::format(
         "{}    {{\"name\": {}, \"cubin\": {}, \"grid\": [{}, {}, {}], \"block\": {}, \"shared_bytes\": {}, "
-        "\"cluster\": [{}, {}, {}], \"registers\": {}, \"spill_bytes\": {}, \"args\": [{}],\n      "
+        "\"cluster\": [{}, {}, {}], \"registers\": {}, \"spill_bytes\": {}, \"args\": [{}]{},\n      "
         "\"tensor_maps\": [{}]}}",
         kernels.empty() ? "" : ",\n", json_string(c_name(k.name)), json_string(stem + ".cubin"),
         evaluate_int(k.grid[0], r.scalars), evaluate_int(k.grid[1], r.scalars),
         evaluate_int(k.grid[2], r.scalars), k.threads, k.shared_bytes, k.cluster[0], k.cluster[1],
-        k.cluster[2], c.resources.registers, c.resources.spill_store_bytes, args,
+        k.cluster[2], c.resources.registers, c.resources.spill_store_bytes, args, wide,
         tensor_maps_json(k, r.scalars));
   }
   std::string notes;

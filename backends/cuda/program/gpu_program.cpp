@@ -28,12 +28,26 @@ GpuProgram::GpuProgram(const LoweredProgram &program, const Device &device, cons
   for (const twist::Kernel &k : program_.kernels) load(k);
 }
 
+namespace {
+
+// A variant's key among the compiled ones: its name, and the buffers it addresses in 64 bits (a variant with
+// 64-bit offsets keeps its kernel's name).
+std::string variant_key(const twist::Kernel &kernel) {
+  std::string key = kernel.name;
+  for (size_t i = 0; i < kernel.wide_offsets.size(); ++i)
+    key += (i == 0 ? "@64:" : ",") + kernel.wide_offsets[i];
+  return key;
+}
+
+}  // namespace
+
 const GpuProgram::Loaded &GpuProgram::load(const twist::Kernel &kernel) {
-  auto it = loaded_.find(kernel.name);
+  const std::string key = variant_key(kernel);
+  auto it = loaded_.find(key);
   if (it == loaded_.end()) {
     CompiledKernel c = compile_kernel(kernel, device_.arch(), options_);
     Module m(device_, c.cubin, kernel.name);
-    it = loaded_.emplace(kernel.name, std::make_unique<Loaded>(Loaded{std::move(c), std::move(m)})).first;
+    it = loaded_.emplace(key, std::make_unique<Loaded>(Loaded{std::move(c), std::move(m)})).first;
   }
   return *it->second;
 }

@@ -59,7 +59,8 @@ class GpuProgram {
   Timing time(const std::map<std::string, reference::HostTensor> &inputs, const Scalars &given = {},
               const TimingOptions &options = {});
 
-  // The kernel variants compiled so far, by kernel name.
+  // The kernel variants compiled so far, by kernel name; a variant with 64-bit offsets (Kernel::wide_offsets,
+  // which keeps its kernel's name) as "<name>@64:<buffer>,<buffer>...".
   const CompiledKernel &compiled(const std::string &kernel) const;
 
  private:

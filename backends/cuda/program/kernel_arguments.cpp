@@ -49,6 +49,9 @@ TensorMapRequest tensor_map_request(const twist::Kernel &kernel, const TensorMap
 
 void check_offsets_fit(const twist::Kernel &kernel, const Scalars &scalars) {
   for (const BufferArg &b : kernel.buffers) {
+    if (std::find(kernel.wide_offsets.begin(), kernel.wide_offsets.end(), b.name) !=
+        kernel.wide_offsets.end())
+      continue;  // 64-bit offsets: any size
     const std::vector<int64_t> shape = evaluate_shape(b.shape, scalars);
     int64_t elements = 1;
     for (int64_t e : shape) elements *= e;

@@ -26,7 +26,9 @@ TensorMapRequest tensor_map_request(const twist::Kernel &kernel, const TensorMap
 
 // Throws, naming the buffer and its element count, when a buffer of `kernel` over `scalars` holds more
 // elements than the 32-bit offsets of the generated code reach (2^31 - 1): the kernel would read and write
-// elsewhere.
+// elsewhere. The buffers the kernel addresses in 64 bits (Kernel::wide_offsets) may hold any number;
+// select_variant picks a kernel's variant with 64-bit offsets where a buffer needs one, so after it this
+// refuses nothing the lowering made: it guards kernels built or chosen some other way.
 void check_offsets_fit(const twist::Kernel &kernel, const Scalars &scalars);
 
 // Encodes a tensor map: encode_tensor_map (through the driver) when launching; tests substitute their own.
