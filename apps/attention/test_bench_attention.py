@@ -546,7 +546,7 @@ class ExportSuiteTest(unittest.TestCase):
             stub.chmod(0o755)
             done = self.run_suite(Path(d) / "suite", stub)
             self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertIn("55 manifests", done.stdout)
+            self.assertIn("54 manifests", done.stdout)
             exports = []
             for path in sorted((Path(d) / "suite").glob("*.json")):
                 flags = json.loads(path.read_text())
@@ -564,7 +564,7 @@ class ExportSuiteTest(unittest.TestCase):
             exports = [e for e in exports if e not in gemma]
             prefill = [e for e in exports if "--decode" not in e]
             decode = [e for e in exports if e.get("--decode") == "true"]
-            self.assertEqual(len(prefill), 33)
+            self.assertEqual(len(prefill), 32)
             self.assertTrue(all(e.get("--atom") == "wgmma" for e in prefill))
             # The rule's tiling, once per problem of the suite.
             by_rule = [e for e in prefill if e.get("--rule") == "true"]
@@ -575,26 +575,28 @@ class ExportSuiteTest(unittest.TestCase):
                 ("4x16x4096x4096x256", "f16", "false"), ("4x16x4096x4096x128", "bf16", "false"),
                 ("4x16x4096x4096x128", "bf16", "true")]))
             # Beside it at five problems: the tiling before warp specialization, the warp-specialized one,
-            # ping-pong (not at D 64, where it was measured behind), and the overlapped S, alone and in ping-pong.
+            # ping-pong (not at D 64, where it was measured behind), and the overlapped S, alone and in ping-pong
+            # (not with a causal mask at D 128, where the two together spill).
             variants = [e for e in prefill if e.get("--rule") != "true"]
             per_problem = {}
             for e in variants:
                 per_problem.setdefault((e["--shape"], e["--causal"]), []).append(e)
             self.assertEqual(sorted((k, len(v)) for k, v in per_problem.items()), sorted([
-                (("4x16x4096x4096x128", "false"), 5), (("4x16x4096x4096x128", "true"), 5),
+                (("4x16x4096x4096x128", "false"), 5), (("4x16x4096x4096x128", "true"), 4),
                 (("2x16x8192x8192x128", "false"), 5), (("1x8x4096x4096x64", "false"), 4),
                 (("4x16x4096x4096x256", "false"), 5)]))
-            for (shape, _), tilings in per_problem.items():
+            for (shape, causal), tilings in per_problem.items():
+                spills_together = causal == "true" and shape.endswith("x128")
                 plain = [e for e in tilings if e.get("--warp-specialize") != "true"]
                 self.assertEqual(len(plain), 1, shape)  # the tiling the rule chose before
                 self.assertEqual(plain[0]["--key-tile"], {"64": "64", "128": "128", "256": "64"}[shape.split("x")[-1]])
                 ping_pong = [e for e in tilings if e.get("--ping-pong") == "true"]
-                self.assertEqual(len(ping_pong), 1 if shape.endswith("x64") else 2, shape)
+                self.assertEqual(len(ping_pong), 1 if shape.endswith("x64") or spills_together else 2, shape)
                 self.assertTrue(all(e.get("--warp-specialize") == "true" for e in ping_pong), shape)
                 overlap = [e for e in tilings if e.get("--overlap") == "true"]
-                self.assertEqual(len(overlap), 2, shape)
+                self.assertEqual(len(overlap), 1 if spills_together else 2, shape)
                 self.assertTrue(all(e.get("--warp-specialize") == "true" for e in overlap), shape)
-                self.assertEqual(sum(e.get("--ping-pong") == "true" for e in overlap), 1, shape)
+                self.assertEqual(sum(e.get("--ping-pong") == "true" for e in overlap), 0 if spills_together else 1, shape)
             # The tiling by rule (apps::decode_tiling), at the suite's four problems and four outside them, with
             # each combine of its split.
             problems = [("1x8x1x32768x128", "1"), ("8x8x1x8192x128", "1"), ("1x32x1x131072x128", "1"),
