@@ -596,7 +596,8 @@ class ExportSuiteTest(unittest.TestCase):
                 overlap = [e for e in tilings if e.get("--overlap") == "true"]
                 self.assertEqual(len(overlap), 1 if spills_together else 2, shape)
                 self.assertTrue(all(e.get("--warp-specialize") == "true" for e in overlap), shape)
-                self.assertEqual(sum(e.get("--ping-pong") == "true" for e in overlap), 0 if spills_together else 1, shape)
+                overlap_ping_pong = sum(e.get("--ping-pong") == "true" for e in overlap)
+                self.assertEqual(overlap_ping_pong, 0 if spills_together else 1, shape)
             # The tiling by rule (apps::decode_tiling), at the suite's four problems and four outside them, with
             # each combine of its split.
             problems = [("1x8x1x32768x128", "1"), ("8x8x1x8192x128", "1"), ("1x32x1x131072x128", "1"),
