@@ -201,8 +201,9 @@ class FuncSchedule {
   // then fence_proxy_async, a barrier, and the store, whose shared reads are waited for before the tile is
   // written again. Out-of-bounds rows and columns are clipped by the store. With `stmatrix`, a wgmma kernel's
   // warps write a 16-bit tile with stmatrix (four 8 x 8 matrices of their accumulators at once) rather than
-  // one 2-byte store per element.
-  FuncSchedule &store_output(Transport transport, bool stmatrix = true);
+  // one 2-byte store per element; off unless asked, as HopperTiling::stmatrix, since it measured no faster
+  // (docs/hopper.md, "The epilogue through a TMA store").
+  FuncSchedule &store_output(Transport transport, bool stmatrix = false);
   // With store_output(Transport::tma): the output tile leaves one TMA box (a column slice, e.g. 128 x 64 f16)
   // at a time through `buffers` box-sized shared buffers used in turn, so the epilogue takes buffers boxes of
   // shared memory rather than the whole tile (a 128 x 256 f16 tile: 32 KB with 2 rather than 64 KB), and a
