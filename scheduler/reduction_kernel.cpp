@@ -227,11 +227,13 @@ void ReductionKernelBuilder::plan_persistent_grid() {
   mapping_.grid = {persistent_grid(tile_count_, blocks, stream_k), 1, 1};
   if (stream_k)
     summary_ += fmt::format(
-        "  persistent grid of {} blocks with stream-K: whole tiles in {}, then the rest split along k in equal "
+        "  persistent grid of {} blocks with stream-K: whole tiles in {}, then the rest split along k in "
+        "equal "
         "ranges over the blocks; a tile's last part to arrive folds the others (a ticket after a fence) and "
         "runs the epilogue\n",
         blocks,
-        req_.schedule->stream_k_tiles() == StreamKTiles::tail ? "every full wave" : "all but the last full wave");
+        req_.schedule->stream_k_tiles() == StreamKTiles::tail ? "every full wave"
+                                                              : "all but the last full wave");
   else
     summary_ +=
         fmt::format("  persistent grid: min({}, tiles) blocks, each taking every {}th tile in raster order\n",
@@ -414,8 +416,9 @@ void ReductionKernelBuilder::plan_stages() {
   std::vector<Halide::Expr> marked;
   for (const Expr &e : def_.reduction->elements) marked.push_back(lowering_.lower(e));
   // A split wider than a loop of known extent repeats the loop's last point (apply_split), which keeps the
-  // reads of plain and cp.async copies inside the tensor; a TMA box is what the matrix atom reads whole, so it
-  // spans the split's full width, from the unclamped loops, and TMA fills what lies past the tensor with zeros.
+  // reads of plain and cp.async copies inside the tensor; a TMA box is what the matrix atom reads whole, so
+  // it spans the split's full width, from the unclamped loops, and TMA fills what lies past the tensor with
+  // zeros.
   std::vector<Halide::Expr> marked_unclamped;
   lowering_.bind(loops_.unclamped_value_of);
   for (const Expr &e : def_.reduction->elements) marked_unclamped.push_back(lowering_.lower(e));

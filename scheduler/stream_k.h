@@ -10,10 +10,10 @@
 //   - the stream-K tiles: the rest, by StreamKTiles either the partial wave plus one full wave (so that each
 //     block's share is at least one tile's k-tiles and each tile has at most two parts) or the partial wave
 //     alone (the full waves stay whole and in step along k; a tile has about blocks / tail parts); when the
-//     tiles are fewer than the blocks, all of them. Their k-tiles, tile after tile, are `sk_iterations`, cut into
-//     `sk_blocks` ranges of equal length (within one) that the first `sk_blocks` blocks run; a range that
-//     crosses a tile's end is one unit per tile it touches. A tile's parts are the ranges that touch it, in
-//     the order of their blocks, which is the order of their k-tiles.
+//     tiles are fewer than the blocks, all of them. Their k-tiles, tile after tile, are `sk_iterations`, cut
+//     into `sk_blocks` ranges of equal length (within one) that the first `sk_blocks` blocks run; a range
+//     that crosses a tile's end is one unit per tile it touches. A tile's parts are the ranges that touch it,
+//     in the order of their blocks, which is the order of their k-tiles.
 // A unit that holds a tile's whole k range stores the tile as a data-parallel one does. Any other stores its
 // states in a workspace slot of its own, fences them and takes a ticket from its tile's counter (a zeroed
 // workspace); the last of the tile's parts to arrive fences, folds the other parts into its registers with

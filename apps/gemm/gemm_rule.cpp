@@ -281,7 +281,8 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
         if ((split - 1) * ceil_div(k_tiles, split) >= k_tiles) break;
         for (const bool stream_k : {false, true})
           for (const StreamKTiles sk_tiles : {StreamKTiles::tail_and_wave, StreamKTiles::tail}) {
-            if (!stream_k && sk_tiles != StreamKTiles::tail_and_wave) continue;  // (one plan without stream-K)
+            if (!stream_k && sk_tiles != StreamKTiles::tail_and_wave)
+              continue;  // (one plan without stream-K)
             // Stream-K where the tiles fill a wave (GemmMachine::stream_k_operand_bytes_per_s); the tail
             // alone only where there is one.
             const int64_t tiles = tiles_of(s, block.m, block.n);

@@ -46,8 +46,9 @@ TEST_CASE("gemma: gate and up projections as one tensor-core GEMM with the gate 
   for (const Case &k :
        {Case{37, projection_plan(37, 2 * c.intermediate, hidden), Target::sm90a()},
         Case{8, projection_plan(8, 2 * c.intermediate, hidden), Target::sm90a()},
-        Case{37, GemmPlan{wide}, Target::sm90a()}, Case{37, GemmPlan{split_k}, Target::sm90a()}, Case{37, GemmPlan{plain_store}, Target::sm90a()},
-        Case{37, GemmPlan{mma}, Target::sm80()}, Case{37, GemmPlan{mma_split}, Target::sm80()}}) {
+        Case{37, GemmPlan{wide}, Target::sm90a()}, Case{37, GemmPlan{split_k}, Target::sm90a()},
+        Case{37, GemmPlan{plain_store}, Target::sm90a()}, Case{37, GemmPlan{mma}, Target::sm80()},
+        Case{37, GemmPlan{mma_split}, Target::sm80()}}) {
     INFO(k.rows, " rows, ", k.plan.name(), " on ", k.target.arch);
     const Schedule s = schedule_gated_up(g, k.plan);
     const LoweredProgram p = lower(g.out, s, k.target);

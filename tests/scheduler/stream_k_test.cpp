@@ -104,7 +104,8 @@ TEST_CASE("stream-K Hopper GEMM matches the oracle in any block order: 1 to 3 pa
 TEST_CASE("stream-K of the partial wave alone matches the oracle in any block order: many parts a tile") {
   // StreamKTiles::tail: whole waves of whole tiles, then the tail's k-tiles over every block.
   const Case cases[] = {
-      {300, 200, 136, 5, "12 tiles of 3 k-tiles on 5 blocks: two whole waves, then 2 tiles in ranges of 1 and 2"},
+      {300, 200, 136, 5,
+       "12 tiles of 3 k-tiles on 5 blocks: two whole waves, then 2 tiles in ranges of 1 and 2"},
       {384, 136, 584, 4, "9 tiles of 10 k-tiles on 4 blocks: two whole waves, then one tile in 4 parts"},
       {256, 128, 128, 2, "4 tiles on 2 blocks: whole waves only, nothing split"},
       {100, 72, 200, 5, "2 tiles on 5 blocks: no whole wave, every tile split"},
