@@ -157,7 +157,11 @@ fi
 # (133 tiles) and 64x128x128 beside 128x128 (266); 1000x1000x7000 on 128x256 split 4 and 64x128x128 unsplit
 # beside 128x128 split 2; 2645x1672x9216 (147 tiles of 128x256) on 128x256 unsplit, split 2 (the previous pick)
 # and split 3 beside the pick's 128x128; 4016x5336x1000 and 4755x5272x11736 on 128x128 and 256x128;
-# 777x3333x1240 (mma.sync) on 64x128 blocks beside the pick's 128x128 with 64x32 warp tiles.
+# 777x3333x1240 (mma.sync) on 64x128 blocks beside the pick's 128x128 with 64x32 warp tiles. And stream-K of
+# the tail alone where the rule does not weigh it, tiles fewer than the SMs (its skinny 64x128x128 picks: 112
+# tiles at N = 14336 leave 20 SMs idle; 1000x1000x7000's 64 tiles of 128x128), and 4016x5336x1000 (a tail of
+# 12 tiles of 128x256 after 5 waves): unmeasured (2026-12-04); the model ranks it ahead at 1x4096x14336 and
+# 8x7936x9728 and behind at 1x14336x4096.
 explore() {  # SHAPE FLAGS...
   export_gemm --shape "$1" --dtype f16 "${@:2}" --out "$out/gemm_alternatives"
 }
@@ -174,6 +178,7 @@ if wants gemm_alternatives; then
     explore "$shape" "${ws1[@]}" --block 64x128x128 --stages 4 --split-k 4
     explore "$shape" "${ws1[@]}" --block 64x256x64 --stages 5 --split-k 4
     explore "$shape" "${ws1[@]}" --block 64x256x64 --stages 5 --split-k 8
+    explore "$shape" "${ws1[@]}" --block 64x128x128 --stages 4 --stream-k true --stream-k-tiles tail
   done
   explore 1024x1024x1024 "${ws1[@]}" --block 64x128x64 --stages 4
   explore 896x4864x4096 "${ws2[@]}" --block 128x256x64 --stages 3
@@ -187,6 +192,8 @@ if wants gemm_alternatives; then
   explore 4016x5336x1000 "${ws2[@]}" --block 256x128x64 --stages 3
   explore 4755x5272x11736 "${ws2[@]}" --block 128x128x64 --stages 4
   explore 4755x5272x11736 "${ws2[@]}" --block 256x128x64 --stages 3
+  explore 1000x1000x7000 "${ws2[@]}" --block 128x128x64 --stages 4 --stream-k true --stream-k-tiles tail
+  explore 4016x5336x1000 "${ws2[@]}" --block 128x256x64 --stages 3 --stream-k true --stream-k-tiles tail
   explore 777x3333x1240 --block 64x128x64 --warp 32x64 --stages 3
 fi
 
