@@ -81,36 +81,29 @@ bool requirements_hold(const Kernel &kernel, const Scalars &scalars) {
 
 }  // namespace
 
-namespace {
-
-int64_t elements_of(const BufferArg &b, const Scalars &scalars) {
-  int64_t elements = 1;
-  for (int64_t e : evaluate_shape(b.shape, scalars)) elements *= e;
-  return elements;
+std::set<std::string> buffers_past_32_bit_offsets(const Kernel &kernel, const Scalars &scalars) {
+  std::set<std::string> past;
+  for (const BufferArg &b : kernel.buffers) {
+    if (std::find(kernel.wide_offsets.begin(), kernel.wide_offsets.end(), b.name) !=
+        kernel.wide_offsets.end())
+      continue;  // 64-bit offsets: any size
+    int64_t elements = 1;
+    for (int64_t e : evaluate_shape(b.shape, scalars)) elements *= e;
+    if (elements > std::numeric_limits<int32_t>::max()) past.insert(b.name);
+  }
+  return past;
 }
 
-}  // namespace
-
 bool offsets_fit(const Kernel &kernel, const Scalars &scalars) {
-  for (const BufferArg &b : kernel.buffers)
-    if (std::find(kernel.wide_offsets.begin(), kernel.wide_offsets.end(), b.name) ==
-            kernel.wide_offsets.end() &&
-        elements_of(b, scalars) > std::numeric_limits<int32_t>::max())
-      return false;
-  return true;
+  return buffers_past_32_bit_offsets(kernel, scalars).empty();
 }
 
 const Kernel &select_variant(const Kernel &kernel, const Scalars &scalars) {
   if (requirements_hold(kernel, scalars) || !kernel.fallback) {
     check_requirements(kernel, scalars);
-    if (kernel.wide_variants && !offsets_fit(kernel, scalars)) {
-      std::set<std::string> past;
-      for (const BufferArg &b : kernel.buffers)
-        if (std::find(kernel.wide_offsets.begin(), kernel.wide_offsets.end(), b.name) ==
-                kernel.wide_offsets.end() &&
-            elements_of(b, scalars) > std::numeric_limits<int32_t>::max())
-          past.insert(b.name);
-      return wide_variant(kernel, past);
+    if (kernel.wide_variants) {
+      const std::set<std::string> past = buffers_past_32_bit_offsets(kernel, scalars);
+      if (!past.empty()) return wide_variant(kernel, past);
     }
     return kernel;
   }

@@ -3,6 +3,7 @@
 // tensors, the rest as given; and evaluating the grid, shapes and requirements that depend on them.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,10 @@ std::vector<int64_t> evaluate_shape(const std::vector<Halide::Expr> &shape, cons
 // Throws, naming the kernel, the condition, its `why` and the scalars, if a requirement does not hold.
 void check_requirements(const Kernel &kernel, const Scalars &scalars);
 
-// Whether every buffer of `kernel` that it addresses with 32-bit offsets (all but Kernel::wide_offsets)
-// holds at most 2^31 - 1 elements over these scalars.
+// The buffers of `kernel` that it addresses with 32-bit offsets (all but Kernel::wide_offsets) and that hold
+// more than 2^31 - 1 elements over these scalars.
+std::set<std::string> buffers_past_32_bit_offsets(const Kernel &kernel, const Scalars &scalars);
+// Whether there are none.
 bool offsets_fit(const Kernel &kernel, const Scalars &scalars);
 
 // The kernel itself if its requirements hold for these scalars, else its fallback (recursively); throws as

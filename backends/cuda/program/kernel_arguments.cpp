@@ -48,19 +48,17 @@ TensorMapRequest tensor_map_request(const twist::Kernel &kernel, const TensorMap
 }
 
 void check_offsets_fit(const twist::Kernel &kernel, const Scalars &scalars) {
+  const std::set<std::string> past = buffers_past_32_bit_offsets(kernel, scalars);
   for (const BufferArg &b : kernel.buffers) {
-    if (std::find(kernel.wide_offsets.begin(), kernel.wide_offsets.end(), b.name) !=
-        kernel.wide_offsets.end())
-      continue;  // 64-bit offsets: any size
+    if (!past.count(b.name)) continue;
     const std::vector<int64_t> shape = evaluate_shape(b.shape, scalars);
     int64_t elements = 1;
     for (int64_t e : shape) elements *= e;
-    if (elements > std::numeric_limits<int32_t>::max())
-      fail(
-          "kernel {}: {} buffer '{}' of shape [{}] has {} elements, past the {} that the generated kernel's "
-          "32-bit offsets reach; split the call (fewer batches or heads per launch)",
-          kernel.name, role_name(b.role), b.name, fmt::join(shape, ", "), elements,
-          std::numeric_limits<int32_t>::max());
+    fail(
+        "kernel {}: {} buffer '{}' of shape [{}] has {} elements, past the {} that the generated kernel's "
+        "32-bit offsets reach; split the call (fewer batches or heads per launch)",
+        kernel.name, role_name(b.role), b.name, fmt::join(shape, ", "), elements,
+        std::numeric_limits<int32_t>::max());
   }
 }
 
