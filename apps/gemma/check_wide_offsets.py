@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from bench_gemma import relative_l2  # (beside this file)
 from twist.runtime import load_manifest
 from twist.torch_ops import register_manifest
 
@@ -37,10 +38,6 @@ def reference(q, k, v):
     v = v.float().repeat_interleave(GROUP, dim=0)
     s = q.float() @ k.transpose(1, 2)
     return torch.softmax(s, dim=-1) @ v
-
-
-def rel(a, b):
-    return float((a.float() - b.float()).norm() / b.float().norm())
 
 
 def time_ms(fn, reps=20):
@@ -76,7 +73,7 @@ def main():
     torch.cuda.synchronize()
     errors = {}
     for b in (0, 15, 31, 32, 48, 63):  # offsets into K and V pass 2^31 from sequence 32 on
-        errors[b] = rel(out[b], reference(q[b], k[b], v[b]))
+        errors[b] = relative_l2(out[b], reference(q[b], k[b], v[b]))
     result["b64_errors_by_sequence"] = errors
     result["b64_ok"] = all(e < 2e-2 for e in errors.values())
     kv_bytes = 2 * k.numel() * 2
@@ -94,7 +91,7 @@ def main():
     a, w = narrow(q, k, v), wide(q, k, v)
     torch.cuda.synchronize()
     result["b16_identical"] = bool(torch.equal(a, w))
-    result["b16_error_seq15"] = rel(w[15], reference(q[15], k[15], v[15]))
+    result["b16_error_seq15"] = relative_l2(w[15], reference(q[15], k[15], v[15]))
     rounds = {"narrow": [], "wide": []}
     for _ in range(3):  # interleaved, so that clocks and the machine's state weigh on both alike
         rounds["narrow"].append(time_ms(lambda: narrow(q, k, v)))
