@@ -45,6 +45,27 @@ struct Case {
   const char *what;
 };
 
+// Each case's GEMM (f16 and bf16 inputs, f32 output) under stream-K of `tiles` against the oracle, its blocks
+// run in every order of kBlockOrders.
+template <size_t N>
+void check_in_every_block_order(const Case (&cases)[N], StreamKTiles tiles, uint64_t seed) {
+  for (const Type &type : {f16, bf16}) {
+    Gemm g = make_gemm({.input = type, .output = f32});
+    for (const Case &c : cases) {
+      const auto scalars = gemm_sizes(g, c.m, c.n, c.k);
+      const auto inputs = random_inputs(g.out, scalars, seed);
+      HopperTiling t = small_stream_k(c.blocks);
+      t.stream_k_tiles = tiles;
+      const Schedule s = schedule_hopper(g, t);
+      for (BlockOrder order : kBlockOrders) {
+        INFO(type_name(type), " ", c.m, "x", c.n, "x", c.k, ": ", std::string(c.what), ", blocks ",
+             block_order_name(order));
+        CHECK(lowered_error(g.out, s, inputs, scalars, in_block_order(order)) < 1e-5);
+      }
+    }
+  }
+}
+
 // The parts of each stream-K tile, by enumerating every block's range as the kernel cuts it.
 std::vector<int> parts_per_tile(int tiles, int k_tiles, int blocks) {
   const int dp_waves = std::max(tiles / blocks - 1, 0);
@@ -86,19 +107,7 @@ TEST_CASE("stream-K Hopper GEMM matches the oracle in any block order: 1 to 3 pa
       {8, 8, 8, 3, "one tile of one k-tile: one block, one part"},
       {256, 128, 128, 2, "4 tiles on 2 blocks: whole waves, the ranges on the tiles' ends"},
   };
-  for (const Type &type : {f16, bf16}) {
-    Gemm g = make_gemm({.input = type, .output = f32});
-    for (const Case &c : cases) {
-      const auto scalars = gemm_sizes(g, c.m, c.n, c.k);
-      const auto inputs = random_inputs(g.out, scalars, 61);
-      const Schedule s = schedule_hopper(g, small_stream_k(c.blocks));
-      for (BlockOrder order : kBlockOrders) {
-        INFO(type_name(type), " ", c.m, "x", c.n, "x", c.k, ": ", std::string(c.what), ", blocks ",
-             block_order_name(order));
-        CHECK(lowered_error(g.out, s, inputs, scalars, in_block_order(order)) < 1e-5);
-      }
-    }
-  }
+  check_in_every_block_order(cases, StreamKTiles::tail_and_wave, 61);
 }
 
 TEST_CASE("stream-K of the partial wave alone matches the oracle in any block order: many parts a tile") {
@@ -110,21 +119,7 @@ TEST_CASE("stream-K of the partial wave alone matches the oracle in any block or
       {256, 128, 128, 2, "4 tiles on 2 blocks: whole waves only, nothing split"},
       {100, 72, 200, 5, "2 tiles on 5 blocks: no whole wave, every tile split"},
   };
-  for (const Type &type : {f16, bf16}) {
-    Gemm g = make_gemm({.input = type, .output = f32});
-    for (const Case &c : cases) {
-      const auto scalars = gemm_sizes(g, c.m, c.n, c.k);
-      const auto inputs = random_inputs(g.out, scalars, 67);
-      HopperTiling t = small_stream_k(c.blocks);
-      t.stream_k_tiles = StreamKTiles::tail;
-      const Schedule s = schedule_hopper(g, t);
-      for (BlockOrder order : kBlockOrders) {
-        INFO(type_name(type), " ", c.m, "x", c.n, "x", c.k, ": ", std::string(c.what), ", blocks ",
-             block_order_name(order));
-        CHECK(lowered_error(g.out, s, inputs, scalars, in_block_order(order)) < 1e-5);
-      }
-    }
-  }
+  check_in_every_block_order(cases, StreamKTiles::tail, 67);
 }
 
 TEST_CASE("stream-K runs the epilogue once on the folded tile: fused epilogues, batches, pairs, TMA stores") {
