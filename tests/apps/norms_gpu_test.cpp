@@ -34,6 +34,18 @@ double gpu_error(const Func &out, const Schedule &s, const std::map<std::string,
   return worst;
 }
 
+// Fresh N(0, 1) values for each input of `n` at `rows` rows, the k-th input's drawn with seed first_seed + k.
+std::map<std::string, HostTensor> random_norm_inputs(const Norm &n, const Type &t, int rows,
+                                                     uint64_t first_seed) {
+  std::map<std::string, HostTensor> inputs;
+  uint64_t seed = first_seed;
+  for (const Input &in : n.inputs) {
+    const std::vector<int64_t> shape = evaluate_shape(to_halide(in.shape()), {{n.rows.name(), rows}});
+    inputs.emplace(in.name(), reference::random_normal(t, shape, seed++));
+  }
+  return inputs;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -45,12 +57,7 @@ TEST_CASE(
       for (const int hidden : {16384, 4096, 1000, 77}) {
         const Norm n = make_norm(kind, {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "gpu_"});
         const int rows = 37;
-        std::map<std::string, HostTensor> inputs;
-        uint64_t seed = 1;
-        for (const Input &in : n.inputs) {
-          const std::vector<int64_t> shape = evaluate_shape(to_halide(in.shape()), {{n.rows.name(), rows}});
-          inputs.emplace(in.name(), reference::random_normal(t, shape, seed++));
-        }
+        const std::map<std::string, HostTensor> inputs = random_norm_inputs(n, t, rows, 1);
         INFO(to_string(kind), " ", type_name(t), " hidden ", hidden);
         CHECK(gpu_error(n.out, schedule_norm(n), inputs, {{n.rows.name(), rows}}) <
               (t == f16 ? 2e-3 : 1.6e-2));
@@ -65,12 +72,7 @@ TEST_CASE("GPU: the norms with rows read again by each pass (RowForm::reread) ma
         if (kind == NormKind::swiglu) continue;  // elementwise: no row kernel
         const Norm n = make_norm(kind, {.dtype = t, .hidden = hidden, .eps = 1e-6f, .prefix = "gpu_rr_"});
         const int rows = 37;
-        std::map<std::string, HostTensor> inputs;
-        uint64_t seed = 31;
-        for (const Input &in : n.inputs) {
-          const std::vector<int64_t> shape = evaluate_shape(to_halide(in.shape()), {{n.rows.name(), rows}});
-          inputs.emplace(in.name(), reference::random_normal(t, shape, seed++));
-        }
+        const std::map<std::string, HostTensor> inputs = random_norm_inputs(n, t, rows, 31);
         Schedule s = schedule_norm(n);
         s[n.out].row_form(RowForm::reread);
         INFO(to_string(kind), " ", type_name(t), " hidden ", hidden);
