@@ -279,19 +279,19 @@ std::vector<HopperPlan> hopper_plans(const GemmShape &s, const GemmMachine &mc) 
       // Split parts share a block.z with batches, so a batched GEMM does not split; every part has k-tiles.
       for (int split = 1; split <= (s.batch > 1 ? 1 : kMaxSplitK); ++split) {
         if ((split - 1) * ceil_div(k_tiles, split) >= k_tiles) break;
-        for (const bool stream_k : {false, true})
-          for (const StreamKTiles sk_tiles : {StreamKTiles::tail_and_wave, StreamKTiles::tail}) {
-            if (!stream_k && sk_tiles != StreamKTiles::tail_and_wave)
-              continue;  // (one plan without stream-K)
-            // Stream-K where the tiles fill a wave (GemmMachine::stream_k_operand_bytes_per_s); the tail
-            // alone only where there is one.
-            const int64_t tiles = tiles_of(s, block.m, block.n);
-            if (stream_k && (split > 1 || !mc.stream_k || tiles < mc.sm_count)) continue;
-            if (stream_k && sk_tiles == StreamKTiles::tail && (!mc.stream_k_tail || tiles % mc.sm_count == 0))
-              continue;
-            HopperPlan p = model(s, block, block_k, split, stream_k, sk_tiles, mc);
-            if (p.tiling.stages >= kMinStages) plans.push_back(p);
-          }
+        // Without stream-K, and with it where the tiles fill a wave
+        // (GemmMachine::stream_k_operand_bytes_per_s): the tail and a wave split, or the tail alone where
+        // there is one.
+        const int64_t tiles = tiles_of(s, block.m, block.n);
+        const bool stream_k = split == 1 && mc.stream_k && tiles >= mc.sm_count;
+        const bool tail_alone = stream_k && mc.stream_k_tail && tiles % mc.sm_count != 0;
+        std::vector<std::pair<bool, StreamKTiles>> forms = {{false, StreamKTiles::tail_and_wave}};
+        if (stream_k) forms.emplace_back(true, StreamKTiles::tail_and_wave);
+        if (tail_alone) forms.emplace_back(true, StreamKTiles::tail);
+        for (const auto &[sk, sk_tiles] : forms) {
+          HopperPlan p = model(s, block, block_k, split, sk, sk_tiles, mc);
+          if (p.tiling.stages >= kMinStages) plans.push_back(p);
+        }
       }
     }
   }
