@@ -621,14 +621,20 @@ def measure_case(models: dict, twisted, kernels, shape: gemma.LayerShape, record
         gemma.clear_stashes(twisted)
         record["profiles_ms"] = profiles
         print(f"{record['case']}: forward (ms) {forward_ms}, one layer (ms) {layer_forward_ms}", flush=True)
-        if compile_reference and forward_ms["eager"] is not None:
+        if compile_reference:
+            # Dynamo's caches outlive a case: without a reset, the cases after the eighth shape hit its
+            # recompile limit and run the model eagerly under the name of torch.compile (seen on the H200,
+            # 2026-12-04: B1 S8192's "compiled" forward slower than eager, its layers "compiled" in 0.04 s).
+            torch._dynamo.reset()
             compiled = compiler(reference)
-            compile_s["forward"] = first_call_s(*forward(compiled, caches.get("batch")))
-            forward_ms["compile"] = timer(*forward(compiled, caches.get("batch")))
+            compile_s["forward"] = guarded("compile forward (first call)",
+                                           lambda: first_call_s(*forward(compiled, caches.get("batch"))))
+            forward_ms["compile"] = guarded("compile forward", lambda: timer(*forward(compiled, caches.get("batch"))))
             for kind, (index, call, restore) in layer_runs.items():
                 layer = compiler(reference.model.layers[index])
-                compile_s[f"{kind} layer"] = first_call_s(call(layer), restore)
-                layer_forward_ms[kind]["compile"] = timer(call(layer), restore)
+                compile_s[f"{kind} layer"] = guarded(f"compile {kind} layer (first call)",
+                                                     lambda: first_call_s(call(layer), restore))
+                layer_forward_ms[kind]["compile"] = guarded(f"compile {kind} layer", lambda: timer(call(layer), restore))
             print(f"{record['case']}: torch.compile forward (ms) {forward_ms['compile']}, one layer (ms) "
                   f"{ {kind: ms['compile'] for kind, ms in layer_forward_ms.items()} }, compiling (s) {compile_s}",
                   flush=True)
