@@ -37,6 +37,11 @@ PersistentUnits plan_persistent_units(const Halide::Expr &tiles, const Halide::E
   return u;
 }
 
+Halide::Expr stream_k_owner(const PersistentUnits &u, const Halide::Expr &i) {
+  // (sk_iterations is 0 when there are no stream-K k-tiles: then no block enters the split.)
+  return ((i + 1) * u.sk_blocks - 1) / Halide::max(u.sk_iterations, 1);
+}
+
 Halide::Expr persistent_grid(const Halide::Expr &tiles, int blocks, bool stream_k) {
   return stream_k ? Halide::Expr(blocks) : simplify(Halide::min(blocks, tiles));
 }
@@ -64,8 +69,7 @@ Stmt over_units(const PersistentUnits &u, const std::function<Stmt(bool split)> 
   const Halide::Expr iterations = Halide::max(u.sk_iterations, 1), sk_blocks = u.sk_blocks;
   const Halide::Expr start = var("sk.start"), end = var("sk.end"), n = var("sk.unit");
   const Halide::Expr safe_k = Halide::max(k, 1);
-  // The block that runs stream-K k-tile i: the last b with b * iterations / sk_blocks <= i.
-  auto owner = [&](const Halide::Expr &i) { return ((i + 1) * sk_blocks - 1) / iterations; };
+  auto owner = [&](const Halide::Expr &i) { return stream_k_owner(u, i); };
   const Halide::Expr tile = var(kSkTile), first = var("sk.first"), last = var("sk.last");
   const Stmt unit_body = stmt::let_all({{unit::kTile, u.dp_waves * blocks + tile},
                                         {unit::kFirstK, first - tile * k},

@@ -65,6 +65,12 @@ Halide::Expr persistent_grid(const Halide::Expr &tiles, int blocks, bool stream_
 PersistentUnits plan_persistent_units(const Halide::Expr &tiles, const Halide::Expr &k_tiles, int blocks,
                                       bool stream_k, StreamKTiles split_tiles = StreamKTiles::tail_and_wave);
 
+// The block that runs stream-K k-tile `i` (counted from the first stream-K tile's first k-tile) under `u`'s
+// split: the last b with b * sk_iterations / sk_blocks <= i. A tile's parts are the blocks from the owner of
+// its first k-tile to the owner of its last. (The GEMM rule's cost model evaluates the same split, constants
+// folded, to count the parts and partial tiles of a plan.)
+Halide::Expr stream_k_owner(const PersistentUnits &u, const Halide::Expr &i);
+
 // Block blockIdx.x's units in the order it runs them, `body(split)` for each under the unit:: lets;
 // `split` is true for the stream-K units, whose body's tile may be one part of several (stream_k_fixup).
 // With a `team` (ping-pong: `teams` consumer warpgroups taking the block's whole tiles in turn), the units of

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "lang/error.h"
+#include "scheduler/stream_k.h"
 
 namespace twist::apps {
 
@@ -94,22 +95,31 @@ int64_t k_tiles_of(const GemmShape &s, int block_k) {
   return ceil_div(s.k, block_k);
 }
 
-// Stream-K's split of the last tiles (scheduler/stream_k.h), by enumeration: the k-tiles the busiest block
-// runs there, the blocks that share them, the tiles each finishes, and the f32 partial tiles each writes and
-// reads (every part of a tile of several parts is written; the last to arrive reads the others).
+// Stream-K's split of the last tiles as the kernel runs it (scheduler/stream_k.h's plan, its constants folded):
+// the k-tiles the busiest block runs there, the blocks that share them, the tiles each finishes, and the f32
+// partial tiles each writes and reads (every part of a tile of several parts is written; the last to arrive
+// reads the others).
 struct StreamKWork {
   int64_t dp_waves = 0, k_tiles = 0, blocks = 0, most_parts = 1;
   double finished_tiles = 0, partial_tiles = 0;
 };
 
 StreamKWork stream_k_work(int64_t tiles, int64_t k_tiles, int64_t blocks, StreamKTiles split_tiles) {
+  const PersistentUnits u = plan_persistent_units(Halide::Expr(static_cast<int>(tiles)),
+                                                  Halide::Expr(static_cast<int>(k_tiles)),
+                                                  static_cast<int>(blocks), true, split_tiles);
+  auto value = [](const Halide::Expr &e) {
+    const int64_t *v = Halide::Internal::as_const_int(Halide::Internal::simplify(e));
+    TWIST_CHECK(v, "stream-K's split of constant tiles folds to constants");
+    return *v;
+  };
   StreamKWork w;
-  w.dp_waves = split_tiles == StreamKTiles::tail ? tiles / blocks : std::max<int64_t>(tiles / blocks - 1, 0);
-  const int64_t sk_tiles = tiles - w.dp_waves * blocks, iterations = sk_tiles * k_tiles;
-  w.blocks = std::min(blocks, iterations);
+  w.dp_waves = value(u.dp_waves);
+  const int64_t sk_tiles = value(u.sk_tiles);
+  w.blocks = value(u.sk_blocks);
   if (w.blocks == 0) return w;  // whole waves only
-  w.k_tiles = ceil_div(iterations, w.blocks);
-  auto owner = [&](int64_t i) { return ((i + 1) * w.blocks - 1) / iterations; };
+  w.k_tiles = ceil_div(value(u.sk_iterations), w.blocks);
+  auto owner = [&](int64_t i) { return value(stream_k_owner(u, Halide::Expr(static_cast<int>(i)))); };
   int64_t partials = 0;
   for (int64_t tile = 0; tile < sk_tiles; ++tile) {
     const int64_t parts = owner(tile * k_tiles + k_tiles - 1) - owner(tile * k_tiles) + 1;
