@@ -95,19 +95,19 @@ int64_t k_tiles_of(const GemmShape &s, int block_k) {
   return ceil_div(s.k, block_k);
 }
 
-// Stream-K's split of the last tiles as the kernel runs it (scheduler/stream_k.h's plan, its constants folded):
-// the k-tiles the busiest block runs there, the blocks that share them, the tiles each finishes, and the f32
-// partial tiles each writes and reads (every part of a tile of several parts is written; the last to arrive
-// reads the others).
+// Stream-K's split of the last tiles as the kernel runs it (scheduler/stream_k.h's plan, its constants
+// folded): the k-tiles the busiest block runs there, the blocks that share them, the tiles each finishes, and
+// the f32 partial tiles each writes and reads (every part of a tile of several parts is written; the last to
+// arrive reads the others).
 struct StreamKWork {
   int64_t dp_waves = 0, k_tiles = 0, blocks = 0, most_parts = 1;
   double finished_tiles = 0, partial_tiles = 0;
 };
 
 StreamKWork stream_k_work(int64_t tiles, int64_t k_tiles, int64_t blocks, StreamKTiles split_tiles) {
-  const PersistentUnits u = plan_persistent_units(Halide::Expr(static_cast<int>(tiles)),
-                                                  Halide::Expr(static_cast<int>(k_tiles)),
-                                                  static_cast<int>(blocks), true, split_tiles);
+  const PersistentUnits u =
+      plan_persistent_units(Halide::Expr(static_cast<int>(tiles)), Halide::Expr(static_cast<int>(k_tiles)),
+                            static_cast<int>(blocks), true, split_tiles);
   auto value = [](const Halide::Expr &e) {
     const int64_t *v = Halide::Internal::as_const_int(Halide::Internal::simplify(e));
     TWIST_CHECK(v, "stream-K's split of constant tiles folds to constants");
