@@ -89,9 +89,9 @@ variants 4 16 4096 256 false
 
 # --- decode: B H L D group -------------------------------------------------------------------------------
 # The tiling by rule (apps::decode_tiling in apps/attention/attention.h): a warp of 16 rows per block (the
-# group's query heads packed into them), key tiles of 16 KB of K and V, the deepest cp.async ring that leaves
-# room for 4 blocks per SM (128 KB in flight per SM), and the keys split into the parts that fill the blocks'
-# waves. The suite's four problems, then four outside it (the rule was fitted to none of them).
+# group's query heads packed into them), key tiles of 16 KB of K and V, 4 or 2 blocks per SM with the deepest
+# cp.async ring that leaves room for them (128-192 KB in flight per SM), and the keys split into the parts that
+# fill the blocks' waves with the fewest rounds of the combine. The suite's four problems, then four outside it.
 # Beside it, the rule's tiling with each combine of the split (SplitCombine::kernel, a second kernel, and
 # SplitCombine::last_block, each tile's last block): one of them is the rule's own (the same manifest, written
 # again); with no split the two are the rule's tiling.

@@ -18,8 +18,7 @@ using namespace Halide::Internal;
 
 namespace {
 
-// Chains of one point's fold: independent loads in flight per state component.
-constexpr int kMaxChains = 16;
+constexpr int kMaxChains = kSplitCombineChains;
 
 bool is_block(Binding b) {
   return b == Binding::block_x || b == Binding::block_y || b == Binding::block_z;

@@ -15,12 +15,16 @@
 
 namespace twist {
 
+// The chains a point's fold runs side by side (independent loads in flight per state component): a fold of
+// `parts` waits for memory ceil(parts / kSplitCombineChains) times, which a tiling rule can weigh.
+inline constexpr int kSplitCombineChains = 16;
+
 // The statements folding the `parts` partial states of the output point at `coords` and storing the result
 // as `values` stores it (its epilogue). `coords` is the reduction's point, or the point of a consumer reading
 // it at column pairs (ReductionKernelRequest::paired_dim), which folds both points of its pair. The states
 // are read from `partials`, one buffer per state component, shaped [parts, extents...]. The parts go into up
-// to 16 chains of consecutive parts, combined pairwise in order afterwards (see split_combine.cpp), so that a
-// thread waits for memory parts / 16 times.
+// to kSplitCombineChains chains of consecutive parts, combined pairwise in order afterwards (see
+// split_combine.cpp).
 Halide::Internal::Stmt fold_parts(const ReductionKernelRequest &values,
                                   const std::vector<BufferArg> &partials, int parts,
                                   const std::vector<Halide::Expr> &coords);

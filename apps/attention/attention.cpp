@@ -6,6 +6,7 @@
 #include "algebra/builtins.h"
 #include "algebra/twist.h"
 #include "scheduler/hopper_layouts.h"
+#include "scheduler/split_combine.h"
 #include "scheduler/target.h"
 
 namespace twist::apps {
@@ -300,10 +301,16 @@ constexpr int kSms = 132;
 constexpr int64_t kSharedBytesPerSm = 228 * 1024;
 constexpr int64_t kSharedBytesReservedPerBlock = 1024;  // kept by the CUDA runtime in each block
 constexpr int kDecodeRows = 16;                         // one mma atom of rows per block
-constexpr int kDecodeBlocksPerSm = 4;                   // one warp on each of the SM's four schedulers
-constexpr int64_t kDecodeTileBytes = 16 * 1024;         // K and V of one key tile
-constexpr int kDecodeColumnsPerWarp = 256;              // output columns a warp's accumulators hold
+// Blocks (one warp each) per SM: a warp on each of the SM's four schedulers, or two with rings twice as deep
+// (the same bytes in flight, half the parts to combine).
+constexpr int kDecodeBlocksPerSmChoices[] = {4, 2};
+constexpr int64_t kDecodeTileBytes = 16 * 1024;  // K and V of one key tile
+constexpr int kDecodeColumnsPerWarp = 256;       // output columns a warp's accumulators hold
 constexpr int kDecodeFillTiles = 2;  // a block's ring fill and epilogue, in tile times (the split's cost)
+// A round of the combine kernel's chains (kSplitCombineChains parts folded side by side), in tile times (a
+// tile: 16 KB through one SM at its 33 GB/s share, 0.5 us): halving the parts at the same bytes in flight
+// saved 1.2-3.8 us a round (bench/RESULTS.md, "Decode: half the parts on two blocks per SM").
+constexpr int64_t kDecodeCombineRoundTiles = 4;
 
 int64_t row_bytes(const DecodeProblemShape &p) {
   return int64_t(p.head_dim) * p.element_bytes;
@@ -320,32 +327,45 @@ int64_t decode_shared_bytes(const DecodeProblemShape &p, const AttentionTiling &
 }
 
 AttentionTiling decode_tiling(const DecodeProblemShape &p) {
-  AttentionTiling t;
-  t.block_rows = kDecodeRows;  // what schedule_decode's blocks hold, so that the tiling's name says it
-  t.key_tile = static_cast<int>(std::clamp<int64_t>(kDecodeTileBytes / (2 * row_bytes(p)) / 16 * 16, 16, 64));
-  t.key_tile = static_cast<int>(std::min<int64_t>(t.key_tile, (p.keys + 15) / 16 * 16));
-  // The deepest ring that leaves room for kDecodeBlocksPerSm blocks, at least double-buffered; then the
-  // blocks that fit (fewer only where two slots of a wide head's tiles are already over a quarter).
-  const int64_t quarter = kSharedBytesPerSm / kDecodeBlocksPerSm - kSharedBytesReservedPerBlock;
-  const int64_t tile_bytes = 2 * t.key_tile * row_bytes(p);
-  t.stages =
-      static_cast<int>(std::clamp<int64_t>((quarter - query_rows(p) * row_bytes(p)) / tile_bytes, 2, 8));
+  AttentionTiling base;
+  base.block_rows = kDecodeRows;  // what schedule_decode's blocks hold, so that the tiling's name says it
+  base.key_tile =
+      static_cast<int>(std::clamp<int64_t>(kDecodeTileBytes / (2 * row_bytes(p)) / 16 * 16, 16, 64));
+  base.key_tile = static_cast<int>(std::min<int64_t>(base.key_tile, (p.keys + 15) / 16 * 16));
   // A warp's accumulators hold its rows x columns of the output: 128 registers a thread at 256 columns; wider
   // heads split their columns across warps (each computing S for the block's rows, K and V loaded once).
-  t.column_parts = std::max(1, p.head_dim / kDecodeColumnsPerWarp);
-  t.min_blocks_per_sm = static_cast<int>(std::clamp<int64_t>(
-      kSharedBytesPerSm / (decode_shared_bytes(p, t) + kSharedBytesReservedPerBlock), 1, kDecodeBlocksPerSm));
-  // Parts of the key loop: waves of blocks times the tiles of a part plus its fixed cost, smallest first.
+  base.column_parts = std::max(1, p.head_dim / kDecodeColumnsPerWarp);
   const int64_t units = p.batch_kv_heads * ((p.group + kDecodeRows - 1) / kDecodeRows);
-  const int64_t slots = int64_t(kSms) * t.min_blocks_per_sm;
-  const int64_t tiles = (p.keys + t.key_tile - 1) / t.key_tile;
+  const int64_t tiles = (p.keys + base.key_tile - 1) / base.key_tile;
+  const int64_t tile_bytes = 2 * base.key_tile * row_bytes(p);
+  AttentionTiling best = base;
   int64_t best_cost = -1;
-  for (int64_t parts = 1; parts <= tiles; ++parts) {
-    const int64_t waves = (units * parts + slots - 1) / slots;
-    const int64_t cost = waves * ((tiles + parts - 1) / parts + kDecodeFillTiles);
-    if (best_cost < 0 || cost < best_cost) best_cost = cost, t.split_kv = static_cast<int>(parts);
+  for (const int blocks_per_sm : kDecodeBlocksPerSmChoices) {
+    AttentionTiling t = base;
+    // The deepest ring that leaves room for the blocks, at least double-buffered; then the blocks that fit
+    // (fewer only where two slots of a wide head's tiles are already over their share).
+    const int64_t share = kSharedBytesPerSm / blocks_per_sm - kSharedBytesReservedPerBlock;
+    t.stages =
+        static_cast<int>(std::clamp<int64_t>((share - query_rows(p) * row_bytes(p)) / tile_bytes, 2, 8));
+    t.min_blocks_per_sm = static_cast<int>(std::clamp<int64_t>(
+        kSharedBytesPerSm / (decode_shared_bytes(p, t) + kSharedBytesReservedPerBlock), 1, blocks_per_sm));
+    // In tile times of one SM: the blocks an SM runs at once share its bandwidth, so a wave takes their
+    // tiles one after another, and one fill (their fills overlap); then the combine kernel, whose threads
+    // wait for memory once per round of its chains.
+    const int64_t slots = int64_t(kSms) * t.min_blocks_per_sm;
+    for (int64_t parts = 1; parts <= tiles; ++parts) {
+      const int64_t waves = (units * parts + slots - 1) / slots;
+      const int64_t rounds = parts > 1 ? (parts + kSplitCombineChains - 1) / kSplitCombineChains : 0;
+      const int64_t cost = waves * (t.min_blocks_per_sm * ((tiles + parts - 1) / parts) + kDecodeFillTiles) +
+                           kDecodeCombineRoundTiles * rounds;
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best = t;
+        best.split_kv = static_cast<int>(parts);
+      }
+    }
   }
-  return t;
+  return best;
 }
 
 Schedule schedule_decode(const Attention &a, const AttentionTiling &t) {

@@ -141,24 +141,29 @@ Schedule schedule_decode(const Attention &a, const AttentionTiling &t);
 //     split their columns across D / 256 warps (column_parts), each computing S for the block's rows from Q
 //     in shared memory, K and V staged once for them. Measured at D = 512, GQA 8, bf16 (B1 H32): 0.68 TB/s
 //     at L4096 and 2.44 TB/s at L32768 (236 registers, no spill; no SDPA backend runs these problems);
-//   - 4 blocks per SM (a warp on each of the SM's four schedulers), each with the deepest cp.async ring that
-//     fits a quarter of the shared memory (3 slots at D = 128): 4 x 2 tiles of 16 KB = 128 KB in flight per
-//     SM, where Little's law at 33 GB/s per SM (4.35 TB/s over 132 SMs) and 2-3 us of loaded latency asks for
-//     66-100 KB;
-//   - the keys split into the parts that minimize waves x (tiles per part + 2), the 2 being the ring's fill
-//     and the block's epilogue in tile times: one full wave of the 528 blocks when there are few (batch,
-//     key/value head) pairs, no split (and no combine kernel) when they fill the machine alone.
-// Measured on the H200 (bench/RESULTS.md, "Decode by rule"): within 2% of the best of the earlier per-problem
-// sweep (2 slots, 6 or 12 blocks per SM, 62-88 KB in flight) on 8 problems, 0.86-1.00x cuDNN. So the ring was
-// not what decoding lacked: the time fits 20 us + bytes / 4.5 TB/s for cuDNN and for these kernels at few
-// parts alike, and these kernels pay 4-13 us more at 32-66 parts.
+//   - 4 blocks per SM (a warp on each of the SM's four schedulers) or 2, each with the deepest cp.async ring
+//     that fits its share of the shared memory (3 slots at D = 128 on 4 blocks, 7 on 2): 128-192 KB in
+//     flight per SM, where Little's law at 33 GB/s per SM (4.35 TB/s over 132 SMs) and 2-3 us of loaded
+//     latency asks for 66-100 KB;
+//   - the blocks per SM and the parts of the keys that minimize, in tile times of one SM, waves x (blocks per
+//     SM x tiles per part + 2) + 4 x the combine's rounds: the blocks an SM runs at once share its bandwidth
+//     and overlap their fills (the 2: the ring's fill and the block's epilogue), and the combine kernel's
+//     threads wait for memory once per round of its 16 chains (scheduler/split_combine.h). So one full wave
+//     when there are few (batch, key/value head) pairs, no split (and no combine kernel) when they fill the
+//     machine alone, and 2 blocks per SM where that halves the parts at the same wave (64 parts on 4 blocks
+//     pay 2 rounds more than 32 on 2).
 //   - the parts combined by a second kernel (SplitCombine::kernel), not by each tile's last block in the
-//   parts
-//     kernel (SplitCombine::last_block): measured on the 8 problems (bench/RESULTS.md, "The split's combine
-//     in the parts kernel's last block"), the last block is 0.96-0.99x the second kernel at 2-33 parts
-//     without grouped-query heads and 0.41-0.63x with them (one warp folds a tile of 4-8 rows x D points,
-//     parts / 16 memory waits a point), so removing the second launch gains nothing and the 4-13 us are not
-//     that launch.
+//     parts kernel (SplitCombine::last_block): measured on the 8 problems (bench/RESULTS.md, "The split's
+//     combine in the parts kernel's last block"), the last block is 0.96-0.99x the second kernel at 2-33
+//     parts without grouped-query heads and 0.41-0.63x with them (one warp folds a tile of 4-8 rows x D
+//     points, parts / 16 memory waits a point), so removing the second launch gains nothing.
+// Measured on the H200 (bench/RESULTS.md, "Decode by rule"): on 4 blocks per SM, within 2% of the best of
+// the earlier per-problem sweep (2 slots, 6 or 12 blocks per SM, 62-88 KB in flight) on 8 problems,
+// 0.86-1.00x cuDNN: the ring was not what decoding lacked; the time fits 20 us + bytes / 4.5 TB/s for cuDNN
+// and for these kernels at few parts alike, and these kernels paid 4-13 us more at 32-66 parts. Half the
+// parts on 2 blocks per SM ("Decode: half the parts on two blocks per SM", 2026-12-04) gained 1.7-9% at 32-66
+// parts (and 13-36% on D 512's 64-98 parts), level or slightly behind (1-2%) where the parts were already
+// few, which the rounds term keeps on 4 blocks.
 struct DecodeProblemShape {
   int head_dim = 128;
   int group = 1;               // query heads per key/value head, packed into a block's 16 rows
