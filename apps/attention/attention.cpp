@@ -301,9 +301,11 @@ constexpr int kSms = 132;
 constexpr int64_t kSharedBytesPerSm = 228 * 1024;
 constexpr int64_t kSharedBytesReservedPerBlock = 1024;  // kept by the CUDA runtime in each block
 constexpr int kDecodeRows = 16;                         // one mma atom of rows per block
-// Blocks (one warp each) per SM: a warp on each of the SM's four schedulers, or two with rings twice as deep
-// (the same bytes in flight, half the parts to combine).
+// Blocks per SM: four, or two with rings twice as deep (the same bytes in flight, half the parts to combine),
+// each with a warp per SM scheduler between them.
 constexpr int kDecodeBlocksPerSmChoices[] = {4, 2};
+constexpr int kDecodeWarpsPerSm = 4;
+constexpr int kDecodeMinColumnsPerWarp = 32;
 constexpr int64_t kDecodeTileBytes = 16 * 1024;  // K and V of one key tile
 constexpr int kDecodeColumnsPerWarp = 256;       // output columns a warp's accumulators hold
 constexpr int kDecodeFillTiles = 2;  // a block's ring fill and epilogue, in tile times (the split's cost)
@@ -349,6 +351,11 @@ AttentionTiling decode_tiling(const DecodeProblemShape &p) {
         static_cast<int>(std::clamp<int64_t>((share - query_rows(p) * row_bytes(p)) / tile_bytes, 2, 8));
     t.min_blocks_per_sm = static_cast<int>(std::clamp<int64_t>(
         kSharedBytesPerSm / (decode_shared_bytes(p, t) + kSharedBytesReservedPerBlock), 1, blocks_per_sm));
+    // A warp on each of the SM's four schedulers: fewer blocks split their columns over more warps (each
+    // computes S for the rows and holds its share of the output), while a share stays 32 columns or more.
+    const int warps = (kDecodeWarpsPerSm + t.min_blocks_per_sm - 1) / t.min_blocks_per_sm;
+    if (warps > t.column_parts && p.head_dim % (warps * kDecodeMinColumnsPerWarp) == 0)
+      t.column_parts = warps;
     // In tile times of one SM: the blocks an SM runs at once share its bandwidth, so a wave takes their
     // tiles one after another, and one fill (their fills overlap); then the combine kernel, whose threads
     // wait for memory once per round of its chains.

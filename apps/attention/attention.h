@@ -141,10 +141,12 @@ Schedule schedule_decode(const Attention &a, const AttentionTiling &t);
 //     split their columns across D / 256 warps (column_parts), each computing S for the block's rows from Q
 //     in shared memory, K and V staged once for them. Measured at D = 512, GQA 8, bf16 (B1 H32): 0.68 TB/s
 //     at L4096 and 2.44 TB/s at L32768 (236 registers, no spill; no SDPA backend runs these problems);
-//   - 4 blocks per SM (a warp on each of the SM's four schedulers) or 2, each with the deepest cp.async ring
-//     that fits its share of the shared memory (3 slots at D = 128 on 4 blocks, 7 on 2): 128-192 KB in
-//     flight per SM, where Little's law at 33 GB/s per SM (4.35 TB/s over 132 SMs) and 2-3 us of loaded
-//     latency asks for 66-100 KB;
+//   - 4 blocks per SM or 2, each with the deepest cp.async ring that fits its share of the shared memory (3
+//     slots at D = 128 on 4 blocks, 7 on 2): 128-192 KB in flight per SM, where Little's law at 33 GB/s per
+//     SM (4.35 TB/s over 132 SMs) and 2-3 us of loaded latency asks for 66-100 KB; and a warp on each of the
+//     SM's four schedulers: on 2 blocks, each splits its columns over 2 warps (while a warp keeps 32 columns
+//     or more), which measured 0-12% faster than one warp a block (12% at B1 H8 L32768, where a block uses
+//     one row of its atom);
 //   - the blocks per SM and the parts of the keys that minimize, in tile times of one SM, waves x (blocks per
 //     SM x tiles per part + 2) + 4 x the combine's rounds: the blocks an SM runs at once share its bandwidth
 //     and overlap their fills (the 2: the ring's fill and the block's epilogue), and the combine kernel's

@@ -681,11 +681,11 @@ class ExportedManifestTest(unittest.TestCase):
             self.export(out, "--shape", "1x8x1x32768x128", "--dtype", "f16", "--decode", "true", "--rule", "true")
             (case,) = ba.attention_cases(ba.find_attention_manifests(out))
             (m,) = case.manifests
-            # apps::decode_tiling: 16 rows, 32-key tiles in 7 slots, 2 blocks per SM, 32 parts of the keys.
-            self.assertEqual(m.notes["schedule"], "flash_16x32_s7_splitkv32_b2")
+            # apps::decode_tiling: 16 rows, 32-key tiles in 7 slots, 2 blocks per SM of 2 warps, 32 parts of the keys.
+            self.assertEqual(m.notes["schedule"], "flash_16x32_s7_dp2_splitkv32_b2")
             self.assertEqual([k.name for k in m.kernels], ["out_parts", "out"])
             self.assertEqual(m.kernels[0].grid, (1, 8, 32))
-            self.assertEqual(m.kernels[0].block, 32)
+            self.assertEqual(m.kernels[0].block, 64)
             self.assertEqual(m.kernels[0].shared_bytes, 256 + 7 * 2 * 32 * 256)  # Q's one row, 7 slots of K and V
 
     def test_hopper_prefill_by_rule(self):

@@ -96,7 +96,16 @@ TEST_CASE("wide heads when decoding: the rule splits D 512 across two warps, spl
   const DecodeProblemShape shape{.head_dim = 512, .group = 8, .batch_kv_heads = 2, .keys = 301};
   const AttentionTiling t = decode_tiling(shape);
   CHECK(t.column_parts == 2);
-  CHECK(decode_tiling({.head_dim = 256, .group = 2, .batch_kv_heads = 16, .keys = 1024}).column_parts == 1);
+  // D 256 fits one warp: on 4 blocks per SM (enough pairs to fill the machine) it is not split; on 2 (few
+  // pairs) it is, for a warp on each of the SM's schedulers.
+  const AttentionTiling many =
+      decode_tiling({.head_dim = 256, .group = 2, .batch_kv_heads = 1024, .keys = 4096});
+  CHECK(many.min_blocks_per_sm == 4);
+  CHECK(many.column_parts == 1);
+  const AttentionTiling few =
+      decode_tiling({.head_dim = 256, .group = 2, .batch_kv_heads = 16, .keys = 1024});
+  CHECK(few.min_blocks_per_sm == 2);
+  CHECK(few.column_parts == 2);
   Attention a =
       make_attention({.dtype = bf16, .head_dim = 512, .group = 8, .decode = true, .prefix = "wdec"});
   const LoweredProgram p = lower(a.out, schedule_decode(a, t), Target::sm90a());
