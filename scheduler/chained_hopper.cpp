@@ -294,7 +294,15 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     // then tile r - 1's slot is released (its V read), the accumulators, complete up to tile r - 1, rescaled
     // by tile r's factor, and tile r's P converted. (The rescale before the products, in flight beside
     // tile r's S, made ptxas wait for that S: C7517.) Each tile's slot is released a tile after its S
-    // completes, so the refill of that slot follows the release.
+    // completes. A producer warpgroup issues the copies: without one, thread 0's refill after the release
+    // passes on the interpreter but one GPU test case of it timed out on the H200 (D 64, grouped-query
+    // heads, causal: bench/RESULTS.md, "Delayed column products"), so that form is refused until understood.
+    if (!specialization)
+      fail(
+          "schedule of '{}': delay_column_products releases each slot a tile after its S completes, and "
+          "without a producer warpgroup the refill that follows timed out on the H200 (not yet understood); "
+          "add warp_specialize() or drop FuncSchedule::delay_column_products",
+          fname);
     if (ping_pong_turns || req_.schedule->overlaps_producer())
       fail(
           "schedule of '{}': delay_column_products issues each tile's column products with the next tile's "
@@ -302,8 +310,8 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
           fname, ping_pong_turns ? "WarpSpecialization::ping_pong" : "FuncSchedule::overlap_producer");
     const Halide::Expr has_previous = r > 0;
     auto release_of = [&](const Halide::Expr &tile_r) {
-      const Stmt release = intrinsic::mbarrier_arrive(empty(slot_of(tile_r)));
-      return specialization ? guarded(thread % hopper::kWarpgroupThreads == 0, release) : release;
+      return guarded(thread % hopper::kWarpgroupThreads == 0,
+                     intrinsic::mbarrier_arrive(empty(slot_of(tile_r))));
     };
     steps = {wait_landed(r),
              scores_by_wgmma("acc.s", ring_slot_),
@@ -314,7 +322,6 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
              tile(),
              intrinsic::wgmma_wait(0, {"acc.o"}),
              guarded(has_previous, release_of(previous)),
-             refill,
              form_->has_reference ? rescale_columns() : Stmt(),
              p_fragments()};
     // The last tile's products, their wait and its slot's release (every slot is released once per use, as
