@@ -87,6 +87,41 @@ variants 2 16 8192 128 false
 variants 1 8 4096 64 false
 variants 4 16 4096 256 false
 
+# Each key tile's P V issued after the next tile's S and waited for after that tile's softmax
+# (FuncSchedule::delay_column_products, FlashAttention-3's order, on a producer warpgroup: one set of S
+# accumulators, so 128-key tiles fit at D 128 without spills). At every prefill problem above, on its best
+# measured tiling (D 64 and D 128: 128-key tiles, D 128 on 3 slots; D 256: 80-key tiles); beside it at the
+# four variant problems, D 128 on 2 slots and D 256 on 64-key tiles. Measured behind the rule's kernels at
+# every problem (bench/RESULTS.md, "Delayed column products"); not taken by the rule.
+delayed() {  # dtype B H S D causal
+  local shape="${2}x${3}x${4}x${4}x${5}" ws="--atom wgmma --block-rows 128 --warp-specialize true --delay-products true"
+  local tilings
+  case $5 in
+    64) tilings=("$ws --key-tile 128") ;;
+    128) tilings=("$ws --key-tile 128 --stages 3") ;;
+    256) tilings=("$ws --key-tile 80") ;;
+  esac
+  if [[ $1 == f16 && " 4x16x4096x128 2x16x8192x128 4x16x4096x256 " == *" ${2}x${3}x${4}x${5} "* ]]; then
+    case $5 in
+      128) tilings+=("$ws --key-tile 128") ;;
+      256) tilings+=("$ws --key-tile 64") ;;
+    esac
+  fi
+  for tiling in "${tilings[@]}"; do
+    # shellcheck disable=SC2086  # the tiling is a list of flags
+    export_attention --shape "$shape" --dtype "$1" --causal "$6" $tiling
+  done
+}
+delayed f16 1 8 4096 64 false
+delayed f16 4 16 4096 128 false
+delayed f16 4 16 4096 128 true
+delayed f16 2 16 8192 128 false
+delayed f16 16 16 1024 64 false
+delayed f16 1 16 16384 128 true
+delayed f16 4 16 4096 256 false
+delayed bf16 4 16 4096 128 false
+delayed bf16 4 16 4096 128 true
+
 # --- decode: B H L D group -------------------------------------------------------------------------------
 # The tiling by rule (apps::decode_tiling in apps/attention/attention.h): a warp of 16 rows per block (the
 # group's query heads packed into them), key tiles of 16 KB of K and V, 4 or 2 blocks per SM with the deepest

@@ -177,7 +177,7 @@ void ChainedKernelBuilder::check_warp_specialization() const {
         fname, live_registers(), w.consumer_registers);
 }
 
-Stmt ChainedKernelBuilder::column_products_by_wgmma() {
+Stmt ChainedKernelBuilder::column_products_by_wgmma(const Halide::Expr &slot) {
   // Per atom of 64 rows, key step and column point: acc.o += P (registers) x V tile (MN-major).
   const std::string step = key_step_.empty() ? std::string("P.one") : key_step_;
   std::vector<std::pair<std::string, int>> p_at_step = row_loops_, loops = row_loops_;
@@ -190,14 +190,15 @@ Stmt ChainedKernelBuilder::column_products_by_wgmma() {
   w.d_index = simplify(substitute(kColumnGroup, Halide::Expr(0), o_index(0)));
   w.a_registers = "frag.p";
   w.a_index = flat(p_at_step) * 8;
-  w.b = staged_operand(column_operand_.input, v_coords_, atom_key_, {atom_key_, atom_col_}, ring_slot_);
+  w.b = staged_operand(column_operand_.input, v_coords_, atom_key_, {atom_key_, atom_col_}, slot);
   w.accumulate = 1;
   // In ping-pong without overlap_producer the products are issued in the warpgroup's turn and waited for by
-  // the key loop once the next S is issued too (tma_key_loop).
+  // the key loop once the next S is issued too (tma_key_loop); delayed ones after the next tile's update.
   const bool turn = ping_pong() && !req_.schedule->overlaps_producer();
-  // The fence orders acc.o alone: with overlap_producer the next tile's S is in flight across it.
+  const bool waited_here = !turn && !delays_column_products();
+  // The fence orders acc.o alone: with overlap_producer or delayed products an S is in flight across it.
   return block({turn ? take_turn() : Stmt(), intrinsic::wgmma_fence({w.d}), over(loops, intrinsic::wgmma(w)),
-                intrinsic::wgmma_commit(), turn ? Stmt() : intrinsic::wgmma_wait(0)});
+                intrinsic::wgmma_commit(), waited_here ? intrinsic::wgmma_wait(0) : Stmt()});
 }
 
 Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide::Expr &count,
@@ -286,7 +287,51 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   std::vector<Stmt> steps, before_loop;
   Stmt after_loop;
   if (ping_pong_turns) before_loop.push_back(guarded(is_last_consumer_warpgroup(), pass_turn(const_false())));
-  if (!req_.schedule->overlaps_producer() && !ping_pong_turns) {
+  if (delays_column_products()) {
+    // Tile r issues its S, then tile r - 1's column products, and waits for the S alone: the products run
+    // during tile r's update, which writes neither acc.o nor P. Their wait comes after the update, inside the
+    // tile that issued them (ptxas serializes every wgmma when one is in flight across the loop's back edge);
+    // then tile r - 1's slot is released (its V read), the accumulators, complete up to tile r - 1, rescaled
+    // by tile r's factor, and tile r's P converted. (The rescale before the products, in flight beside
+    // tile r's S, made ptxas wait for that S: C7517.) Each tile's slot is released a tile after its S
+    // completes. A producer warpgroup issues the copies: without one, thread 0's refill after the release
+    // passes on the interpreter but one GPU test case of it timed out on the H200 (D 64, grouped-query
+    // heads, causal: bench/RESULTS.md, "Delayed column products"), so that form is refused until understood.
+    if (!specialization)
+      fail(
+          "schedule of '{}': delay_column_products releases each slot a tile after its S completes, and "
+          "without a producer warpgroup the refill that follows timed out on the H200 (not yet understood); "
+          "add warp_specialize() or drop FuncSchedule::delay_column_products",
+          fname);
+    if (ping_pong_turns || req_.schedule->overlaps_producer())
+      fail(
+          "schedule of '{}': delay_column_products issues each tile's column products with the next tile's "
+          "S, in one order of its own; drop {}",
+          fname, ping_pong_turns ? "WarpSpecialization::ping_pong" : "FuncSchedule::overlap_producer");
+    const Halide::Expr has_previous = r > 0;
+    auto release_of = [&](const Halide::Expr &tile_r) {
+      return guarded(thread % hopper::kWarpgroupThreads == 0,
+                     intrinsic::mbarrier_arrive(empty(slot_of(tile_r))));
+    };
+    steps = {wait_landed(r),
+             scores_by_wgmma("acc.s", ring_slot_),
+             IfThenElse::make(
+                 has_previous,
+                 block({column_products_by_wgmma(slot_of(previous)), intrinsic::wgmma_wait(1, {"acc.s"})}),
+                 intrinsic::wgmma_wait(0, {"acc.s"})),
+             tile(),
+             intrinsic::wgmma_wait(0, {"acc.o"}),
+             guarded(has_previous, release_of(previous)),
+             form_->has_reference ? rescale_columns() : Stmt(),
+             p_fragments()};
+    // The last tile's products, their wait and its slot's release (every slot is released once per use, as
+    // without the delay).
+    after_loop =
+        guarded(simplify(count > 0), block({column_products_by_wgmma(slot_of(count - 1)),
+                                            intrinsic::wgmma_wait(0, {"acc.o"}), release_of(count - 1)}));
+    summary_ +=
+        "  each key tile's column products are issued after the next tile's S and run during its update\n";
+  } else if (!req_.schedule->overlaps_producer() && !ping_pong_turns) {
     // S for this tile; the refill runs while its wgmmas are in flight.
     steps = {wait_landed(r), scores_by_wgmma("acc.s", ring_slot_), refill, intrinsic::wgmma_wait(0), tile()};
   } else if (!req_.schedule->overlaps_producer()) {
@@ -328,7 +373,8 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
         "parity)\n";
   }
   const Stmt release = intrinsic::mbarrier_arrive(empty(ring_slot_));
-  steps.push_back(specialization ? guarded(thread % hopper::kWarpgroupThreads == 0, release) : release);
+  if (!delays_column_products())
+    steps.push_back(specialization ? guarded(thread % hopper::kWarpgroupThreads == 0, release) : release);
   steps.erase(std::remove_if(steps.begin(), steps.end(), [](const Stmt &x) { return !x.defined(); }),
               steps.end());
   const Stmt body = LetStmt::make("ring.r", var(key_loop_) - first, block(steps));

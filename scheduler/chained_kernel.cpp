@@ -163,11 +163,13 @@ void ChainedKernelBuilder::plan_loops() {
   if (hopper_) {
     plan_hopper();
   } else {
-    if (s.overlaps_producer())
+    if (s.overlaps_producer() || s.delays_column_products()) {
+      const char *option = s.overlaps_producer() ? "overlap_producer" : "delay_column_products";
       fail(
-          "schedule of '{}': overlap_producer issues the next tile's S while this tile's update runs, which "
-          "needs asynchronous atoms; use MatrixAtom::wgmma (sm_90a) or drop FuncSchedule::overlap_producer",
-          fname);
+          "schedule of '{}': {} keeps a key tile's wgmmas in flight while a tile's update runs, which needs "
+          "asynchronous atoms; use MatrixAtom::wgmma (sm_90a) or drop FuncSchedule::{}",
+          fname, option, option);
+    }
     const int want[3] = {16, 8, 16};
     const std::string *names[3] = {&atom_row_, &atom_col_, &atom_key_};
     for (int k = 0; k < 3; ++k)
@@ -648,10 +650,16 @@ Stmt ChainedKernelBuilder::move_reference() {
       // With the reference a selector, ref.old is that selector, and 2^(ref.old - m) folds to 1.
       const Halide::Expr factor = algebra::simplified(rebased_with(*shared_factor, Halide::Expr()));
       steps.push_back(over(row_loops_, unrolled("S.h", 2, store("rescale", factor, slot))));
-      steps.push_back(over(
-          row_loops_,
-          unrolled("S.h", 2,
-                   over(cols, store("acc.o", load(ot, "acc.o", index) * load(ot, "rescale", slot), index)))));
+      // Delayed column products: the accumulators still miss the previous tile's products, so the key loop
+      // applies this factor once those have landed (tma_key_loop).
+      if (!delays_column_products()) steps.push_back(rescale_columns());
+    } else if (delays_column_products()) {
+      fail(
+          "schedule of '{}': delay_column_products applies the column accumulators' rebase once the previous "
+          "tile's products have landed, so it must be a factor of the row alone, but the column component's "
+          "rebase is {}; drop "
+          "FuncSchedule::delay_column_products",
+          req_.reduction.name(), form_->rebase[column_component_]);
     } else {
       steps.push_back(over(
           row_loops_,
@@ -688,10 +696,24 @@ Stmt ChainedKernelBuilder::move_reference() {
   if (form_->has_reference) {
     body =
         Allocate::make("ref.new", form_->ref_type, Halide::MemoryType::Register, {slots}, const_true(), body);
-    body = Allocate::make("rescale", form_->base[column_component_].type, Halide::MemoryType::Register,
-                          {slots}, const_true(), body);
+    // Delayed column products read the factor after the tile's update: the kernel holds it (build).
+    if (!delays_column_products())
+      body = Allocate::make("rescale", form_->base[column_component_].type, Halide::MemoryType::Register,
+                            {slots}, const_true(), body);
   }
   return body;
+}
+
+Stmt ChainedKernelBuilder::rescale_columns() const {
+  std::vector<std::pair<std::string, int>> cols = col_loops_;
+  cols.push_back({"S.e2", 2});
+  const Halide::Expr slot = flat(row_loops_) * 2 + var("S.h");
+  const Halide::Expr index = o_index(var("S.h") * 2 + var("S.e2"));
+  const Type ot = form_->base[column_component_].type;
+  return over(
+      row_loops_,
+      unrolled("S.h", 2,
+               over(cols, store("acc.o", load(ot, "acc.o", index) * load(ot, "rescale", slot), index))));
 }
 
 Stmt ChainedKernelBuilder::contributions() {
@@ -731,20 +753,27 @@ Stmt ChainedKernelBuilder::contributions() {
     steps.push_back(
         over(row_loops_, unrolled("S.h", 2, unrolled("S.jn", jn_extent_, unrolled("S.e2", 2, add)))));
   }
-  // The column component: its row part in the A fragments of the second atom (accumulator element c of
-  // key atom 2s + q/4 is fragment element q of key step s), then the atoms against V's fragments.
-  {
-    const Halide::Expr q = var("P.q");
-    const Halide::Expr jn = var("P.step") * 2 + q / 4, e = q % 4;
-    std::vector<std::pair<std::string, int>> p_loops = row_loops_;
-    p_loops.push_back({"P.step", key_steps_});
-    p_loops.push_back({"P.q", 8});
-    const Type pt = column_operand_.type;
-    steps.push_back(
-        over(p_loops, store("frag.p", Halide::cast(pt, load(wt, "weight", s_index(jn, e))), flat(p_loops))));
+  // The column component: its P fragments, then the atoms against V's fragments; delayed column products
+  // are converted and issued by the key loop (tma_key_loop), after the wgmmas still reading P.
+  if (!delays_column_products()) {
+    steps.push_back(p_fragments());
+    steps.push_back(hopper_ ? column_products_by_wgmma(ring_slot_) : column_products_by_mma());
   }
-  steps.push_back(hopper_ ? column_products_by_wgmma() : column_products_by_mma());
   return block(steps);
+}
+
+Stmt ChainedKernelBuilder::p_fragments() const {
+  // The column component's row part in the A fragments of the second atom: accumulator element c of key atom
+  // 2s + q/4 is fragment element q of key step s.
+  const Halide::Expr q = var("P.q");
+  const Halide::Expr jn = var("P.step") * 2 + q / 4, e = q % 4;
+  std::vector<std::pair<std::string, int>> p_loops = row_loops_;
+  p_loops.push_back({"P.step", key_steps_});
+  p_loops.push_back({"P.q", 8});
+  return over(p_loops, store("frag.p",
+                             Halide::cast(column_operand_.type,
+                                          load(column_row_factor_.type(), "weight", s_index(jn, e))),
+                             flat(p_loops)));
 }
 
 Stmt ChainedKernelBuilder::column_products_by_mma() {
@@ -949,6 +978,8 @@ Kernel ChainedKernelBuilder::build() {
   body = reg("frag.p", column_operand_.type, row_points * key_steps_ * 8, body);
   body = reg("acc.s", s_type_, s_points, body);
   if (hopper_ && req_.schedule->overlaps_producer()) body = reg("acc.s.next", s_type_, s_points, body);
+  if (delays_column_products() && form_->has_reference)
+    body = reg("rescale", form_->base[column_component_].type, slots, body);
   body = reg("valid", Halide::Bool(), s_points, body);
   body = reg("weight", column_row_factor_.type(), s_points, body);
   for (int k : row_elements_)

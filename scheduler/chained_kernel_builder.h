@@ -128,10 +128,18 @@ class ChainedKernelBuilder {
   void check_warp_specialization() const;
   // The column component's products P x V into acc.o, P the frag.p registers.
   Stmt column_products_by_mma();
-  Stmt column_products_by_wgmma();
+  // On wgmma atoms, reading V from ring slot `slot`; committed, and waited for here unless the key loop
+  // waits for them (ping-pong turns, FuncSchedule::delay_column_products).
+  Stmt column_products_by_wgmma(const Halide::Expr &slot);
+  // FuncSchedule::delay_column_products on the wgmma datapath.
+  bool delays_column_products() const { return hopper_ && req_.schedule->delays_column_products(); }
   Stmt tile_selectors();
   Stmt move_reference();
+  // acc.o *= rescale, the column component's rebase by its row factor.
+  Stmt rescale_columns() const;
   Stmt contributions();
+  // frag.p from the tile's weights, in the column atom's A layout.
+  Stmt p_fragments() const;
   Stmt quad_reduce(const std::string &array, int count, RelativeForm::BaseOp op, const Type &t) const;
   Stmt epilogue();
   // The first key tile and the number of tiles a block visits.

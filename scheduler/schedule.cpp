@@ -248,6 +248,11 @@ FuncSchedule &FuncSchedule::overlap_producer(bool on) {
   return *this;
 }
 
+FuncSchedule &FuncSchedule::delay_column_products(bool on) {
+  delay_column_products_ = on;
+  return *this;
+}
+
 std::string FuncSchedule::to_string() const {
   std::string s = fmt::format("schedule of {}:\n", func_);
   for (const Transform &t : transforms_) {
@@ -302,6 +307,7 @@ std::string FuncSchedule::to_string() const {
   if (row_form_ == RowForm::reread) s += "  rows read again from global memory by each pass\n";
   if (row_threads_) s += fmt::format("  {} threads per row\n", row_threads_);
   if (overlap_producer_) s += "  overlap the next key tile's producer contraction with this tile's update\n";
+  if (delay_column_products_) s += "  column products issued with the next key tile's producer contraction\n";
   return s;
 }
 

@@ -234,6 +234,15 @@ class FuncSchedule {
   // overlap). It costs the producer's accumulators twice over; lowering refuses it where they do not fit
   // the registers a thread may have.
   FuncSchedule &overlap_producer(bool on = true);
+  // A chained reduction on wgmma atoms issues each key tile's column products (P V) after the next tile's
+  // producer wgmmas and waits for them after that tile's element function: the tensor cores run the products
+  // while the next tile's softmax does (FlashAttention-3's order within a warpgroup, one tile behind). Every
+  // wgmma is waited for inside the key tile that issues it, and S needs one set of accumulators; P is held
+  // across the tile boundary. Needs warp_specialize(); exclusive with overlap_producer and ping-pong; the
+  // column component's rebase must be a factor
+  // of the row alone (attention's 2^(m_old - m_new)), applied to the column accumulators once the previous
+  // tile's products have landed.
+  FuncSchedule &delay_column_products(bool on = true);
 
   const std::string &func() const { return func_; }
   // The loop transformations (splits, fuses, reorders) in the order they were given.
@@ -265,6 +274,7 @@ class FuncSchedule {
   RowForm row_form_choice() const { return row_form_; }
   int row_threads() const { return row_threads_; }  // 0: the rule's
   bool overlaps_producer() const { return overlap_producer_; }
+  bool delays_column_products() const { return delay_column_products_; }
 
   std::string to_string() const;
   // This schedule without its reorders: the loop order the splits alone give (to tell whether a reorder
@@ -296,6 +306,7 @@ class FuncSchedule {
   RowForm row_form_ = RowForm::chosen;
   int row_threads_ = 0;
   bool overlap_producer_ = false;
+  bool delay_column_products_ = false;
 };
 
 // The schedules of a program's funcs.

@@ -93,6 +93,7 @@ std::string AttentionTiling::name() const {
   if (min_blocks_per_sm > 1) s += fmt::format("_b{}", min_blocks_per_sm);
   if (atom == MatrixAtom::wgmma) s += "_wgmma";
   if (overlap_scores) s += "_ovl";
+  if (delay_products) s += "_dpv";
   if (warp_specialized) s += "_ws";
   if (ping_pong) s += "_pp";
   return s;
@@ -156,6 +157,7 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
       .stage(a.V, "jo", Transport::cp_async, t.stages)
       .approximate_math()
       .overlap_producer(t.overlap_scores)
+      .delay_column_products(t.delay_products)
       .min_blocks_per_sm(t.min_blocks_per_sm);
   if (t.split_kv > 1) o.split_reduction("jo", t.split_kv, t.split_combine);
   s[a.S]
@@ -218,6 +220,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
       .stage(a.V, "jo", Transport::tma, t.stages)
       .approximate_math()
       .overlap_producer(t.overlap_scores)
+      .delay_column_products(t.delay_products)
       .min_blocks_per_sm(t.min_blocks_per_sm)
       .reorder(loop_order(t, {"jka", column, "ia", "im", "jk", "jo", "iw", "io", "bh"}, "jo"));
   if (t.split_kv > 1) s[a.O].split_reduction("jo", t.split_kv, t.split_combine);

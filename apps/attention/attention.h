@@ -64,6 +64,9 @@ struct AttentionTiling {
   // wgmma: the next key tile's S = Q K^T in flight during this tile's softmax
   // (FuncSchedule::overlap_producer)
   bool overlap_scores = false;
+  // wgmma: each key tile's P V issued after the next tile's S, in flight during that tile's softmax
+  // (FuncSchedule::delay_column_products; FlashAttention-3's order); exclusive with overlap_scores
+  bool delay_products = false;
   // wgmma: a producer warpgroup issues every TMA copy at `producer_registers` a thread
   // (FuncSchedule::warp_specialize), and the consumer warpgroups take the registers it leaves
   // (consumer_registers).

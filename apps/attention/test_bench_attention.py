@@ -546,7 +546,7 @@ class ExportSuiteTest(unittest.TestCase):
             stub.chmod(0o755)
             done = self.run_suite(Path(d) / "suite", stub)
             self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertIn("54 manifests", done.stdout)
+            self.assertIn("67 manifests", done.stdout)
             exports = []
             for path in sorted((Path(d) / "suite").glob("*.json")):
                 flags = json.loads(path.read_text())
@@ -564,8 +564,26 @@ class ExportSuiteTest(unittest.TestCase):
             exports = [e for e in exports if e not in gemma]
             prefill = [e for e in exports if "--decode" not in e]
             decode = [e for e in exports if e.get("--decode") == "true"]
-            self.assertEqual(len(prefill), 32)
+            self.assertEqual(len(prefill), 45)
             self.assertTrue(all(e.get("--atom") == "wgmma" for e in prefill))
+            # The delayed column products (on a producer warpgroup) at every problem of the suite, and on a second
+            # tiling at four of them.
+            delayed = [e for e in prefill if e.get("--delay-products") == "true"]
+            self.assertTrue(all(e.get("--warp-specialize") == "true" and "--rule" not in e for e in delayed))
+            per_problem = {}
+            for e in delayed:
+                per_problem.setdefault((e["--shape"], e["--dtype"], e["--causal"]), []).append(e["--key-tile"])
+            self.assertEqual(sorted(per_problem.items()), sorted([
+                (("1x8x4096x4096x64", "f16", "false"), ["128"]),
+                (("4x16x4096x4096x128", "f16", "false"), ["128"] * 2),
+                (("4x16x4096x4096x128", "f16", "true"), ["128"] * 2),
+                (("2x16x8192x8192x128", "f16", "false"), ["128"] * 2),
+                (("16x16x1024x1024x64", "f16", "false"), ["128"]),
+                (("1x16x16384x16384x128", "f16", "true"), ["128"]),
+                (("4x16x4096x4096x256", "f16", "false"), ["80", "64"]),
+                (("4x16x4096x4096x128", "bf16", "false"), ["128"]),
+                (("4x16x4096x4096x128", "bf16", "true"), ["128"])]))
+            prefill = [e for e in prefill if e not in delayed]
             # The rule's tiling, once per problem of the suite.
             by_rule = [e for e in prefill if e.get("--rule") == "true"]
             self.assertEqual(sorted((e["--shape"], e["--dtype"], e["--causal"]) for e in by_rule), sorted([

@@ -435,10 +435,12 @@ int export_attention(const Options &o) {
                                        .queries = shape[2],
                                        .keys = shape[3]});
   }
-  // --overlap true|false: the next key tile's S in flight during this tile's softmax; --warp-specialize
-  // true|false: a producer warpgroup issues the TMA copies; --ping-pong true|false: the consumer warpgroups
-  // take turns on the tensor cores (wgmma; each overrides the rule's choice).
+  // --overlap true|false: the next key tile's S in flight during this tile's softmax; --delay-products
+  // true|false: each tile's P V in flight during the next tile's softmax; --warp-specialize true|false: a
+  // producer warpgroup issues the TMA copies; --ping-pong true|false: the consumer warpgroups take turns on
+  // the tensor cores (wgmma; each overrides the rule's choice).
   if (o.values.count("overlap")) t.overlap_scores = o.flag("overlap");
+  if (o.values.count("delay-products")) t.delay_products = o.flag("delay-products");
   if (o.values.count("warp-specialize")) t.warp_specialized = o.flag("warp-specialize");
   if (o.values.count("ping-pong")) t.ping_pong = o.flag("ping-pong");
   if (o.values.count("split-combine"))
@@ -642,6 +644,7 @@ int usage() {
                "                         [--split-kv N] [--split-combine kernel|last_block] [--min-blocks N]\n"
                "                         [--warp-rows 16] [--label NAME] [--dump=...]\n"
                "                         [--atom wgmma [--warp-rows 64] [--overlap true|false]\n"
+               "                          [--delay-products true|false]\n"
                "                          [--warp-specialize true|false [--ping-pong true|false]] (Hopper: TMA, wgmma)]\n"
                "                         [--rule true (the tiling by apps::hopper_attention_tiling, or with --decode\n"
                "                          true by apps::decode_tiling)]\n"

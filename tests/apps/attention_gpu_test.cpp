@@ -257,6 +257,55 @@ TEST_CASE("GPU: Hopper attention with the next tile's S overlapping this tile's 
   }
 }
 
+// Each key tile's P V issued after the next tile's S and waited for after that tile's softmax
+// (delay_column_products, which needs a producer warpgroup), on 2 and 3 slots.
+TEST_CASE(
+    "GPU: Hopper attention with each tile's P V in flight during the next tile's softmax matches the "
+    "oracle") {
+  TWIST_REQUIRE_GPU();
+  auto delayed = [](int head_dim, bool causal, int key_tile, int stages) {
+    AttentionTiling t = hopper_attention_tiling(
+        {.head_dim = head_dim, .causal = causal, .batch_heads = 1000, .queries = 4096, .keys = 4096});
+    t.overlap_scores = false, t.ping_pong = false, t.delay_products = true, t.warp_specialized = true;
+    t.key_tile = key_tile, t.stages = stages, t.min_blocks_per_sm = 1;
+    return t;
+  };
+  for (const Case &c : {
+           Case{"f16 D128, 128-key tiles, 2 slots",
+                {.dtype = f16, .head_dim = 128, .prefix = "hd1"},
+                1,
+                2,
+                300,
+                333,
+                delayed(128, false, 128, 2)},
+           Case{"bf16 D128 causal, masked rows, 3 slots",
+                {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hd2"},
+                1,
+                2,
+                190,
+                90,
+                delayed(128, true, 128, 3)},
+           Case{"f16 D64 GQA 2 causal, 128-key tiles",
+                {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hd3"},
+                2,
+                4,
+                130,
+                170,
+                delayed(64, true, 128, 2)},
+           Case{"f16 D256 ragged keys",
+                {.dtype = f16, .head_dim = 256, .prefix = "hd4"},
+                1,
+                2,
+                140,
+                77,
+                delayed(256, false, 64, 2)},
+       }) {
+    const double err = gpu_error(c);
+    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
+
 // A producer warpgroup issuing every TMA copy (warp_specialize) on the rule's tilings and on wider key tiles,
 // alone and with the next key tile's S in flight during this tile's softmax; a case of its own each, so that
 // one that hangs is named by its own timeout.

@@ -283,6 +283,92 @@ TEST_CASE("overlap_producer's source issues the next S into its own accumulators
   }
 }
 
+TEST_CASE(
+    "delay_column_products: each tile's P V in flight during the next tile's update matches the oracle") {
+  // The interpreter runs the wgmmas asynchronously: a read of acc.o or a write of P while the products that
+  // use them are in flight, or a slot refilled before their V is read, is a reported hazard.
+  AttentionTiling t = small_hopper_tiling();
+  t.warp_specialized = true, t.delay_products = true;
+  // Causal with one key tile only: the products issued after the loop alone.
+  check_variant_problems(t, "hd");
+  // Three slots.
+  AttentionTiling three = t;
+  three.stages = 3;
+  Attention c3 = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hd3"});
+  CHECK(hopper_error(c3, three, attention_sizes(c3, 2, 1, 70, 77), 10) < 2e-3);
+  // One consumer warpgroup of two row atoms, one key step per tile.
+  AttentionTiling two_atoms = t;
+  two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "hd128"});
+  CHECK(hopper_error(d128, two_atoms, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  // D = 256, causal, lengths the tiles do not divide.
+  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hd256"});
+  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
+  // Grouped-query heads, causal, more keys than queries, 128-key tiles (the GPU test's D 64 case).
+  AttentionTiling wide = t;
+  wide.key_tile = 128;
+  Attention gqa = make_attention({.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hdg"});
+  CHECK(hopper_error(gqa, wide, attention_sizes(gqa, 2, 4, 130, 170), 13) < 2e-3);
+  // Split-KV: each part's last products after its own loop.
+  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hds"});
+  AttentionTiling parts = t;
+  parts.split_kv = 3;
+  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+}
+
+TEST_CASE("delay_column_products' source issues P V after the next S and waits for the S alone") {
+  Attention a = make_attention({.dtype = f16, .head_dim = 128});
+  AttentionTiling t =
+      hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  t.overlap_scores = false, t.delay_products = true, t.key_tile = 128, t.stages = 3;
+  const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
+  const std::string source = cuda::cuda_source(k);
+  INFO(source);
+  CHECK(k.schedule_summary.find("each key tile's column products are issued after the next tile's S") !=
+        std::string::npos);
+  // One set of S accumulators; in the loop the S, then the previous tile's products, then a wait for all but
+  // the products.
+  CHECK(source.find("acc_s_next") == std::string::npos);
+  const size_t loop = source.find("for (int jo = 0;", source.find("setmaxnreg.inc"));
+  const size_t s_issue = source.find("_ss00(&acc_s[", loop), products = source.find("_rs01(&acc_o[", loop);
+  REQUIRE(loop != std::string::npos);
+  CHECK(s_issue < products);
+  CHECK(source.find("wgmma.wait_group.sync.aligned 1;", products) < source.find("elem_s[", products));
+  // The rescale of acc.o follows the products' wait, after the tile's update, and is pinned before the
+  // fence of the next products: ptxas otherwise waits for the S in flight beside them (C7517).
+  const size_t products_wait =
+      source.find("wgmma.wait_group.sync.aligned 0;", source.find("elem_s[", products));
+  CHECK(source.find("* rescale[", products_wait) < source.find("frag_p[", products_wait));
+  CHECK(std::regex_search(
+      source, std::regex(R"(\"\+f\"\(acc_o\[r\]\)::\"memory\"\);\n\s*asm volatile\(\"wgmma\.fence)")));
+  // The last tile's products after the loop, before the rows' final sums.
+  CHECK(source.rfind("_rs01(&acc_o[") > source.rfind("elem_s["));
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+}
+
+TEST_CASE(
+    "delay_column_products is refused with ping-pong, with overlap_producer, without a producer, on mma") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .prefix = "hdr"});
+  AttentionTiling t = small_hopper_tiling();
+  t.warp_specialized = true, t.delay_products = true, t.ping_pong = true;
+  std::string e = error_of([&] { lower(a.out, schedule_attention(a, t), Target::sm90a()); });
+  CHECK(contains(e, "delay_column_products issues each tile's column products with the next tile's S"));
+  CHECK(contains(e, "drop WarpSpecialization::ping_pong"));
+  t.ping_pong = false, t.overlap_scores = true;
+  e = error_of([&] { lower(a.out, schedule_attention(a, t), Target::sm90a()); });
+  CHECK(contains(e, "drop FuncSchedule::overlap_producer"));
+  // Without a producer warpgroup (one GPU test case timed out on the H200).
+  t.overlap_scores = false, t.warp_specialized = false;
+  e = error_of([&] { lower(a.out, schedule_attention(a, t), Target::sm90a()); });
+  CHECK(contains(e, "add warp_specialize() or drop FuncSchedule::delay_column_products"));
+  AttentionTiling mma;
+  mma.delay_products = true;
+  e = error_of([&] { lower(a.out, schedule_attention(a, mma), Target::sm80()); });
+  CHECK(contains(e, "use MatrixAtom::wgmma (sm_90a) or drop FuncSchedule::delay_column_products"));
+}
+
 TEST_CASE("overlap_producer is refused where the second S does not fit the registers, or on mma.sync") {
   using twist::testing::contains;
   using twist::testing::error_of;

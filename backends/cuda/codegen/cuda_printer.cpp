@@ -321,9 +321,8 @@ class Printer {
   std::set<std::string> helpers_;
   std::map<std::string, std::string> generated_helpers_;
   bool swizzled_tiles_ = false;
-  // The accumulator arrays of the wgmmas printed so far (name -> 32-bit registers): fenced around wgmma
-  // waits.
-  std::map<std::string, int> wgmma_accumulators_;
+  // The accumulator arrays of the wgmmas printed so far: fenced around the fences and waits that name none.
+  std::set<std::string> wgmma_accumulators_;
   // The register arrays of constant extent (name -> elements).
   std::map<std::string, int> register_elements_;
   int register_elements(const std::string &name) const {
@@ -597,8 +596,7 @@ void Printer::intrinsic(const Stmt &s, int n) {
     const Type acc = array_type(g->d), in = array_type(g->b.array);
     // A wgmma may write any atom of its accumulator array (d_index moves with the warpgroup's 64-row atoms),
     // so the whole array is pinned, not only the registers of one atom.
-    const int elements = register_elements(g->d);
-    wgmma_accumulators_[g->d] = acc.bits() == 32 ? elements : elements / 2;
+    wgmma_accumulators_.insert(g->d);
     out_ << ind(n) << wgmma_helper(*g, in, acc) << "(" << address(g->d, g->d_index) << ", "
          << (g->a ? descriptor(*g->a) : address(g->a_registers, g->a_index)) << ", " << descriptor(g->b)
          << ", " << expr(g->accumulate) << ");\n";
@@ -628,10 +626,15 @@ std::string Printer::descriptor(const intrinsic::WgmmaOperand &o) {
 // statements of wgmma name them, the fence and the wait do not): an empty asm that "changes" each one pins
 // them there. Only `names` (all when empty): pinning the accumulators of a wgmma in flight would be a use of
 // them, which ptxas answers by waiting for that wgmma.
+// Named arrays are pinned even before the source has shown a wgmma on them: the fence before an array's
+// first wgmma orders the writes just before it (a rescale the compiler would otherwise sink past the fence,
+// which ptxas answers with a wait for every wgmma in flight, C7517).
 void Printer::fence_accumulators(int n, const std::vector<std::string> &names) {
-  for (const auto &[name, registers] : wgmma_accumulators_) {
-    if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
+  for (const std::string &name :
+       names.empty() ? std::vector<std::string>(wgmma_accumulators_.begin(), wgmma_accumulators_.end())
+                     : names) {
     const bool f32 = array_type(name).bits() == 32;
+    const int registers = f32 ? register_elements(name) : register_elements(name) / 2;
     out_ << ind(n) << "#pragma unroll\n"
          << ind(n) << "for (int r = 0; r < " << registers << "; ++r) asm volatile(\"\" : \"+"
          << (f32 ? "f" : "r") << "\"("
