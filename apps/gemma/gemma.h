@@ -103,6 +103,29 @@ struct HeadNorm {
 };
 HeadNorm make_head_norm(const HeadNormOptions &options);
 
+// The projection and the three head norms of a layer as ONE program, the form whose norms can be computed in
+// the projection's epilogue: gemm.C, the f32 sums of y Wqkv ([B*S, columns]: q, k (and v) heads side by
+// side), rounded to the storage type as PyTorch stores the projection, then per head exactly what the three
+// make_head_norm programs compute (q and k with their weight and RoPE, v without either; the values of a
+// full layer whose values are its keys read k's columns), written transposed as attention reads them:
+// out [B, heads + 2 kv_heads, S, D] holds q's heads, then k's, then v's. The norm of a head is a sum over
+// an aligned group of D of the projection's columns, and RoPE reads the column D/2 away in the same group:
+// in the mma and wgmma accumulator layouts both are in a row's quad of lanes when a warp's columns cover
+// whole heads. Until the scheduler computes such a consumer in the GEMM's epilogue, it lowers as the GEMM
+// (its sums in an f32 workspace) and one row kernel for all heads; the layer runs the three head norms.
+struct QkvNormRope {
+  Type dtype;
+  int heads, kv_heads, head_dim;
+  float eps;
+  Gemm gemm;  // A = y [M, hidden] with M = B * S, B = Wqkv [hidden, columns]
+  SizeParam batch, seq;
+  Input q_w, k_w, cos, sin;  // q_norm's and k_norm's weights [D]; the rotary tables [B, S, D]
+  Var b, h, s, d;
+  RDom r;
+  Func ss, out;  // ss(i, g): the sum of squares of head g (of the projection's column groups) of row i
+};
+QkvNormRope make_qkv_norm_rope(const Config &c, LayerType t, const std::string &prefix = "");
+
 // The sublayer's output x normalized and added to the residual stream, then that stream normalized for the
 // next sublayer, in one row kernel with two outputs:
 //   h = (residual + rmsnorm(x, w_post)) layer_scalar,  y = rmsnorm(h, w_next)
@@ -133,6 +156,8 @@ GemmPlan projection_plan(int64_t m, int64_t n, int64_t k);
 // hidden)).
 Schedule schedule_gated_up(const GatedUp &g, const GemmPlan &plan);
 Schedule schedule_head_norm(const HeadNorm &n);
+// The projection tiled by `plan`, the norms at each (batch, head, token) row of their output.
+Schedule schedule_qkv_norm_rope(const QkvNormRope &n, const GemmPlan &plan);
 Schedule schedule_residual_norm(const ResidualNorm &n);
 // A layer's attention problem: `batch` sequences of `queries` new tokens (1 when decoding) over `keys` keys,
 // with `heads` query heads.

@@ -31,6 +31,14 @@ Schedule schedule_head_norm(const HeadNorm &n) {
   return s;
 }
 
+Schedule schedule_qkv_norm_rope(const QkvNormRope &n, const GemmPlan &plan) {
+  Schedule s = plan.schedule(n.gemm);
+  // The sums as a stage of their own: a kernel cannot yet fold a head's columns from its accumulators.
+  s[n.gemm.C].compute_root();
+  s[n.ss].compute_at(n.out, n.s);  // as schedule_head_norm: one block per (batch, head, token)
+  return s;
+}
+
 Schedule schedule_residual_norm(const ResidualNorm &n) {
   Schedule s;
   s[n.ss_x].compute_at(n.out, n.i);

@@ -8,6 +8,7 @@
 #include "apps/gemma/gemma.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/runtime/kernel_cache.h"
+#include "backends/reference/evaluate_funcs.h"
 #include "scheduler/lower.h"
 #include "tests/scheduler/lowering_support.h"
 
@@ -16,6 +17,7 @@ using namespace twist::apps;
 using namespace twist::apps::gemma;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
+using twist::testing::Tensors;
 
 namespace {
 
@@ -153,6 +155,98 @@ TEST_CASE("gemma: q and k RMSNorm with RoPE, and v's norm without weight, read f
       const std::map<std::string, double> sizes = {{n.batch.name(), 2}, {n.seq.name(), 5}};
       CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 41), sizes) < bf16_tolerance);
     }
+  }
+}
+
+TEST_CASE("gemma: the projection and its q, k, v head norms as one program are the three head norms") {
+  // The oracle of the one program against the oracles of the projection and of the three make_head_norm
+  // programs over its stored output, on the same tensors: the groups of columns, weights, RoPE and output
+  // heads are the layer's. Typed arithmetic, each step rounded as the kernels round it, in the same order
+  // in both: the outputs are the same bits.
+  const Config c = gemma4_tiny();
+  for (const LayerType t : {LayerType::sliding, LayerType::full}) {
+    const LayerAttention la = layer_attention(c, t);
+    const int D = la.head_dim, columns = la.qkv_columns(c.heads);
+    const std::string prefix = std::string("qkv_") + to_string(t) + "_";
+    const QkvNormRope fused = make_qkv_norm_rope(c, t, prefix);
+    for (const auto &[batch, seq] : {std::pair{1, 7}, std::pair{2, 5}}) {
+      INFO(std::string(to_string(t)), " layer, B ", batch, ", S ", seq);
+      const std::map<std::string, double> sizes = {{fused.gemm.M.name(), batch * seq},
+                                                   {fused.gemm.N.name(), columns},
+                                                   {fused.gemm.K.name(), c.hidden},
+                                                   {fused.batch.name(), batch},
+                                                   {fused.seq.name(), seq}};
+      const Tensors inputs = random_inputs(fused.out, sizes, 53);
+      const reference::HostTensor want =
+          reference::evaluate(fused.out, {inputs, sizes}, Arithmetic::typed).at(0);
+      const reference::HostTensor projected =
+          reference::evaluate(fused.gemm.out, {inputs, sizes}, Arithmetic::typed).at(0);
+      struct Group {
+        const char *name;
+        int heads, first_column, first_output_head;
+        bool weight, rope;
+      };
+      for (const Group &group :
+           {Group{"q", c.heads, 0, 0, true, true},
+            Group{"k", la.kv_heads, la.k_first_column(c.heads), c.heads, true, true},
+            Group{"v", la.kv_heads, la.v_first_column(c.heads), c.heads + la.kv_heads, false, false}}) {
+        const HeadNorm n = make_head_norm({.dtype = bf16,
+                                           .heads = group.heads,
+                                           .head_dim = D,
+                                           .columns = columns,
+                                           .first_column = group.first_column,
+                                           .weight = group.weight,
+                                           .rope = group.rope,
+                                           .eps = c.eps,
+                                           .prefix = prefix + group.name + "_"});
+        reference::Arguments args{{}, {{n.batch.name(), batch}, {n.seq.name(), seq}}};
+        reference::HostTensor x(bf16, {batch, seq, columns / D, D});
+        for (int64_t e = 0; e < x.size(); ++e) x.set_linear(e, projected.get_linear(e));
+        args.inputs.emplace(n.x.name(), x);
+        if (n.w)
+          args.inputs.emplace(n.w->name(),
+                              inputs.at(group.name[0] == 'q' ? fused.q_w.name() : fused.k_w.name()));
+        if (n.cos) {
+          args.inputs.emplace(n.cos->name(), inputs.at(fused.cos.name()));
+          args.inputs.emplace(n.sin->name(), inputs.at(fused.sin.name()));
+        }
+        const reference::HostTensor head = reference::evaluate(n.out, args, Arithmetic::typed).at(0);
+        double worst = 0;
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t h = 0; h < group.heads; ++h)
+            for (int64_t s = 0; s < seq; ++s)
+              for (int64_t d = 0; d < D; ++d)
+                worst = std::max(worst, std::abs(head.get({b, h, s, d}) -
+                                                 want.get({b, group.first_output_head + h, s, d})));
+        CHECK_MESSAGE(worst == 0, group.name);
+      }
+    }
+  }
+}
+
+TEST_CASE("gemma: the projection and its head norms as one program lower as the GEMM and one row kernel") {
+  // Where the GEMM's epilogue cannot fold a head's columns, the sums are a stage and all heads' norms one row
+  // kernel: right on both datapaths, with odd row counts cutting the last tile short.
+  const Config c = gemma4_tiny();
+  const GemmTiling mma{.block_m = 64, .block_n = 64, .block_k = 32, .warp_m = 32, .warp_n = 32, .stages = 2};
+  for (const LayerType t : {LayerType::sliding, LayerType::full}) {
+    const LayerAttention la = layer_attention(c, t);
+    const QkvNormRope n = make_qkv_norm_rope(c, t, std::string("qkvl_") + to_string(t) + "_");
+    const int columns = la.qkv_columns(c.heads);
+    for (const auto &[batch, seq] : {std::pair{1, 7}, std::pair{3, 5}})
+      for (const GemmPlan &plan : {projection_plan(batch * seq, columns, c.hidden), GemmPlan{mma}}) {
+        INFO(std::string(to_string(t)), " layer, B ", batch, ", S ", seq, ", ", plan.name());
+        const Schedule s = schedule_qkv_norm_rope(n, plan);
+        const LoweredProgram p = lower(n.out, s, Target::sm90a());
+        CHECK(p.kernels.size() == 2);
+        CHECK(p.kernels.back().name == n.out.name());
+        const std::map<std::string, double> sizes = {{n.gemm.M.name(), batch * seq},
+                                                     {n.gemm.N.name(), columns},
+                                                     {n.gemm.K.name(), c.hidden},
+                                                     {n.batch.name(), batch},
+                                                     {n.seq.name(), seq}};
+        CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 59), sizes) < bf16_tolerance);
+      }
   }
 }
 
