@@ -127,7 +127,7 @@ QkvNormRope make_qkv_norm_rope(const Config &c, LayerType t, const std::string &
   const LayerAttention la = layer_attention(c, t);
   const int H = c.heads, KV = la.kv_heads, D = la.head_dim;
   const Type dtype = bf16;
-  SizeParam batch(p + "B"), seq(p + "S");
+  SizeParam batch(p + "batch"), seq(p + "seq");  // not "B": the GEMM's weights are p + "B"
   QkvNormRope n{dtype,
                 H,
                 KV,

@@ -248,6 +248,20 @@ TEST_CASE("gemma: the projection and its head norms as one program lower as the 
         CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 59), sizes) < bf16_tolerance);
       }
   }
+  // The kernels compile: the mma datapath's for both targets, the Hopper plan's for sm_90a.
+  const QkvNormRope n = make_qkv_norm_rope(c, LayerType::sliding, "qkvc_");
+  const int columns = layer_attention(c, LayerType::sliding).qkv_columns(c.heads);
+  twist::testing::compile_for_both_targets(
+      lower(n.out, schedule_qkv_norm_rope(n, GemmPlan{mma}), Target::sm80()));
+  for (const Kernel &k :
+       lower(n.out, schedule_qkv_norm_rope(n, projection_plan(7, columns, c.hidden)), Target::sm90a())
+           .kernels) {
+    INFO(k.name);
+    const cuda::CompileResult r =
+        cuda::default_kernel_cache().compile(cuda::cuda_source(k), k.name + ".cu", {"sm_90a"});
+    CHECK_MESSAGE(r.log.find("warning") == std::string::npos, r.log);
+    CHECK_FALSE(r.cubin.empty());
+  }
 }
 
 TEST_CASE("gemma: the residual add between two RMSNorms in one row kernel with two outputs") {
@@ -324,6 +338,11 @@ TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_
                                        .eps = c.eps,
                                        .prefix = std::string("big_q_") + to_string(t)});
     CHECK(lower(q.out, schedule_head_norm(q), Target::sm90a()).kernels.size() == 1);
+    const QkvNormRope qkv = make_qkv_norm_rope(c, t, std::string("big_qkv_") + to_string(t) + "_");
+    CHECK(lower(qkv.out,
+                schedule_qkv_norm_rope(qkv, projection_plan(2048, la.qkv_columns(c.heads), c.hidden)),
+                Target::sm90a())
+              .kernels.size() == 2);
     for (const bool decode : {false, true}) {
       INFO(to_string(t), decode ? " decode" : " prefill");
       const Attention a = make_layer_attention(
