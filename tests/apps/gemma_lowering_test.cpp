@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "algebra/builtins.h"
 #include "apps/gemma/gemma.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/runtime/kernel_cache.h"
@@ -262,6 +263,29 @@ TEST_CASE("gemma: the projection and its head norms as one program lower as the 
     CHECK_MESSAGE(r.log.find("warning") == std::string::npos, r.log);
     CHECK_FALSE(r.cubin.empty());
   }
+}
+
+TEST_CASE("gemma: the projection per head, a contraction batched over heads, is one batched Hopper GEMM") {
+  // The layout the epilogue fusion of the head norms wants (apps/gemma/README.md): C(h, i, d) = sum over k of
+  // y(i, k) W(k, h D + d) has the output's head, row and column as its own coordinates, so a head's norm is a
+  // fold over the contraction's column dimension and its store is at the reduction's point ([H, B*S, D] is
+  // attention's [B, H, S, D] at B 1). The batched schedule tiles it as it tiles a batched GEMM.
+  const int D = 16, H = 8;
+  SizeParam M("ph_M"), K("ph_K");
+  const Input y("ph_A", bf16, {M, K}), w("ph_B", bf16, {K, Expr(H * D)});
+  const RDom k({{0, K}}, "ph_k");
+  Func C("ph_C"), out("ph_out");
+  Var h("b"), i("i"), d("j");  // the batched GEMM schedule's loop names
+  C(h, i, d) = reduce(algebra::sum(f32), k, cast(f32, y(i, k.x)) * cast(f32, w(k.x, h * D + d)));
+  out(h, i, d) = cast(bf16, C(h, i, d));
+  out.set_shape({Expr(H), M, Expr(D)});
+  const Gemm batched = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "ph_"});
+  const HopperTiling t{.block_m = 64, .block_n = D, .block_k = 64, .warpgroups = 1, .stages = 2};
+  Schedule s;
+  s.set_like(C, *GemmPlan{t}.schedule(batched).find(batched.C.name()));
+  CHECK(lower(out, s, Target::sm90a()).kernels.size() == 1);
+  const std::map<std::string, double> sizes = {{M.name(), 37}, {K.name(), 48}};
+  CHECK(lowered_error(out, s, random_inputs(out, sizes, 3), sizes) < bf16_tolerance);
 }
 
 TEST_CASE("gemma: the residual add between two RMSNorms in one row kernel with two outputs") {
