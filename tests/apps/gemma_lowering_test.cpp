@@ -288,6 +288,42 @@ TEST_CASE("gemma: the projection per head, a contraction batched over heads, is 
   CHECK(lowered_error(out, s, random_inputs(out, sizes, 3), sizes) < bf16_tolerance);
 }
 
+TEST_CASE("row folds: a per-head RMSNorm with a rotation fuses into the epilogue of a head-wide atom") {
+  // out(h, i, d) = C(h, i, d) / rms(C(h, i, :)) + C(h, i, (d + 8) % D) over a contraction batched over heads
+  // whose wgmma atom is one head wide: the sum of squares of a row is each lane's columns, then two quad
+  // shuffles; the rotated column is another register of the same thread.
+  const int D = 16, H = 3;
+  SizeParam M("rf_M"), K("rf_K");
+  const Input y("rf_A", bf16, {M, K}), w("rf_B", bf16, {K, Expr(H * D)}), scale("rf_scale", bf16, {Expr(D)});
+  const RDom k({{0, K}}, "rf_k"), r({{0, D}}, "rf_r");
+  Func C("rf_C"), ss("rf_ss"), out("rf_out");
+  Var h("b"), i("i"), d("j");
+  C(h, i, d) = reduce(algebra::sum(f32), k, cast(f32, y(i, k.x)) * cast(f32, w(k.x, h * D + d)));
+  ss(h, i) = reduce(algebra::sum(f32), r, C(h, i, r.x) * C(h, i, r.x));
+  out(h, i, d) = cast(bf16, C(h, i, d) * rsqrt(ss(h, i) / float(D) + 1e-6f) * cast(f32, scale(d)) +
+                                C(h, i, (d + 8) % D));
+  out.set_shape({Expr(H), M, Expr(D)});
+  const Gemm batched = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "rf_"});
+  HopperTiling plain{.block_m = 64, .block_n = D, .block_k = 64, .warpgroups = 1, .stages = 2};
+  plain.warp_specialized = false;
+  plain.persistent_blocks = 0;
+  plain.tma_store = false;
+  for (const HopperTiling &t : {HopperTiling{.block_m = 128, .block_n = D, .block_k = 64, .warpgroups = 2,
+                                             .stages = 2},
+                                plain}) {
+    INFO(GemmPlan{t}.name());
+    Schedule s;
+    s.set_like(C, *GemmPlan{t}.schedule(batched).find(batched.C.name()));
+    const LoweredProgram p = lower(out, s, Target::sm90a());
+    CHECK(p.kernels.size() == 1);
+    CHECK(p.workspaces.empty());
+    for (const int rows : {37, 8}) {
+      const std::map<std::string, double> sizes = {{M.name(), rows}, {K.name(), 48}};
+      CHECK(lowered_error(out, s, random_inputs(out, sizes, 5), sizes) < bf16_tolerance);
+    }
+  }
+}
+
 TEST_CASE("gemma: the residual add between two RMSNorms in one row kernel with two outputs") {
   const Config c = gemma4_tiny();
   const ResidualNorm n = make_residual_norm(bf16, c.hidden, c.eps, "rn_");
