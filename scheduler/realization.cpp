@@ -304,8 +304,7 @@ class Planner {
             if (p->name != producer.name()) continue;
             if (p->args.size() != rank) return std::nullopt;
             for (size_t k = 0, a = 0; k < rank; ++k) {
-              const Halide::Expr want =
-                  static_cast<int>(k) == *skipped ? rx : Halide::Expr(fd.args[a++]);
+              const Halide::Expr want = static_cast<int>(k) == *skipped ? rx : Halide::Expr(fd.args[a++]);
               if (!equal(simplify(p->args[k]), want)) return std::nullopt;
             }
           }

@@ -746,14 +746,17 @@ Stmt ReductionKernelBuilder::epilogue() {
   // pair's first point is even and the reduction's extent there is twice the output's, so where the first
   // is inside, so is the second.
   const bool pairs = stores_column_pairs();
-  const Stmt stores = req_.fold_dim >= 0 ? stores_with_row_folds(part) : for_each_point(
-      [&] {
-        const Stmt s = epilogue_stores(req_, coords, state_values(), part,
-                                       pairs ? state_values(1) : std::vector<Halide::Expr>{});
-        const bool all_guards = write_backs_.empty() || reads_inputs(s, *req_.graph);
-        return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
-      },
-      pairs);
+  const Stmt stores =
+      req_.fold_dim >= 0
+          ? stores_with_row_folds(part)
+          : for_each_point(
+                [&] {
+                  const Stmt s = epilogue_stores(req_, coords, state_values(), part,
+                                                 pairs ? state_values(1) : std::vector<Halide::Expr>{});
+                  const bool all_guards = write_backs_.empty() || reads_inputs(s, *req_.graph);
+                  return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
+                },
+                pairs);
   if (write_backs_.empty()) return stores;
   return write_back(write_backs_, stored, stores, writers, sync, slot);
 }
@@ -778,7 +781,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
   }
   if (!whole_rows)
     fail(
-        "func '{}' folds '{}' over its dimension {} (extent {}) in the epilogue, which needs each row of that "
+        "func '{}' folds '{}' over its dimension {} (extent {}) in the epilogue, which needs each row of "
+        "that "
         "dimension in one thread quad's registers: schedule '{}' with one matrix atom as wide as the "
         "dimension along it ({} columns: a single block and no register tiles there), or compute '{}' as a "
         "stage of its own (FuncSchedule::compute_root)",
@@ -810,13 +814,15 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
   auto at_elements = [&](const std::function<Stmt(int e)> &s) {
     std::vector<Stmt> per_element;
     for (int e = 0; e < elements; ++e)
-      per_element.push_back(LetStmt::make(
-          atom_row, row_of(e), LetStmt::make(atom_col, col_of(e), substitute("acc.e", Halide::Expr(e), s(e)))));
+      per_element.push_back(
+          LetStmt::make(atom_row, row_of(e),
+                        LetStmt::make(atom_col, col_of(e), substitute("acc.e", Halide::Expr(e), s(e)))));
     return block(per_element);
   };
   auto at_slots = [&](const std::function<Stmt(const Halide::Expr &slot)> &s) {
     std::vector<Stmt> per_slot;
-    for (int r = 0; r < slots; ++r) per_slot.push_back(s(simplify(register_index(register_dims_) * slots + r)));
+    for (int r = 0; r < slots; ++r)
+      per_slot.push_back(s(simplify(register_index(register_dims_) * slots + r)));
     return block(per_slot);
   };
   auto over_register_points = [&](Stmt s) {
@@ -848,7 +854,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
     const Monoid &fm = *fd.reduction->monoid;
     if (!fm.commutative)
       fail(
-          "func '{}' folds '{}' in the epilogue by '{}', whose monoid is not commutative: the lanes of a quad "
+          "func '{}' folds '{}' in the epilogue by '{}', whose monoid is not commutative: the lanes of a "
+          "quad "
           "fold their columns out of order; compute '{}' as a stage of its own (FuncSchedule::compute_root)",
           consumer, fname, f.name(), fname);
     FoldArrays &a = fold_arrays[f.name()];
@@ -861,7 +868,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
       for (size_t c = 0; c < names.size(); ++c) v.push_back(load(fm.state[c].type, names[c], slot));
       return v;
     };
-    auto combined = [&](const Halide::Expr &slot, const std::vector<std::pair<std::string, Halide::Expr>> &lets,
+    auto combined = [&](const Halide::Expr &slot,
+                        const std::vector<std::pair<std::string, Halide::Expr>> &lets,
                         const std::vector<Halide::Expr> &rhs) {
       std::vector<std::pair<std::string, Halide::Expr>> all = lets;
       const State lhs_vars = fm.lhs(), rhs_vars = fm.rhs();
@@ -887,13 +895,15 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
       for (size_t k = 0, a = 0; k < coords.size(); ++k)
         if (static_cast<int>(k) != dim) lowering.bind(fd.args[a++].name(), coords[k]);
       lowering.bind(fd.reduction->domain[0].name(), coords[dim]);
-      lowering.on_func_call([&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
-        if (c->name != fname) return std::nullopt;
-        return finalized_at(0, c->value_index);
-      });
+      lowering.on_func_call(
+          [&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
+            if (c->name != fname) return std::nullopt;
+            return finalized_at(0, c->value_index);
+          });
       const State x = fm.element();
       std::vector<std::pair<std::string, Halide::Expr>> lets;
-      for (int k = 0; k < x.size(); ++k) lets.push_back({x[k].as<Variable>()->name, lowering.lower(fd.reduction->elements[k])});
+      for (int k = 0; k < x.size(); ++k)
+        lets.push_back({x[k].as<Variable>()->name, lowering.lower(fd.reduction->elements[k])});
       std::vector<Halide::Expr> lifted;
       for (size_t c = 0; c < fm.state.size(); ++c) lifted.push_back(Halide::Expr(fm.lift[c]));
       return combined(slot_of(e), lets, lifted);
@@ -903,7 +913,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
       exchange.push_back(at_slots([&](const Halide::Expr &slot) {
         std::vector<Stmt> s;
         for (size_t c = 0; c < fm.state.size(); ++c)
-          s.push_back(intrinsic::shuffle_xor({a.other[c], slot, load(fm.state[c].type, a.state[c], slot), mask}));
+          s.push_back(
+              intrinsic::shuffle_xor({a.other[c], slot, load(fm.state[c].type, a.state[c], slot), mask}));
         s.push_back(combined(slot, {}, current(slot, a.other)));
         return block(s);
       }));
@@ -934,7 +945,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
       if (!offset || *offset % 8 != 0)
         fail(
             "func '{}' reads '{}' at {} = {} in its dimension {}, a rotation by a multiple of 8 columns in a "
-            "row of the thread quad's registers only; read it at (x + 8c) % {}, or compute '{}' as a stage of "
+            "row of the thread quad's registers only; read it at (x + 8c) % {}, or compute '{}' as a stage "
+            "of "
             "its own (FuncSchedule::compute_root)",
             consumer, fname, column, args[dim], dim, *extent, fname);
       const int64_t partner_col = ((col_offset[e] + *offset) % *extent + *extent) % *extent;

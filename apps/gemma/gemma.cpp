@@ -127,43 +127,46 @@ QkvNormRope make_qkv_norm_rope(const Config &c, LayerType t, const std::string &
   const LayerAttention la = layer_attention(c, t);
   const int H = c.heads, KV = la.kv_heads, D = la.head_dim;
   const Type dtype = bf16;
-  SizeParam batch(p + "batch"), seq(p + "seq");  // not "B": the GEMM's weights are p + "B"
+  SizeParam rows(p + "rows"), hidden(p + "hidden");
   QkvNormRope n{dtype,
                 H,
                 KV,
                 D,
+                la.values_from_keys,
                 c.eps,
-                make_gemm({.input = dtype, .output = dtype, .prefix = p}),
-                batch,
-                seq,
+                p,
+                rows,
+                hidden,
+                Input(p + "A", dtype, {rows, hidden}),  // named as the GEMM schedule's staged inputs
+                Input(p + "B", dtype, {hidden, Expr(la.qkv_columns(H))}),
                 Input(p + "q_w", dtype, {Expr(D)}),
                 Input(p + "k_w", dtype, {Expr(D)}),
-                Input(p + "cos", dtype, {batch, seq, Expr(D)}),
-                Input(p + "sin", dtype, {batch, seq, Expr(D)}),
-                Var("b"),
-                Var("h"),
-                Var("s"),
-                Var("d"),
+                Input(p + "cos", dtype, {rows, Expr(D)}),
+                Input(p + "sin", dtype, {rows, Expr(D)}),
+                RDom({{0, hidden}}, p + "k"),
                 RDom({{0, D}}, p + "r"),
+                Var("b"),
+                Var("i"),
+                Var("j"),
+                Func(p + "C"),
                 Func(p + "ss"),
                 Func(p + "out")};
-  const Var &b = n.b, &h = n.h, &s = n.s, &d = n.d;
-  // The projection as PyTorch stores it, at row i and column `column`.
-  auto projected = [&](const Expr &i, const Expr &column) {
-    return f32_of(cast(dtype, n.gemm.C(i, column)));
-  };
-  Var i("i"), g("g");
-  n.ss(i, g) = reduce(algebra::sum(f32), n.r, projected(i, g * D + n.r.x) * projected(i, g * D + n.r.x));
-  // Output head h: q's heads are the first H column groups, k's the next KV, and v's those from
-  // v_first_column on (k's own where the values are the keys).
+  const Var &g = n.g, &i = n.i, &d = n.d;
+  n.C(g, i, d) = reduce(algebra::sum(f32), n.k, f32_of(n.y(i, n.k.x)) * f32_of(n.w(n.k.x, g * D + d)));
+  n.C.set_shape({Expr(la.qkv_columns(H) / D), rows, Expr(D)});  // to evaluate it alone
+  // The projection as PyTorch stores it.
+  auto projected = [&](const Expr &head, const Expr &e) { return f32_of(cast(dtype, n.C(head, i, e))); };
+  n.ss(g, i) = reduce(algebra::sum(f32), n.r, projected(g, n.r.x) * projected(g, n.r.x));
+  // Output head h = g: q's heads are the first H, k's the next KV, and v's the KV from v_first_column on
+  // (k's own where the values are the keys).
+  const Var &h = g;
   const Expr is_q = h < H, is_k = h >= H && h < H + KV;
   const int v_shift = H + KV - la.v_first_column(H) / D;  // KV where the values are the keys, else 0
   // (max_of only tells bounds inference what the select does: a v head's group is never below H.)
-  const Expr group = v_shift == 0 ? Expr(h) : max_of(h - select(h < H + KV, 0, v_shift), 0);
-  const Expr row = b * n.seq + s;
+  const Expr head = v_shift == 0 ? Expr(h) : max_of(h - select(h < H + KV, 0, v_shift), 0);
   // The normalized head, rounded to the storage type as the norm's module returns it; v_norm has no weight.
   auto normalized = [&](const Expr &e) {
-    const Expr v = projected(row, group * D + e) * rsqrt(n.ss(row, group) / float(D) + c.eps);
+    const Expr v = projected(head, e) * rsqrt(n.ss(head, i) / float(D) + c.eps);
     const Expr weight = select(is_q, f32_of(n.q_w(e)), f32_of(n.k_w(e)));
     return f32_of(cast(dtype, select(is_q || is_k, v * weight, v)));
   };
@@ -172,9 +175,9 @@ QkvNormRope make_qkv_norm_rope(const Config &c, LayerType t, const std::string &
   const int half = D / 2;
   const Expr partner = normalized((d + half) % D);
   const Expr rotated = select(d < half, -partner, partner);
-  const Expr roped = normalized(d) * f32_of(n.cos(b, s, d)) + rotated * f32_of(n.sin(b, s, d));
-  n.out(b, h, s, d) = cast(dtype, select(is_q || is_k, roped, normalized(d)));
-  n.out.set_shape({batch, Expr(H + 2 * KV), seq, Expr(D)});
+  const Expr roped = normalized(d) * f32_of(n.cos(i, d)) + rotated * f32_of(n.sin(i, d));
+  n.out(h, i, d) = cast(dtype, select(is_q || is_k, roped, normalized(d)));
+  n.out.set_shape({Expr(H + 2 * KV), rows, Expr(D)});
   return n;
 }
 

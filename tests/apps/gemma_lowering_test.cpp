@@ -160,10 +160,9 @@ TEST_CASE("gemma: q and k RMSNorm with RoPE, and v's norm without weight, read f
 }
 
 TEST_CASE("gemma: the projection and its q, k, v head norms as one program are the three head norms") {
-  // The oracle of the one program against the oracles of the projection and of the three make_head_norm
-  // programs over its stored output, on the same tensors: the groups of columns, weights, RoPE and output
-  // heads are the layer's. Typed arithmetic, each step rounded as the kernels round it, in the same order
-  // in both: the outputs are the same bits.
+  // The oracle of the one program against the oracles of the three make_head_norm programs over the stored
+  // projection, on the same tensors: the heads' columns, weights, RoPE and output heads are the layer's.
+  // Typed arithmetic, each step rounded as the kernels round it, in the same order in both: the same bits.
   const Config c = gemma4_tiny();
   for (const LayerType t : {LayerType::sliding, LayerType::full}) {
     const LayerAttention la = layer_attention(c, t);
@@ -172,16 +171,25 @@ TEST_CASE("gemma: the projection and its q, k, v head norms as one program are t
     const QkvNormRope fused = make_qkv_norm_rope(c, t, prefix);
     for (const auto &[batch, seq] : {std::pair{1, 7}, std::pair{2, 5}}) {
       INFO(std::string(to_string(t)), " layer, B ", batch, ", S ", seq);
-      const std::map<std::string, double> sizes = {{fused.gemm.M.name(), batch * seq},
-                                                   {fused.gemm.N.name(), columns},
-                                                   {fused.gemm.K.name(), c.hidden},
-                                                   {fused.batch.name(), batch},
-                                                   {fused.seq.name(), seq}};
+      const std::map<std::string, double> sizes = {{fused.rows.name(), batch * seq},
+                                                   {fused.hidden.name(), c.hidden}};
       const Tensors inputs = random_inputs(fused.out, sizes, 53);
       const reference::HostTensor want =
           reference::evaluate(fused.out, {inputs, sizes}, Arithmetic::typed).at(0);
-      const reference::HostTensor projected =
-          reference::evaluate(fused.gemm.out, {inputs, sizes}, Arithmetic::typed).at(0);
+      // The projection as the layer stores it, [B, S, columns / D, D], from the per-head sums [heads, rows,
+      // D].
+      const reference::HostTensor sums =
+          reference::evaluate(fused.C, {inputs, sizes}, Arithmetic::typed).at(0);
+      reference::HostTensor x(bf16, {batch, seq, columns / D, D});
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t s = 0; s < seq; ++s)
+          for (int64_t g = 0; g < columns / D; ++g)
+            for (int64_t d = 0; d < D; ++d) x.set({b, s, g, d}, sums.get({g, b * seq + s, d}));
+      auto as_batches = [&](const reference::HostTensor &table) {
+        reference::HostTensor out(table.type(), {batch, seq, D});
+        for (int64_t e = 0; e < out.size(); ++e) out.set_linear(e, table.get_linear(e));
+        return out;
+      };
       struct Group {
         const char *name;
         int heads, first_column, first_output_head;
@@ -201,15 +209,13 @@ TEST_CASE("gemma: the projection and its q, k, v head norms as one program are t
                                            .eps = c.eps,
                                            .prefix = prefix + group.name + "_"});
         reference::Arguments args{{}, {{n.batch.name(), batch}, {n.seq.name(), seq}}};
-        reference::HostTensor x(bf16, {batch, seq, columns / D, D});
-        for (int64_t e = 0; e < x.size(); ++e) x.set_linear(e, projected.get_linear(e));
         args.inputs.emplace(n.x.name(), x);
         if (n.w)
           args.inputs.emplace(n.w->name(),
                               inputs.at(group.name[0] == 'q' ? fused.q_w.name() : fused.k_w.name()));
         if (n.cos) {
-          args.inputs.emplace(n.cos->name(), inputs.at(fused.cos.name()));
-          args.inputs.emplace(n.sin->name(), inputs.at(fused.sin.name()));
+          args.inputs.emplace(n.cos->name(), as_batches(inputs.at(fused.cos.name())));
+          args.inputs.emplace(n.sin->name(), as_batches(inputs.at(fused.sin.name())));
         }
         const reference::HostTensor head = reference::evaluate(n.out, args, Arithmetic::typed).at(0);
         double worst = 0;
@@ -218,51 +224,57 @@ TEST_CASE("gemma: the projection and its q, k, v head norms as one program are t
             for (int64_t s = 0; s < seq; ++s)
               for (int64_t d = 0; d < D; ++d)
                 worst = std::max(worst, std::abs(head.get({b, h, s, d}) -
-                                                 want.get({b, group.first_output_head + h, s, d})));
+                                                 want.get({group.first_output_head + h, b * seq + s, d})));
         CHECK_MESSAGE(worst == 0, group.name);
       }
     }
   }
 }
 
-TEST_CASE("gemma: the projection and its head norms as one program lower as the GEMM and one row kernel") {
-  // Where the GEMM's epilogue cannot fold a head's columns, the sums are a stage and all heads' norms one row
-  // kernel: right on both datapaths, with odd row counts cutting the last tile short.
+TEST_CASE("gemma: the head norms in the projection's epilogue where a block is one head, else a row kernel") {
+  // The sliding layer with a Hopper plan one head wide: one kernel, no workspace, the norms folded from the
+  // accumulators. Other plans (the rule's, wider than a head here; mma.sync) and the full layers (whose v
+  // heads read k's sums): the sums a stage and the norms one row kernel. Odd row counts cut the last tile.
   const Config c = gemma4_tiny();
-  const GemmTiling mma{.block_m = 64, .block_n = 64, .block_k = 32, .warp_m = 32, .warp_n = 32, .stages = 2};
+  // mma.sync one head of the sliding layers wide: its atom is 8 columns, so a quad holds no whole head.
+  const GemmTiling mma{.block_m = 64, .block_n = 16, .block_k = 32, .warp_m = 32, .warp_n = 16, .stages = 2};
   for (const LayerType t : {LayerType::sliding, LayerType::full}) {
     const LayerAttention la = layer_attention(c, t);
     const QkvNormRope n = make_qkv_norm_rope(c, t, std::string("qkvl_") + to_string(t) + "_");
-    const int columns = la.qkv_columns(c.heads);
-    for (const auto &[batch, seq] : {std::pair{1, 7}, std::pair{3, 5}})
-      for (const GemmPlan &plan : {projection_plan(batch * seq, columns, c.hidden), GemmPlan{mma}}) {
-        INFO(std::string(to_string(t)), " layer, B ", batch, ", S ", seq, ", ", plan.name());
+    const HopperTiling head_wide{
+        .block_m = 128, .block_n = la.head_dim, .block_k = 64, .warpgroups = 2, .stages = 2};
+    for (const int rows : {7, 15})
+      for (const GemmPlan &plan :
+           {GemmPlan{head_wide}, projection_plan(rows, la.qkv_columns(c.heads), c.hidden), GemmPlan{mma}}) {
+        INFO(std::string(to_string(t)), " layer, ", rows, " rows, ", plan.name());
         const Schedule s = schedule_qkv_norm_rope(n, plan);
         const LoweredProgram p = lower(n.out, s, Target::sm90a());
-        CHECK(p.kernels.size() == 2);
+        const bool fused = qkv_norms_fuse(n, plan);
+        CHECK(fused == (t == LayerType::sliding && plan.hopper() &&
+                        std::get<HopperTiling>(plan.tiling).block_n == la.head_dim));
+        CHECK(p.kernels.size() == (fused ? 1u : 2u));
+        CHECK(p.workspaces.size() == (fused ? 0u : 1u));
         CHECK(p.kernels.back().name == n.out.name());
-        const std::map<std::string, double> sizes = {{n.gemm.M.name(), batch * seq},
-                                                     {n.gemm.N.name(), columns},
-                                                     {n.gemm.K.name(), c.hidden},
-                                                     {n.batch.name(), batch},
-                                                     {n.seq.name(), seq}};
+        const std::map<std::string, double> sizes = {{n.rows.name(), rows}, {n.hidden.name(), c.hidden}};
         CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 59), sizes) < bf16_tolerance);
       }
   }
-  // The kernels compile: the mma datapath's for both targets, the Hopper plan's for sm_90a.
+  // The kernels compile: the mma datapath's for both targets, the fused Hopper kernel for sm_90a, its row
+  // folds two quad shuffles.
   const QkvNormRope n = make_qkv_norm_rope(c, LayerType::sliding, "qkvc_");
-  const int columns = layer_attention(c, LayerType::sliding).qkv_columns(c.heads);
   twist::testing::compile_for_both_targets(
       lower(n.out, schedule_qkv_norm_rope(n, GemmPlan{mma}), Target::sm80()));
-  for (const Kernel &k :
-       lower(n.out, schedule_qkv_norm_rope(n, projection_plan(7, columns, c.hidden)), Target::sm90a())
-           .kernels) {
-    INFO(k.name);
-    const cuda::CompileResult r =
-        cuda::default_kernel_cache().compile(cuda::cuda_source(k), k.name + ".cu", {"sm_90a"});
-    CHECK_MESSAGE(r.log.find("warning") == std::string::npos, r.log);
-    CHECK_FALSE(r.cubin.empty());
-  }
+  const HopperTiling head_wide{
+      .block_m = 128, .block_n = c.head_dim, .block_k = 64, .warpgroups = 2, .stages = 2};
+  const std::vector<Kernel> kernels =
+      lower(n.out, schedule_qkv_norm_rope(n, GemmPlan{head_wide}), Target::sm90a()).kernels;
+  REQUIRE(kernels.size() == 1);
+  const std::string source = cuda::cuda_source(kernels[0]);
+  CHECK(source.find("__shfl_xor_sync(0xffffffff") != std::string::npos);
+  const cuda::CompileResult r =
+      cuda::default_kernel_cache().compile(source, kernels[0].name + ".cu", {"sm_90a"});
+  CHECK_MESSAGE(r.log.find("warning") == std::string::npos, r.log);
+  CHECK_FALSE(r.cubin.empty());
 }
 
 TEST_CASE("gemma: the projection per head, a contraction batched over heads, is one batched Hopper GEMM") {
@@ -300,17 +312,16 @@ TEST_CASE("row folds: a per-head RMSNorm with a rotation fuses into the epilogue
   Var h("b"), i("i"), d("j");
   C(h, i, d) = reduce(algebra::sum(f32), k, cast(f32, y(i, k.x)) * cast(f32, w(k.x, h * D + d)));
   ss(h, i) = reduce(algebra::sum(f32), r, C(h, i, r.x) * C(h, i, r.x));
-  out(h, i, d) = cast(bf16, C(h, i, d) * rsqrt(ss(h, i) / float(D) + 1e-6f) * cast(f32, scale(d)) +
-                                C(h, i, (d + 8) % D));
+  out(h, i, d) = cast(
+      bf16, C(h, i, d) * rsqrt(ss(h, i) / float(D) + 1e-6f) * cast(f32, scale(d)) + C(h, i, (d + 8) % D));
   out.set_shape({Expr(H), M, Expr(D)});
   const Gemm batched = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "rf_"});
   HopperTiling plain{.block_m = 64, .block_n = D, .block_k = 64, .warpgroups = 1, .stages = 2};
   plain.warp_specialized = false;
   plain.persistent_blocks = 0;
   plain.tma_store = false;
-  for (const HopperTiling &t : {HopperTiling{.block_m = 128, .block_n = D, .block_k = 64, .warpgroups = 2,
-                                             .stages = 2},
-                                plain}) {
+  for (const HopperTiling &t :
+       {HopperTiling{.block_m = 128, .block_n = D, .block_k = 64, .warpgroups = 2, .stages = 2}, plain}) {
     INFO(GemmPlan{t}.name());
     Schedule s;
     s.set_like(C, *GemmPlan{t}.schedule(batched).find(batched.C.name()));
@@ -398,11 +409,13 @@ TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_
                                        .eps = c.eps,
                                        .prefix = std::string("big_q_") + to_string(t)});
     CHECK(lower(q.out, schedule_head_norm(q), Target::sm90a()).kernels.size() == 1);
+    // Prefill S2048: the rule's plan is one head wide in the sliding layers (heads of 256), and their norms
+    // are its epilogue; the full layers' heads of 512 are wider than a wgmma atom.
     const QkvNormRope qkv = make_qkv_norm_rope(c, t, std::string("big_qkv_") + to_string(t) + "_");
-    CHECK(lower(qkv.out,
-                schedule_qkv_norm_rope(qkv, projection_plan(2048, la.qkv_columns(c.heads), c.hidden)),
-                Target::sm90a())
-              .kernels.size() == 2);
+    const GemmPlan prefill = projection_plan(2048, la.qkv_columns(c.heads), c.hidden);
+    CHECK(qkv_norms_fuse(qkv, prefill) == (t == LayerType::sliding));
+    CHECK(lower(qkv.out, schedule_qkv_norm_rope(qkv, prefill), Target::sm90a()).kernels.size() ==
+          (t == LayerType::sliding ? 1u : 2u));
     for (const bool decode : {false, true}) {
       INFO(to_string(t), decode ? " decode" : " prefill");
       const Attention a = make_layer_attention(
