@@ -333,6 +333,29 @@ TEST_CASE("row folds: a per-head RMSNorm with a rotation fuses into the epilogue
       CHECK(lowered_error(out, s, random_inputs(out, sizes, 5), sizes) < bf16_tolerance);
     }
   }
+  // Refused, saying why and what to do: an atom narrower than the dimension (mma.sync's 8 columns, which
+  // compute_root then lowers), a split reduction, a rotation that is not by whole groups of a quad's 8
+  // columns.
+  const GemmTiling mma{.block_m = 32, .block_n = D, .block_k = 32, .warp_m = 32, .warp_n = D, .stages = 2};
+  Schedule narrow;
+  narrow.set_like(C, *GemmPlan{mma}.schedule(batched).find(batched.C.name()));
+  CHECK_THROWS_WITH(lower(out, narrow, Target::sm90a()), doctest::Contains("in one thread quad's registers"));
+  narrow[C].compute_root();
+  const std::map<std::string, double> sizes = {{M.name(), 37}, {K.name(), 48}};
+  CHECK(lowered_error(out, narrow, random_inputs(out, sizes, 5), sizes) < bf16_tolerance);
+  HopperTiling split = plain;
+  split.split_k = 2;
+  Schedule parts;
+  parts.set_like(C, *GemmPlan{split}.schedule(batched).find(batched.C.name()));
+  CHECK_THROWS_WITH(lower(out, parts, Target::sm90a()),
+                    doctest::Contains("splits its reduction (split_reduction)"));
+  Func odd("rf_odd");
+  odd(h, i, d) = cast(bf16, C(h, i, d) * rsqrt(ss(h, i) / float(D) + 1e-6f) + C(h, i, (d + 4) % D));
+  odd.set_shape({Expr(H), M, Expr(D)});
+  Schedule s;
+  s.set_like(C, *GemmPlan{plain}.schedule(batched).find(batched.C.name()));
+  CHECK_THROWS_WITH(lower(odd, s, Target::sm90a()),
+                    doctest::Contains("a rotation by a multiple of 8 columns"));
 }
 
 TEST_CASE("gemma: the residual add between two RMSNorms in one row kernel with two outputs") {
