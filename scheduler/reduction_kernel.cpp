@@ -781,9 +781,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
   }
   if (!whole_rows)
     fail(
-        "func '{}' folds '{}' over its dimension {} (extent {}) in the epilogue, which needs each row of "
-        "that "
-        "dimension in one thread quad's registers: schedule '{}' with one matrix atom as wide as the "
+        "func '{}' folds '{}' over its dimension {} (extent {}) in the epilogue, which needs each row "
+        "of that dimension in one thread quad's registers: schedule '{}' with one matrix atom as wide as the "
         "dimension along it ({} columns: a single block and no register tiles there), or compute '{}' as a "
         "stage of its own (FuncSchedule::compute_root)",
         consumer, fname, dim, req_.extents[dim], fname, atom_columns, fname);
@@ -802,12 +801,13 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
     element_at[{*r, *c}] = e;
     if (std::find(rows.begin(), rows.end(), *r) == rows.end()) rows.push_back(*r);
   }
+  // A fold's state per row of the thread: its register point's rows, each at one of `rows`.
   const int slots = static_cast<int>(rows.size());
   int points = 1;
   for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "keeping row folds");
+  auto slot = [&](int row) { return simplify(register_index(register_dims_) * slots + row); };
   auto slot_of = [&](int e) {
-    const int row = static_cast<int>(std::find(rows.begin(), rows.end(), row_offset[e]) - rows.begin());
-    return simplify(register_index(register_dims_) * slots + row);
+    return slot(static_cast<int>(std::find(rows.begin(), rows.end(), row_offset[e]) - rows.begin()));
   };
   const std::string &atom_row = loops_.dims[atom_i_].name, &atom_col = loops_.dims[atom_j_].name;
   // The statement `s` at accumulator element e of each register point, the atom's loops defined there.
@@ -821,8 +821,7 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
   };
   auto at_slots = [&](const std::function<Stmt(const Halide::Expr &slot)> &s) {
     std::vector<Stmt> per_slot;
-    for (int r = 0; r < slots; ++r)
-      per_slot.push_back(s(simplify(register_index(register_dims_) * slots + r)));
+    for (int r = 0; r < slots; ++r) per_slot.push_back(s(slot(r)));
     return block(per_slot);
   };
   auto over_register_points = [&](Stmt s) {
@@ -833,18 +832,17 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
     return s;
   };
   // The reduction's value at element e + offset of this register point, as its consumer reads it.
-  const Monoid &m = monoid_;
   auto finalized_at = [&](int offset, int value_index) {
     std::map<std::string, Halide::Expr> state;
     const std::vector<Halide::Expr> values = state_values(offset);
-    for (int c = 0; c < m.one().size(); ++c) state[m.one()[c].as<Variable>()->name] = values[c];
-    return substitute(state, Halide::Expr(m.finalize[value_index]));
+    for (int c = 0; c < monoid_.one().size(); ++c) state[monoid_.one()[c].as<Variable>()->name] = values[c];
+    return substitute(state, Halide::Expr(monoid_.finalize[value_index]));
   };
   std::vector<Halide::Expr> coords;
   for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
   const std::string &column = def_.args[dim].name();
   std::vector<Stmt> init, fold, exchange;
-  std::vector<Stmt> allocations;
+  std::vector<std::pair<std::string, Type>> registers;  // the folds' arrays, points * slots each
   struct FoldArrays {
     std::vector<std::string> state, other;
   };
@@ -854,9 +852,9 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
     const Monoid &fm = *fd.reduction->monoid;
     if (!fm.commutative)
       fail(
-          "func '{}' folds '{}' in the epilogue by '{}', whose monoid is not commutative: the lanes of a "
-          "quad "
-          "fold their columns out of order; compute '{}' as a stage of its own (FuncSchedule::compute_root)",
+          "func '{}' folds '{}' in the epilogue by '{}', whose monoid is not commutative: the lanes of "
+          "a quad fold their columns out of order; compute '{}' as a stage of its own "
+          "(FuncSchedule::compute_root)",
           consumer, fname, f.name(), fname);
     FoldArrays &a = fold_arrays[f.name()];
     for (const Component &c : fm.state) {
@@ -918,12 +916,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
         s.push_back(combined(slot, {}, current(slot, a.other)));
         return block(s);
       }));
-    for (size_t c = 0; c < fm.state.size(); ++c) {
-      allocations.push_back(Allocate::make(a.state[c], fm.state[c].type, Halide::MemoryType::Register,
-                                           {points * slots}, const_true(), Evaluate::make(0)));
-      allocations.push_back(Allocate::make(a.other[c], fm.state[c].type, Halide::MemoryType::Register,
-                                           {points * slots}, const_true(), Evaluate::make(0)));
-    }
+    for (size_t c = 0; c < fm.state.size(); ++c)
+      for (const std::string &name : {a.state[c], a.other[c]}) registers.push_back({name, fm.state[c].type});
   }
   // Each point: the consumer reads the folds at its row's slot, and the reduction at its own point or
   // rotated along the dimension, at the element of this thread that holds that column of the same row.
@@ -945,9 +939,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
       if (!offset || *offset % 8 != 0)
         fail(
             "func '{}' reads '{}' at {} = {} in its dimension {}, a rotation by a multiple of 8 columns in a "
-            "row of the thread quad's registers only; read it at (x + 8c) % {}, or compute '{}' as a stage "
-            "of "
-            "its own (FuncSchedule::compute_root)",
+            "row of the thread quad's registers only; read it at (x + 8c) % {}, or compute '{}' as a "
+            "stage of its own (FuncSchedule::compute_root)",
             consumer, fname, column, args[dim], dim, *extent, fname);
       const int64_t partner_col = ((col_offset[e] + *offset) % *extent + *extent) % *extent;
       const auto partner = element_at.find({row_offset[e], partner_col});
@@ -960,10 +953,8 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
   });
   Stmt body = block({over_register_points(block(init)), over_register_points(block(fold)),
                      over_register_points(block(exchange)), over_register_points(stores)});
-  for (const Stmt &a : allocations) {
-    const Allocate *op = a.as<Allocate>();
-    body = Allocate::make(op->name, op->type, op->memory_type, op->extents, op->condition, body);
-  }
+  for (const auto &[name, type] : registers)
+    body = Allocate::make(name, type, Halide::MemoryType::Register, {points * slots}, const_true(), body);
   return body;
 }
 

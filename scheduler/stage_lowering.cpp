@@ -165,6 +165,22 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
         "stage of its own (FuncSchedule::compute_root)",
         output.name(), reduction, request.fold_dim, reduction,
         request.schedule->reduction_split() ? "split_reduction" : "stream_k", reduction);
+  // A row fold folds a row's columns in each lane, then across its quad: in any order.
+  for (const Func &fold : request.row_folds) {
+    const FuncSchedule *fs = schedule.find(fold.name());
+    std::optional<algebra::AssociativityOverride> fold_override;
+    if (fs && fs->associativity_override())
+      fold_override = algebra::AssociativityOverride{*fs->associativity_override()};
+    approvals += "  " +
+                 algebra::require_reorderable(
+                     *fold.definition().reduction->monoid,
+                     fmt::format("row fold of {} in the epilogue of {}: each lane's columns, then its quad's "
+                                 "lanes by shuffles, its points in any order",
+                                 fold.name(), reduction),
+                     fold_override, schedule_check_options(fold, {}, fs))
+                     .to_string() +
+                 "\n";
+  }
   if (request.schedule->reduction_split())
     approve(fmt::format("split_reduction of {} over {} into {} parts", reduction,
                         request.schedule->reduction_split()->var,

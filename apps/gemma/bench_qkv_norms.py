@@ -67,8 +67,9 @@ def main() -> int:
     shape = gemma.LayerShape("prefill", 1, args.tokens)
     kv, d, _ = dims.attention("sliding")
     columns = dims.qkv_columns("sliding")
-    label = lambda kernel: Path(args.manifests) / (shape.label(args.config, "sliding", kernel) + ".json")  # noqa
-    ops = {kernel: register_manifest(load_manifest(label(kernel))) for kernel in UNFUSED + ("qkv_norm_rope",)}
+    def path(kernel: str) -> Path:
+        return Path(args.manifests) / (shape.label(args.config, "sliding", kernel) + ".json")
+    ops = {kernel: register_manifest(load_manifest(path(kernel))) for kernel in UNFUSED + ("qkv_norm_rope",)}
 
     torch.manual_seed(0)
     s, hidden = args.tokens, dims.hidden
@@ -93,7 +94,7 @@ def main() -> int:
     exact = reference(projected, q_w, k_w, cos, sin, dims.heads, kv, d, dims.eps)
     record = {
         "case": f"{args.config} sliding prefill B1 S{s}: [{s}, {hidden}] x [{hidden}, {columns}], heads of {d}",
-        "schedule": json.loads(label("qkv_norm_rope").read_text()).get("schedule"),
+        "schedule": json.loads(path("qkv_norm_rope").read_text()).get("schedule"),
         "fused_vs_unfused_max_abs": float((together.float() - separate.float()).abs().max()),
         "fused_vs_unfused_rel_l2": relative_l2(together, separate),
         "fused_elements_differing": float((together != separate).float().mean()),
