@@ -185,7 +185,7 @@ class Planner {
         r.placement = Placement::epilogue;
         r.consumer = consumer.name();
         r.paired_dim = pointwise || folded >= 0 ? -1 : paired;
-        r.fold_dim = pointwise ? -1 : folded;
+        r.fold_dim = folded;  // read pointwise or rotated, beside its folds
       } else {
         r.placement = Placement::at_consumer;
         r.consumer = consumer.name();
@@ -285,7 +285,8 @@ class Planner {
             c->args.size() + 1 != rank)
           return std::nullopt;
         const Definition &fd = callee.definition();
-        if (fd.reduction->domain.dimensions() != 1) return std::nullopt;
+        if (fd.reduction->domain.dimensions() != 1 || !fd.reduction->domain.predicates().empty())
+          return std::nullopt;
         // The fold's coordinates are the consumer's without one dimension k.
         std::optional<int> skipped;
         for (size_t k = 0, a = 0; k < rank; ++k) {
@@ -316,7 +317,8 @@ class Planner {
 
   // The dimension in which `consumer` folds the reduction `producer` in its rows (reads_row_folds) where the
   // producer's matrix atom has its columns along it, or -1. The kernel checks that one thread quad holds
-  // each row of those columns whole (ReductionKernelBuilder::row_fold_layout).
+  // each row of those columns whole, and that each fold's domain is the whole dimension
+  // (ReductionKernelBuilder::stores_with_row_folds).
   int row_folds_from_registers(const Func &consumer, const Func &producer, const FuncSchedule *fs) const {
     const std::optional<int> dim = reads_row_folds(consumer, producer);
     if (!dim || !fs || !fs->atom()) return -1;

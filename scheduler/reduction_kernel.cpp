@@ -850,6 +850,15 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
   for (const Func &f : req_.row_folds) {
     const Definition &fd = f.definition();
     const Monoid &fm = *fd.reduction->monoid;
+    const RVar column_var = fd.reduction->domain[0];
+    if (!can_prove(column_var.min() == 0 && column_var.extent() == dim_extent))
+      fail(
+          "func '{}' folds '{}' by '{}' over [{}, {} + {}), but the epilogue folds whole rows of its "
+          "dimension "
+          "{} ([0, {})); fold over the whole dimension, or compute '{}' as a stage of its own "
+          "(FuncSchedule::compute_root)",
+          consumer, fname, f.name(), column_var.min(), column_var.min(), column_var.extent(), dim, dim_extent,
+          fname);
     if (!fm.commutative)
       fail(
           "func '{}' folds '{}' in the epilogue by '{}', whose monoid is not commutative: the lanes of "
@@ -892,7 +901,7 @@ Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) con
       read_intermediates(lowering, req_.intermediates);
       for (size_t k = 0, a = 0; k < coords.size(); ++k)
         if (static_cast<int>(k) != dim) lowering.bind(fd.args[a++].name(), coords[k]);
-      lowering.bind(fd.reduction->domain[0].name(), coords[dim]);
+      lowering.bind(column_var.name(), coords[dim]);
       lowering.on_func_call(
           [&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
             if (c->name != fname) return std::nullopt;

@@ -356,6 +356,20 @@ TEST_CASE("row folds: a per-head RMSNorm with a rotation fuses into the epilogue
   s.set_like(C, *GemmPlan{plain}.schedule(batched).find(batched.C.name()));
   CHECK_THROWS_WITH(lower(odd, s, Target::sm90a()),
                     doctest::Contains("a rotation by a multiple of 8 columns"));
+  // Without a rotation: the fold alone (an RMSNorm of each row), fused too.
+  Func norm_ss("rf_norm_ss"), norm("rf_norm");
+  const RDom whole({{0, D}}, "rf_r3");
+  norm_ss(h, i) = reduce(algebra::sum(f32), whole, C(h, i, whole.x) * C(h, i, whole.x));
+  norm(h, i, d) = cast(bf16, C(h, i, d) * rsqrt(norm_ss(h, i) / float(D) + 1e-6f));
+  norm.set_shape({Expr(H), M, Expr(D)});
+  CHECK(lower(norm, s, Target::sm90a()).kernels.size() == 1);
+  CHECK(lowered_error(norm, s, random_inputs(norm, sizes, 7), sizes) < bf16_tolerance);
+  Func half_ss("rf_half_ss"), half("rf_half");
+  const RDom first_half({{0, D / 2}}, "rf_r2");
+  half_ss(h, i) = reduce(algebra::sum(f32), first_half, C(h, i, first_half.x) * C(h, i, first_half.x));
+  half(h, i, d) = cast(bf16, C(h, i, d) * rsqrt(half_ss(h, i) + 1e-6f));
+  half.set_shape({Expr(H), M, Expr(D)});
+  CHECK_THROWS_WITH(lower(half, s, Target::sm90a()), doctest::Contains("fold over the whole dimension"));
 }
 
 TEST_CASE("gemma: the residual add between two RMSNorms in one row kernel with two outputs") {
