@@ -19,7 +19,8 @@ namespace {
 std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r,
                                         const std::vector<Halide::Expr> &coords,
                                         const std::vector<Halide::Expr> &finalized,
-                                        const std::vector<Halide::Expr> &finalized_pair) {
+                                        const std::vector<Halide::Expr> &finalized_pair,
+                                        const ExprLowering::FuncCallHook &other_reads) {
   if (!r.consumer) return finalized;
   const Definition &cd = r.consumer->definition();
   const std::vector<Halide::Expr> at = output_coords(r, coords);
@@ -29,6 +30,8 @@ std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r,
   const std::string &reduction = r.reduction.name();
   lowering.on_func_call([&](const Call *c,
                             const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
+    if (other_reads)
+      if (std::optional<Halide::Expr> v = other_reads(c, args)) return v;
     if (c->name != reduction) return std::nullopt;
     int64_t column = 0;  // of the pair
     for (size_t k = 0; k < args.size(); ++k) {
@@ -63,7 +66,8 @@ std::vector<Halide::Expr> output_extents(const ReductionKernelRequest &r) {
 
 Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::Expr> &coords,
                      const std::vector<Halide::Expr> &state, const Halide::Expr &part,
-                     const std::vector<Halide::Expr> &pair_state) {
+                     const std::vector<Halide::Expr> &pair_state,
+                     const ExprLowering::FuncCallHook &other_reads) {
   const Monoid &m = *r.reduction.definition().reduction->monoid;
   std::vector<Stmt> stores;
   const State s = m.one();
@@ -83,7 +87,7 @@ Stmt epilogue_stores(const ReductionKernelRequest &r, const std::vector<Halide::
       for (int c = 0; c < s.size(); ++c) second[s[c].as<Variable>()->name] = pair_state[c];
       for (const Halide::Expr &f : finalized) finalized_pair.push_back(substitute(second, f));
     }
-    const std::vector<Halide::Expr> values = output_values(r, coords, finalized, finalized_pair);
+    const std::vector<Halide::Expr> values = output_values(r, coords, finalized, finalized_pair, other_reads);
     const Halide::Expr index = flat_index(output_coords(r, coords), output_extents(r));
     for (size_t o = 0; o < values.size(); ++o) {
       const BufferArg &out = r.output_buffers[o];

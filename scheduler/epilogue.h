@@ -3,6 +3,7 @@
 // the fused consumer) and store, store the raw state as a partial, or add it atomically.
 #include <vector>
 
+#include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
 #include "scheduler/reduction_kernel.h"
 #include "scheduler/staging.h"
@@ -13,11 +14,13 @@ namespace twist {
 // components are `state`; `part` is the split part's index where the request stores partial states. Where
 // the fused consumer reads column pairs (ReductionKernelRequest::paired_dim), `coords` is the pair's first
 // point (even in that dimension), `pair_state` the state of the second, and the consumer's point they make
-// is stored.
+// is stored. `other_reads` resolves the consumer's calls first, where it gives a value: those of its row
+// folds and of the reduction at other points of the thread's registers (ReductionKernelRequest::fold_dim).
 Halide::Internal::Stmt epilogue_stores(const ReductionKernelRequest &request,
                                        const std::vector<Halide::Expr> &coords,
                                        const std::vector<Halide::Expr> &state, const Halide::Expr &part,
-                                       const std::vector<Halide::Expr> &pair_state = {});
+                                       const std::vector<Halide::Expr> &pair_state = {},
+                                       const ExprLowering::FuncCallHook &other_reads = {});
 
 // The point of the stored output that the reduction's point `coords` goes into, and the output's extents:
 // the reduction's, halved in the dimension of a consumer's column pairs.

@@ -50,6 +50,7 @@ std::string Realization::to_string() const {
       s += fmt::format(" {} loop {}", r.consumer, r.loop.empty() ? "(its row)" : r.loop);
     if (r.placement == Placement::epilogue) s += " " + r.consumer;
     if (r.paired_dim >= 0) s += fmt::format(" (column pairs in dimension {})", r.paired_dim);
+    if (r.fold_dim >= 0) s += fmt::format(" (rows folded in dimension {})", r.fold_dim);
     if (!r.extents.empty()) s += fmt::format(" over [{}]", fmt::join(r.extents, ", "));
     if (r.by_default) s += " (default)";
     s += "\n";
@@ -178,11 +179,13 @@ class Planner {
       const FuncSchedule *fs = schedule_.find(r.func.name());
       const bool pointwise = reads_pointwise(consumer, r.func);
       const int paired = column_pairs_from_registers(consumer, r.func, fs);
-      if (consumer.same_as(output) && (pointwise || paired >= 0) && fs &&
+      const int folded = row_folds_from_registers(consumer, r.func, fs);
+      if (consumer.same_as(output) && (pointwise || paired >= 0 || folded >= 0) && fs &&
           !binds_reduction_to_threads(r.func, fs)) {
         r.placement = Placement::epilogue;
         r.consumer = consumer.name();
-        r.paired_dim = pointwise ? -1 : paired;
+        r.paired_dim = pointwise || folded >= 0 ? -1 : paired;
+        r.fold_dim = folded;  // read pointwise or rotated, beside its folds
       } else {
         r.placement = Placement::at_consumer;
         r.consumer = consumer.name();
@@ -233,6 +236,92 @@ class Planner {
     const std::optional<int> dim = reads_column_pairs(consumer, producer);
     if (!dim || !fs || !fs->atom()) return -1;
     // The coordinates do not depend on the extents.
+    const std::vector<Halide::Expr> extents(producer.definition().args.size(), Halide::Expr(1));
+    const LoopStructure loops = make_loops(producer, extents, fs);
+    return expr_uses_var(loops.value_of.at(producer.definition().args[*dim].name()), fs->atom()->j) ? *dim
+                                                                                                    : -1;
+  }
+
+  // Whether `arg`, a coordinate at which `consumer` reads a func, is (x + c) % E for the consumer's variable
+  // x and constants c and E: a rotation along x.
+  static bool is_rotation(const Halide::Expr &arg, const Var &x) {
+    const Halide::Expr simplified = simplify(arg);
+    const Mod *mod = simplified.as<Mod>();
+    if (!mod || !as_const_int(mod->b)) return false;
+    const Halide::Expr offset = simplify(mod->a - Halide::Expr(x));
+    return as_const_int(offset) != nullptr;
+  }
+
+  // The dimension d in which `consumer` reads `producer` at its own point or rotated ((x_d + c) % E), and at
+  // its own point in every other dimension, where it also reads at least one row fold of the producer: a
+  // reduction computed at the consumer, read at the consumer's point without dimension d, whose elements
+  // read the producer at that point with its reduction variable (over the whole of dimension d) in
+  // dimension d; every reduction the consumer reads is the producer or such a fold. None otherwise.
+  std::optional<int> reads_row_folds(const Func &consumer, const Func &producer) const {
+    const Definition &cd = consumer.definition();
+    const size_t rank = cd.args.size();
+    int folded = -1;
+    bool folds = false;
+    auto same_dim = [&](int k) {
+      if (folded >= 0 && folded != k) return false;
+      folded = k;
+      return true;
+    };
+    for (const Halide::Expr &e : computed_expressions(consumer))
+      for (const Call *c : func_calls(e)) {
+        if (!graph_.has_func(c->name)) continue;
+        const Func &callee = graph_.func(c->name);
+        if (c->name == producer.name()) {
+          if (c->args.size() != rank) return std::nullopt;
+          for (size_t k = 0; k < rank; ++k) {
+            if (equal(simplify(c->args[k]), Halide::Expr(cd.args[k]))) continue;
+            if (!is_rotation(c->args[k], cd.args[k]) || !same_dim(static_cast<int>(k))) return std::nullopt;
+          }
+          continue;
+        }
+        if (!callee.definition().is_reduction()) continue;
+        const FuncRealization &fold = realization_.of(c->name);
+        if (fold.placement != Placement::at_consumer || fold.consumer != consumer.name() ||
+            c->args.size() + 1 != rank)
+          return std::nullopt;
+        const Definition &fd = callee.definition();
+        if (fd.reduction->domain.dimensions() != 1 || !fd.reduction->domain.predicates().empty())
+          return std::nullopt;
+        // The fold's coordinates are the consumer's without one dimension k.
+        std::optional<int> skipped;
+        for (size_t k = 0, a = 0; k < rank; ++k) {
+          if (a < c->args.size() && equal(simplify(c->args[a]), Halide::Expr(cd.args[k]))) {
+            ++a;
+            continue;
+          }
+          if (skipped) return std::nullopt;
+          skipped = static_cast<int>(k);
+        }
+        if (!skipped || !same_dim(*skipped)) return std::nullopt;
+        // Its elements read the producer at its own coordinates with its reduction variable in dimension k.
+        const Halide::Expr rx(fd.reduction->domain[0]);
+        for (const Halide::Expr &fe : computed_expressions(callee))
+          for (const Call *p : func_calls(fe)) {
+            if (p->name != producer.name()) continue;
+            if (p->args.size() != rank) return std::nullopt;
+            for (size_t k = 0, a = 0; k < rank; ++k) {
+              const Halide::Expr want = static_cast<int>(k) == *skipped ? rx : Halide::Expr(fd.args[a++]);
+              if (!equal(simplify(p->args[k]), want)) return std::nullopt;
+            }
+          }
+        folds = true;
+      }
+    if (!folds || folded < 0) return std::nullopt;
+    return folded;
+  }
+
+  // The dimension in which `consumer` folds the reduction `producer` in its rows (reads_row_folds) where the
+  // producer's matrix atom has its columns along it, or -1. The kernel checks that one thread quad holds
+  // each row of those columns whole, and that each fold's domain is the whole dimension
+  // (ReductionKernelBuilder::stores_with_row_folds).
+  int row_folds_from_registers(const Func &consumer, const Func &producer, const FuncSchedule *fs) const {
+    const std::optional<int> dim = reads_row_folds(consumer, producer);
+    if (!dim || !fs || !fs->atom()) return -1;
     const std::vector<Halide::Expr> extents(producer.definition().args.size(), Halide::Expr(1));
     const LoopStructure loops = make_loops(producer, extents, fs);
     return expr_uses_var(loops.value_of.at(producer.definition().args[*dim].name()), fs->atom()->j) ? *dim

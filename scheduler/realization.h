@@ -9,6 +9,11 @@
 //     atom that the output reads at column pairs, (.., 2x, ..) and (.., 2x + 1, ..) at its own point x (a
 //     gated activation over interleaved gate and up columns), whose extent in that dimension is then twice
 //     the output's (the atom's layouts keep both columns of a pair in one thread: scheduler/epilogue.h);
+//   - so is a reduction with a matrix atom that the output reads at its own point and at its own point
+//     rotated along the atom's columns, ((x + c) % E in that dimension of extent E), beside reductions
+//     computed at the output that fold it over that whole dimension at the output's other coordinates (a
+//     per-head RMSNorm with RoPE over a projection whose columns are a head): "row folds", computed in the
+//     epilogue where one thread quad holds a whole row of the atom's columns (scheduler/epilogue.h);
 //   - any other reduction read by exactly one pure func is computed at that consumer's row: the consumer's
 //     loops that the reduction's coordinates depend on, one block per row, folded by the block's threads as
 //     a tree (long reductions get a cooperative tree per output point);
@@ -44,6 +49,9 @@ struct FuncRealization {
   // epilogue: the dimension in which the consumer reads it at column pairs (2x, 2x + 1), or -1 where the
   // consumer reads it at its own point.
   int paired_dim = -1;
+  // epilogue: the dimension over which the consumer's row folds fold the reduction (and along which it reads
+  // it rotated), or -1.
+  int fold_dim = -1;
   bool by_default = false;  // placed by the rule above, not by the schedule
 };
 

@@ -77,6 +77,10 @@ class ReductionKernelBuilder {
   // Whether the epilogue stores a consumer's points from column pairs of the accumulators; refuses, saying
   // why, a schedule under which a thread does not hold both columns of each pair.
   bool stores_column_pairs() const;
+  // The epilogue's stores where the consumer folds the reduction's rows (ReductionKernelRequest::fold_dim):
+  // the row folds from the accumulators and quad shuffles, then each point's value; refuses, saying why, a
+  // schedule under which one thread quad does not hold each row whole.
+  Stmt stores_with_row_folds(const Halide::Expr &part) const;
   Halide::Expr register_index(const std::vector<int> &dims) const;
   Stmt init_states() const;
   Stmt epilogue();
@@ -742,16 +746,225 @@ Stmt ReductionKernelBuilder::epilogue() {
   // pair's first point is even and the reduction's extent there is twice the output's, so where the first
   // is inside, so is the second.
   const bool pairs = stores_column_pairs();
-  const Stmt stores = for_each_point(
-      [&] {
-        const Stmt s = epilogue_stores(req_, coords, state_values(), part,
-                                       pairs ? state_values(1) : std::vector<Halide::Expr>{});
-        const bool all_guards = write_backs_.empty() || reads_inputs(s, *req_.graph);
-        return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
-      },
-      pairs);
+  const Stmt stores =
+      req_.fold_dim >= 0
+          ? stores_with_row_folds(part)
+          : for_each_point(
+                [&] {
+                  const Stmt s = epilogue_stores(req_, coords, state_values(), part,
+                                                 pairs ? state_values(1) : std::vector<Halide::Expr>{});
+                  const bool all_guards = write_backs_.empty() || reads_inputs(s, *req_.graph);
+                  return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
+                },
+                pairs);
   if (write_backs_.empty()) return stores;
   return write_back(write_backs_, stored, stores, writers, sync, slot);
+}
+
+Stmt ReductionKernelBuilder::stores_with_row_folds(const Halide::Expr &part) const {
+  const std::string &fname = req_.reduction.name(), &consumer = req_.consumer->name();
+  const int dim = req_.fold_dim;
+  const Halide::Expr dim_extent = simplify(req_.extents[dim]);
+  const int64_t *extent = as_const_int(dim_extent);
+  const int atom_columns = wgmma_n_ ? wgmma_n_ : 8;
+  // One thread quad holds each row of the dimension whole where the dimension's coordinate is the atom's
+  // column loop alone (a single block and no register tiles along it) and the atom is as wide as it: the
+  // accumulator layouts give a row's columns to the 4 lanes of a quad.
+  bool whole_rows = atom_ && extent && *extent == atom_columns;
+  if (whole_rows) {
+    Scope<Interval> ranges;
+    for (const LoopDim &d : loops_.dims) ranges.push(d.name, Interval(0, simplify(d.extent - 1)));
+    const Halide::Expr coordinate = loops_.value_of.at(def_.args[dim].name());
+    const Interval rest = bounds_of_expr_in_scope(
+        simplify(substitute(loops_.dims[atom_j_].name, Halide::Expr(0), coordinate)), ranges);
+    whole_rows = rest.is_bounded() && can_prove(rest.min == 0 && rest.max == 0);
+  }
+  if (!whole_rows)
+    fail(
+        "func '{}' folds '{}' over its dimension {} (extent {}) in the epilogue, which needs each row "
+        "of that dimension in one thread quad's registers: schedule '{}' with one matrix atom as wide as the "
+        "dimension along it ({} columns: a single block and no register tiles there), or compute '{}' as a "
+        "stage of its own (FuncSchedule::compute_root)",
+        consumer, fname, dim, req_.extents[dim], fname, atom_columns, fname);
+  // Each accumulator element's row and column relative to element 0's: constants, the lane's terms cancel.
+  const int elements = accumulator_elements();
+  auto row_of = [&](int e) { return wgmma_n_ ? wgmma_accumulator_row(e) : accumulator_row(e); };
+  auto col_of = [&](int e) { return wgmma_n_ ? wgmma_accumulator_col(e) : accumulator_col(e); };
+  std::vector<int64_t> rows, row_offset(elements), col_offset(elements);
+  std::map<std::pair<int64_t, int64_t>, int> element_at;
+  for (int e = 0; e < elements; ++e) {
+    const Halide::Expr row = simplify(row_of(e) - row_of(0)), col = simplify(col_of(e) - col_of(0));
+    const int64_t *r = as_const_int(row), *c = as_const_int(col);
+    TWIST_CHECK(r && c, "accumulator elements at constant offsets from element 0");
+    row_offset[e] = *r;
+    col_offset[e] = *c;
+    element_at[{*r, *c}] = e;
+    if (std::find(rows.begin(), rows.end(), *r) == rows.end()) rows.push_back(*r);
+  }
+  // A fold's state per row of the thread: its register point's rows, each at one of `rows`.
+  const int slots = static_cast<int>(rows.size());
+  int points = 1;
+  for (int d : register_dims_) points *= loops_.dims[d].constant_extent(loops_.func, "keeping row folds");
+  auto slot = [&](int row) { return simplify(register_index(register_dims_) * slots + row); };
+  auto slot_of = [&](int e) {
+    return slot(static_cast<int>(std::find(rows.begin(), rows.end(), row_offset[e]) - rows.begin()));
+  };
+  const std::string &atom_row = loops_.dims[atom_i_].name, &atom_col = loops_.dims[atom_j_].name;
+  // The statement `s` at accumulator element e of each register point, the atom's loops defined there.
+  auto at_elements = [&](const std::function<Stmt(int e)> &s) {
+    std::vector<Stmt> per_element;
+    for (int e = 0; e < elements; ++e)
+      per_element.push_back(
+          LetStmt::make(atom_row, row_of(e),
+                        LetStmt::make(atom_col, col_of(e), substitute("acc.e", Halide::Expr(e), s(e)))));
+    return block(per_element);
+  };
+  auto at_slots = [&](const std::function<Stmt(const Halide::Expr &slot)> &s) {
+    std::vector<Stmt> per_slot;
+    for (int r = 0; r < slots; ++r) per_slot.push_back(s(slot(r)));
+    return block(per_slot);
+  };
+  auto over_register_points = [&](Stmt s) {
+    for (auto it = register_dims_.rbegin(); it != register_dims_.rend(); ++it) {
+      const LoopDim &d = loops_.dims[*it];
+      s = For::make(d.name, 0, d.extent, ForType::Unrolled, Halide::DeviceAPI::None, s);
+    }
+    return s;
+  };
+  // The reduction's value at element e + offset of this register point, as its consumer reads it.
+  auto finalized_at = [&](int offset, int value_index) {
+    std::map<std::string, Halide::Expr> state;
+    const std::vector<Halide::Expr> values = state_values(offset);
+    for (int c = 0; c < monoid_.one().size(); ++c) state[monoid_.one()[c].as<Variable>()->name] = values[c];
+    return substitute(state, Halide::Expr(monoid_.finalize[value_index]));
+  };
+  std::vector<Halide::Expr> coords;
+  for (const Var &v : def_.args) coords.push_back(loops_.value_of.at(v.name()));
+  const std::string &column = def_.args[dim].name();
+  std::vector<Stmt> init, fold, exchange;
+  std::vector<std::pair<std::string, Type>> registers;  // the folds' arrays, points * slots each
+  struct FoldArrays {
+    std::vector<std::string> state, other;
+  };
+  std::map<std::string, FoldArrays> fold_arrays;
+  for (const Func &f : req_.row_folds) {
+    const Definition &fd = f.definition();
+    const Monoid &fm = *fd.reduction->monoid;
+    const RVar column_var = fd.reduction->domain[0];
+    if (!can_prove(column_var.min() == 0 && column_var.extent() == dim_extent))
+      fail(
+          "func '{}' folds '{}' by '{}' over [{}, {} + {}), but the epilogue folds whole rows of its "
+          "dimension "
+          "{} ([0, {})); fold over the whole dimension, or compute '{}' as a stage of its own "
+          "(FuncSchedule::compute_root)",
+          consumer, fname, f.name(), column_var.min(), column_var.min(), column_var.extent(), dim, dim_extent,
+          fname);
+    if (!fm.commutative)
+      fail(
+          "func '{}' folds '{}' in the epilogue by '{}', whose monoid is not commutative: the lanes of "
+          "a quad fold their columns out of order; compute '{}' as a stage of its own "
+          "(FuncSchedule::compute_root)",
+          consumer, fname, f.name(), fname);
+    FoldArrays &a = fold_arrays[f.name()];
+    for (const Component &c : fm.state) {
+      a.state.push_back("fold." + f.name() + "." + c.name);
+      a.other.push_back("fold." + f.name() + "." + c.name + ".lane");
+    }
+    auto current = [&](const Halide::Expr &slot, const std::vector<std::string> &names) {
+      std::vector<Halide::Expr> v;
+      for (size_t c = 0; c < names.size(); ++c) v.push_back(load(fm.state[c].type, names[c], slot));
+      return v;
+    };
+    auto combined = [&](const Halide::Expr &slot,
+                        const std::vector<std::pair<std::string, Halide::Expr>> &lets,
+                        const std::vector<Halide::Expr> &rhs) {
+      std::vector<std::pair<std::string, Halide::Expr>> all = lets;
+      const State lhs_vars = fm.lhs(), rhs_vars = fm.rhs();
+      const std::vector<Halide::Expr> lhs = current(slot, a.state);
+      for (size_t c = 0; c < fm.state.size(); ++c) {
+        all.push_back({rhs_vars[c].as<Variable>()->name, rhs[c]});
+        all.push_back({lhs_vars[c].as<Variable>()->name, lhs[c]});
+      }
+      std::vector<Stmt> stores;
+      for (size_t c = 0; c < fm.state.size(); ++c) stores.push_back(store(a.state[c], fm.combine[c], slot));
+      return let_all(all, block(stores));
+    };
+    init.push_back(at_slots([&](const Halide::Expr &slot) {
+      std::vector<Stmt> s;
+      for (size_t c = 0; c < fm.state.size(); ++c) s.push_back(store(a.state[c], fm.identity[c], slot));
+      return block(s);
+    }));
+    // Each element's contribution: the fold's elements at this point, its reduction variable the column,
+    // reading the reduction's value there.
+    fold.push_back(at_elements([&](int e) {
+      ExprLowering lowering(*req_.graph);
+      read_intermediates(lowering, req_.intermediates);
+      for (size_t k = 0, a = 0; k < coords.size(); ++k)
+        if (static_cast<int>(k) != dim) lowering.bind(fd.args[a++].name(), coords[k]);
+      lowering.bind(column_var.name(), coords[dim]);
+      lowering.on_func_call(
+          [&](const Call *c, const std::vector<Halide::Expr> &) -> std::optional<Halide::Expr> {
+            if (c->name != fname) return std::nullopt;
+            return finalized_at(0, c->value_index);
+          });
+      const State x = fm.element();
+      std::vector<std::pair<std::string, Halide::Expr>> lets;
+      for (int k = 0; k < x.size(); ++k)
+        lets.push_back({x[k].as<Variable>()->name, lowering.lower(fd.reduction->elements[k])});
+      std::vector<Halide::Expr> lifted;
+      for (size_t c = 0; c < fm.state.size(); ++c) lifted.push_back(Halide::Expr(fm.lift[c]));
+      return combined(slot_of(e), lets, lifted);
+    }));
+    // The quad's four partial folds of each row, combined in every lane.
+    for (const int mask : {1, 2})
+      exchange.push_back(at_slots([&](const Halide::Expr &slot) {
+        std::vector<Stmt> s;
+        for (size_t c = 0; c < fm.state.size(); ++c)
+          s.push_back(
+              intrinsic::shuffle_xor({a.other[c], slot, load(fm.state[c].type, a.state[c], slot), mask}));
+        s.push_back(combined(slot, {}, current(slot, a.other)));
+        return block(s);
+      }));
+    for (size_t c = 0; c < fm.state.size(); ++c)
+      for (const std::string &name : {a.state[c], a.other[c]}) registers.push_back({name, fm.state[c].type});
+  }
+  // Each point: the consumer reads the folds at its row's slot, and the reduction at its own point or
+  // rotated along the dimension, at the element of this thread that holds that column of the same row.
+  const Stmt stores = at_elements([&](int e) {
+    auto reads = [&](const Call *c, const std::vector<Halide::Expr> &args) -> std::optional<Halide::Expr> {
+      if (fold_arrays.count(c->name)) {
+        const Monoid &fm = *req_.graph->func(c->name).definition().reduction->monoid;
+        const FoldArrays &a = fold_arrays.at(c->name);
+        std::map<std::string, Halide::Expr> state;
+        for (size_t k = 0; k < fm.state.size(); ++k)
+          state[fm.one()[k].as<Variable>()->name] = load(fm.state[k].type, a.state[k], slot_of(e));
+        return substitute(state, Halide::Expr(fm.finalize[c->value_index]));
+      }
+      if (c->name != fname || equal(simplify(args[dim]), simplify(coords[dim]))) return std::nullopt;
+      const Halide::Expr rotated = simplify(args[dim]);
+      const Mod *rotation = rotated.as<Mod>();
+      const Halide::Expr shift = rotation ? simplify(rotation->a - coords[dim]) : Halide::Expr();
+      const int64_t *offset = rotation ? as_const_int(shift) : nullptr;
+      if (!offset || *offset % 8 != 0)
+        fail(
+            "func '{}' reads '{}' at {} = {} in its dimension {}, a rotation by a multiple of 8 columns in a "
+            "row of the thread quad's registers only; read it at (x + 8c) % {}, or compute '{}' as a "
+            "stage of its own (FuncSchedule::compute_root)",
+            consumer, fname, column, args[dim], dim, *extent, fname);
+      const int64_t partner_col = ((col_offset[e] + *offset) % *extent + *extent) % *extent;
+      const auto partner = element_at.find({row_offset[e], partner_col});
+      TWIST_CHECK(partner != element_at.end(), "a rotated column in the thread's registers");
+      return finalized_at(partner->second - e, c->value_index);
+    };
+    const Stmt s = epilogue_stores(req_, coords, state_values(), part, {}, reads);
+    const bool all_guards = write_backs_.empty() || reads_inputs(s, *req_.graph);
+    return guarded(all_of(all_guards ? loops_.pure_guards : loops_.repeat_guards), s);
+  });
+  Stmt body = block({over_register_points(block(init)), over_register_points(block(fold)),
+                     over_register_points(block(exchange)), over_register_points(stores)});
+  for (const auto &[name, type] : registers)
+    body = Allocate::make(name, type, Halide::MemoryType::Register, {points * slots}, const_true(), body);
+  return body;
 }
 
 bool ReductionKernelBuilder::stores_column_pairs() const {
@@ -799,7 +1012,7 @@ Stmt ReductionKernelBuilder::stmatrix_writes(const std::vector<Halide::Expr> &co
   // would overwrite its twin: those kernels keep the stores by element. (A consumer of column pairs has one
   // element per pair: half the matrices' cells.)
   if (!wgmma_n_ || wgmma_n_ % 16 != 0 || write_backs_.size() != 1 || !req_.schedule->stmatrix_writes() ||
-      req_.paired_dim >= 0)
+      req_.paired_dim >= 0 || req_.fold_dim >= 0)
     return Stmt();
   const StagePlan &tile = write_backs_[0];
   if (tile.directive.transport != Transport::tma || tile.type.bits() != 16 || !loops_.repeat_guards.empty())

@@ -23,6 +23,10 @@ struct ReductionKernelRequest {
   // is computed from two of the reduction's (extents are the reduction's, twice the consumer's there). -1:
   // it reads the reduction at its own point.
   int paired_dim = -1;
+  // The consumer's dimension over which reductions computed at it fold the reduction's rows (row folds,
+  // scheduler/realization.h) and along which it reads the reduction rotated; -1 where it has none.
+  int fold_dim = -1;
+  std::vector<Func> row_folds;        // those reductions, computed in the epilogue
   std::vector<Halide::Expr> extents;  // of the pure domain
   const FuncSchedule *schedule = nullptr;
   Target target;

@@ -119,6 +119,10 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
   const std::vector<Halide::Expr> &extents = computed.extents;
   request.extents = extents;
   request.paired_dim = computed.paired_dim;
+  request.fold_dim = computed.fold_dim;
+  if (computed.fold_dim >= 0)
+    for (const FuncRealization *r : ctx.realization->computed_at(output.name()))
+      request.row_folds.push_back(r->func);
   request.target = ctx.target;
   request.intermediates = ctx.intermediates;
   request.reduction = reduced;
@@ -153,6 +157,30 @@ void tiled_reduction_stage(const StageContext &ctx, const FuncRealization &stage
   if (request.schedule->stream_k_enabled())
     approve(
         fmt::format("stream_k of {}: the last tiles' k-tiles split in ranges across the blocks", reduction));
+  // A row fold needs the whole sums of its row in the registers of one tile's epilogue.
+  if (request.fold_dim >= 0 && (request.schedule->reduction_split() || request.schedule->stream_k_enabled()))
+    fail(
+        "func '{}' folds '{}' over its dimension {} in the epilogue, which needs each tile's whole sums, but "
+        "the schedule of '{}' splits its reduction ({}); schedule it without the split, or compute '{}' as a "
+        "stage of its own (FuncSchedule::compute_root)",
+        output.name(), reduction, request.fold_dim, reduction,
+        request.schedule->reduction_split() ? "split_reduction" : "stream_k", reduction);
+  // A row fold folds a row's columns in each lane, then across its quad: in any order.
+  for (const Func &fold : request.row_folds) {
+    const FuncSchedule *fs = schedule.find(fold.name());
+    std::optional<algebra::AssociativityOverride> fold_override;
+    if (fs && fs->associativity_override())
+      fold_override = algebra::AssociativityOverride{*fs->associativity_override()};
+    approvals += "  " +
+                 algebra::require_reorderable(
+                     *fold.definition().reduction->monoid,
+                     fmt::format("row fold of {} in the epilogue of {}: each lane's columns, then its quad's "
+                                 "lanes by shuffles, its points in any order",
+                                 fold.name(), reduction),
+                     fold_override, schedule_check_options(fold, {}, fs))
+                     .to_string() +
+                 "\n";
+  }
   if (request.schedule->reduction_split())
     approve(fmt::format("split_reduction of {} over {} into {} parts", reduction,
                         request.schedule->reduction_split()->var,

@@ -123,6 +123,64 @@ HeadNorm make_head_norm(const HeadNormOptions &o) {
   return n;
 }
 
+QkvNormRope make_qkv_norm_rope(const Config &c, LayerType t, const std::string &p) {
+  const LayerAttention la = layer_attention(c, t);
+  const int H = c.heads, KV = la.kv_heads, D = la.head_dim;
+  const Type dtype = bf16;
+  SizeParam rows(p + "rows"), hidden(p + "hidden");
+  QkvNormRope n{dtype,
+                H,
+                KV,
+                D,
+                la.values_from_keys,
+                c.eps,
+                p,
+                rows,
+                hidden,
+                Input(p + "A", dtype, {rows, hidden}),  // named as the GEMM schedule's staged inputs
+                Input(p + "B", dtype, {hidden, Expr(la.qkv_columns(H))}),
+                Input(p + "q_w", dtype, {Expr(D)}),
+                Input(p + "k_w", dtype, {Expr(D)}),
+                Input(p + "cos", dtype, {rows, Expr(D)}),
+                Input(p + "sin", dtype, {rows, Expr(D)}),
+                RDom({{0, hidden}}, p + "k"),
+                RDom({{0, D}}, p + "r"),
+                Var("b"),
+                Var("i"),
+                Var("j"),
+                Func(p + "C"),
+                Func(p + "ss"),
+                Func(p + "out")};
+  const Var &g = n.g, &i = n.i, &d = n.d;
+  n.C(g, i, d) = reduce(algebra::sum(f32), n.k, f32_of(n.y(i, n.k.x)) * f32_of(n.w(n.k.x, g * D + d)));
+  n.C.set_shape({Expr(la.qkv_columns(H) / D), rows, Expr(D)});  // to evaluate it alone
+  // The projection as PyTorch stores it.
+  auto projected = [&](const Expr &head, const Expr &e) { return f32_of(cast(dtype, n.C(head, i, e))); };
+  n.ss(g, i) = reduce(algebra::sum(f32), n.r, projected(g, n.r.x) * projected(g, n.r.x));
+  // Output head h = g: q's heads are the first H, k's the next KV, and v's the KV from v_first_column on
+  // (k's own where the values are the keys).
+  const Var &h = g;
+  const Expr is_q = h < H, is_k = h >= H && h < H + KV;
+  const int v_shift = H + KV - la.v_first_column(H) / D;  // KV where the values are the keys, else 0
+  // (max_of only tells bounds inference what the select does: a v head's group is never below H.)
+  const Expr head = v_shift == 0 ? Expr(h) : max_of(h - select(h < H + KV, 0, v_shift), 0);
+  // The normalized head, rounded to the storage type as the norm's module returns it; v_norm has no weight.
+  auto normalized = [&](const Expr &e) {
+    const Expr v = projected(head, e) * rsqrt(n.ss(head, i) / float(D) + c.eps);
+    const Expr weight = select(is_q, f32_of(n.q_w(e)), f32_of(n.k_w(e)));
+    return f32_of(cast(dtype, select(is_q || is_k, v * weight, v)));
+  };
+  // rotate_half, on q and k only: the first half of the head takes minus the second half, the second half
+  // the first.
+  const int half = D / 2;
+  const Expr partner = normalized((d + half) % D);
+  const Expr rotated = select(d < half, -partner, partner);
+  const Expr roped = normalized(d) * f32_of(n.cos(i, d)) + rotated * f32_of(n.sin(i, d));
+  n.out(h, i, d) = cast(dtype, select(is_q || is_k, roped, normalized(d)));
+  n.out.set_shape({Expr(H + 2 * KV), rows, Expr(D)});
+  return n;
+}
+
 ResidualNorm make_residual_norm(Type dtype, int hidden, float eps, const std::string &p) {
   SizeParam rows(p + "rows");
   const Expr H(hidden);

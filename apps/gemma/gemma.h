@@ -103,6 +103,33 @@ struct HeadNorm {
 };
 HeadNorm make_head_norm(const HeadNormOptions &options);
 
+// The projection and the three head norms of a layer as ONE program, the form whose norms are computed in
+// the projection's epilogue. The projection per head: C(g, i, d) = sum over k of y(i, k) Wqkv(k, g D + d),
+// the f32 sums of head g's columns (q's, then k's (and v's) side by side in Wqkv, [hidden, columns]), rounded
+// to the storage type as PyTorch stores the projection; then per head what make_head_norm computes for q and
+// k (weight and RoPE) and for v (neither), written out [heads + 2 kv_heads, B*S, D]: q's heads, then k's,
+// then v's (a full layer's v heads are k's columns), attention's [B, H, S, D] at B 1. A head's norm folds
+// C over its last dimension and RoPE reads it at (d + D/2) % D: where the projection's wgmma atom is one head
+// wide, both are in one thread quad's registers, and the norms are the GEMM's epilogue (row folds,
+// scheduler/realization.h), one kernel storing only the output.
+struct QkvNormRope {
+  Type dtype;
+  int heads, kv_heads, head_dim;
+  bool values_from_keys;
+  float eps;
+  std::string prefix;
+  SizeParam rows, hidden;          // rows = B * S
+  Input y, w, q_w, k_w, cos, sin;  // y [rows, hidden], w = Wqkv; q_norm's and k_norm's weights [D];
+                                   // the rotary tables as [rows, D]
+  RDom k, r;
+  Var g, i, d;      // named as the batched GEMM schedule's loops: "b", "i", "j"
+  Func C, ss, out;  // C [heads + kv_heads (+ kv_heads), rows, D]; ss(g, i): head g's sum of squares at row i
+};
+QkvNormRope make_qkv_norm_rope(const Config &c, LayerType t, const std::string &prefix = "");
+// Whether `plan` tiles the per-head projection so that its norms fold in its epilogue: a Hopper plan whose
+// block (one wgmma atom a warpgroup) is one head wide, without split or stream-K.
+bool qkv_norms_fuse(const QkvNormRope &n, const GemmPlan &plan);
+
 // The sublayer's output x normalized and added to the residual stream, then that stream normalized for the
 // next sublayer, in one row kernel with two outputs:
 //   h = (residual + rmsnorm(x, w_post)) layer_scalar,  y = rmsnorm(h, w_next)
@@ -133,6 +160,9 @@ GemmPlan projection_plan(int64_t m, int64_t n, int64_t k);
 // hidden)).
 Schedule schedule_gated_up(const GatedUp &g, const GemmPlan &plan);
 Schedule schedule_head_norm(const HeadNorm &n);
+// The per-head projection tiled by `plan` (batched over heads); its norms in its epilogue where the plan
+// allows (qkv_norms_fuse), else the sums a stage of their own and the norms one row kernel.
+Schedule schedule_qkv_norm_rope(const QkvNormRope &n, const GemmPlan &plan);
 Schedule schedule_residual_norm(const ResidualNorm &n);
 // A layer's attention problem: `batch` sequences of `queries` new tokens (1 when decoding) over `keys` keys,
 // with `heads` query heads.

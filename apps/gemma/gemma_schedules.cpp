@@ -31,6 +31,23 @@ Schedule schedule_head_norm(const HeadNorm &n) {
   return s;
 }
 
+bool qkv_norms_fuse(const QkvNormRope &n, const GemmPlan &plan) {
+  const auto *t = std::get_if<HopperTiling>(&plan.tiling);
+  return t && !n.values_from_keys && t->block_n == n.head_dim && t->split_k == 1 && !t->stream_k;
+}
+
+Schedule schedule_qkv_norm_rope(const QkvNormRope &n, const GemmPlan &plan) {
+  // The batched GEMM's schedule moved onto the per-head projection (its loops and inputs have its names).
+  const Gemm batched = make_gemm({.input = n.dtype, .output = n.dtype, .batched = true, .prefix = n.prefix});
+  Schedule s;
+  s.set_like(n.C, *plan.schedule(batched).find(batched.C.name()));
+  // Where a block is not one head, or a full layer's v heads read k's sums, the sums are a stage of their
+  // own and the norms one row kernel, one block per (head, row).
+  if (!qkv_norms_fuse(n, plan)) s[n.C].compute_root();
+  s[n.ss].compute_at(n.out, n.i);
+  return s;
+}
+
 Schedule schedule_residual_norm(const ResidualNorm &n) {
   Schedule s;
   s[n.ss_x].compute_at(n.out, n.i);

@@ -602,6 +602,13 @@ int export_gemma(const Options &o) {
   head_norm("q_norm_rope", c.heads, 0, true, true);
   head_norm("k_norm_rope", la.kv_heads, la.k_first_column(c.heads), true, true);
   head_norm("v_norm", la.kv_heads, la.v_first_column(c.heads), false, false);
+  // The projection with the three head norms in its epilogue, where its plan is one head wide (sliding layers
+  // at prefill): [heads + 2 kv_heads, rows, D], what the four kernels above give (apps/gemma/README.md).
+  const gm::QkvNormRope fused_norms = gm::make_qkv_norm_rope(c, *layer);
+  const apps::GemmPlan qkv_plan = gm::projection_plan(rows, la.qkv_columns(c.heads), c.hidden);
+  if (gm::qkv_norms_fuse(fused_norms, qkv_plan))
+    write("qkv_norm_rope", fused_norms.out, gm::schedule_qkv_norm_rope(fused_norms, qkv_plan),
+          {{"rows", rows}, {"hidden", c.hidden}}, qkv_plan.name() + "_norms_in_epilogue");
   const apps::Attention a = gm::make_layer_attention(c, *layer, decode);
   Scalars attention_scalars = {{"B", batch}, {"H", c.heads}, {"L", keys}, {"qk_scale", gm::qk_scale()}};
   if (!decode) attention_scalars["S"] = tokens;

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 
+#include "algebra/builtins.h"
 #include "apps/gemma/gemma.h"
 #include "backends/cuda/codegen/cuda_printer.h"
 #include "backends/cuda/runtime/kernel_cache.h"
+#include "backends/reference/evaluate_funcs.h"
 #include "scheduler/lower.h"
 #include "tests/scheduler/lowering_support.h"
 
@@ -16,6 +18,7 @@ using namespace twist::apps;
 using namespace twist::apps::gemma;
 using twist::testing::lowered_error;
 using twist::testing::random_inputs;
+using twist::testing::Tensors;
 
 namespace {
 
@@ -156,6 +159,219 @@ TEST_CASE("gemma: q and k RMSNorm with RoPE, and v's norm without weight, read f
   }
 }
 
+TEST_CASE("gemma: the projection and its q, k, v head norms as one program are the three head norms") {
+  // The oracle of the one program against the oracles of the three make_head_norm programs over the stored
+  // projection, on the same tensors: the heads' columns, weights, RoPE and output heads are the layer's.
+  // Typed arithmetic, each step rounded as the kernels round it, in the same order in both: the same bits.
+  const Config c = gemma4_tiny();
+  for (const LayerType t : {LayerType::sliding, LayerType::full}) {
+    const LayerAttention la = layer_attention(c, t);
+    const int D = la.head_dim, columns = la.qkv_columns(c.heads);
+    const std::string prefix = std::string("qkv_") + to_string(t) + "_";
+    const QkvNormRope fused = make_qkv_norm_rope(c, t, prefix);
+    for (const auto &[batch, seq] : {std::pair{1, 7}, std::pair{2, 5}}) {
+      INFO(std::string(to_string(t)), " layer, B ", batch, ", S ", seq);
+      const std::map<std::string, double> sizes = {{fused.rows.name(), batch * seq},
+                                                   {fused.hidden.name(), c.hidden}};
+      const Tensors inputs = random_inputs(fused.out, sizes, 53);
+      const reference::HostTensor want =
+          reference::evaluate(fused.out, {inputs, sizes}, Arithmetic::typed).at(0);
+      // The projection as the layer stores it, [B, S, columns / D, D], from the per-head sums [heads, rows,
+      // D].
+      const reference::HostTensor sums =
+          reference::evaluate(fused.C, {inputs, sizes}, Arithmetic::typed).at(0);
+      reference::HostTensor x(bf16, {batch, seq, columns / D, D});
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t s = 0; s < seq; ++s)
+          for (int64_t g = 0; g < columns / D; ++g)
+            for (int64_t d = 0; d < D; ++d) x.set({b, s, g, d}, sums.get({g, b * seq + s, d}));
+      auto as_batches = [&](const reference::HostTensor &table) {
+        reference::HostTensor out(table.type(), {batch, seq, D});
+        for (int64_t e = 0; e < out.size(); ++e) out.set_linear(e, table.get_linear(e));
+        return out;
+      };
+      struct Group {
+        const char *name;
+        int heads, first_column, first_output_head;
+        bool weight, rope;
+      };
+      for (const Group &group :
+           {Group{"q", c.heads, 0, 0, true, true},
+            Group{"k", la.kv_heads, la.k_first_column(c.heads), c.heads, true, true},
+            Group{"v", la.kv_heads, la.v_first_column(c.heads), c.heads + la.kv_heads, false, false}}) {
+        const HeadNorm n = make_head_norm({.dtype = bf16,
+                                           .heads = group.heads,
+                                           .head_dim = D,
+                                           .columns = columns,
+                                           .first_column = group.first_column,
+                                           .weight = group.weight,
+                                           .rope = group.rope,
+                                           .eps = c.eps,
+                                           .prefix = prefix + group.name + "_"});
+        reference::Arguments args{{}, {{n.batch.name(), batch}, {n.seq.name(), seq}}};
+        args.inputs.emplace(n.x.name(), x);
+        if (n.w)
+          args.inputs.emplace(n.w->name(),
+                              inputs.at(group.name[0] == 'q' ? fused.q_w.name() : fused.k_w.name()));
+        if (n.cos) {
+          args.inputs.emplace(n.cos->name(), as_batches(inputs.at(fused.cos.name())));
+          args.inputs.emplace(n.sin->name(), as_batches(inputs.at(fused.sin.name())));
+        }
+        const reference::HostTensor head = reference::evaluate(n.out, args, Arithmetic::typed).at(0);
+        double worst = 0;
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t h = 0; h < group.heads; ++h)
+            for (int64_t s = 0; s < seq; ++s)
+              for (int64_t d = 0; d < D; ++d)
+                worst = std::max(worst, std::abs(head.get({b, h, s, d}) -
+                                                 want.get({group.first_output_head + h, b * seq + s, d})));
+        CHECK_MESSAGE(worst == 0, group.name);
+      }
+    }
+  }
+}
+
+TEST_CASE("gemma: the head norms in the projection's epilogue where a block is one head, else a row kernel") {
+  // The sliding layer with a Hopper plan one head wide: one kernel, no workspace, the norms folded from the
+  // accumulators. Other plans (the rule's, wider than a head here; mma.sync) and the full layers (whose v
+  // heads read k's sums): the sums a stage and the norms one row kernel. Odd row counts cut the last tile.
+  const Config c = gemma4_tiny();
+  // mma.sync one head of the sliding layers wide: its atom is 8 columns, so a quad holds no whole head.
+  const GemmTiling mma{.block_m = 64, .block_n = 16, .block_k = 32, .warp_m = 32, .warp_n = 16, .stages = 2};
+  for (const LayerType t : {LayerType::sliding, LayerType::full}) {
+    const LayerAttention la = layer_attention(c, t);
+    const QkvNormRope n = make_qkv_norm_rope(c, t, std::string("qkvl_") + to_string(t) + "_");
+    const HopperTiling head_wide{
+        .block_m = 128, .block_n = la.head_dim, .block_k = 64, .warpgroups = 2, .stages = 2};
+    for (const int rows : {7, 15})
+      for (const GemmPlan &plan :
+           {GemmPlan{head_wide}, projection_plan(rows, la.qkv_columns(c.heads), c.hidden), GemmPlan{mma}}) {
+        INFO(std::string(to_string(t)), " layer, ", rows, " rows, ", plan.name());
+        const Schedule s = schedule_qkv_norm_rope(n, plan);
+        const LoweredProgram p = lower(n.out, s, Target::sm90a());
+        const bool fused = qkv_norms_fuse(n, plan);
+        CHECK(fused == (t == LayerType::sliding && plan.hopper() &&
+                        std::get<HopperTiling>(plan.tiling).block_n == la.head_dim));
+        CHECK(p.kernels.size() == (fused ? 1u : 2u));
+        CHECK(p.workspaces.size() == (fused ? 0u : 1u));
+        CHECK(p.kernels.back().name == n.out.name());
+        const std::map<std::string, double> sizes = {{n.rows.name(), rows}, {n.hidden.name(), c.hidden}};
+        CHECK(lowered_error(n.out, s, random_inputs(n.out, sizes, 59), sizes) < bf16_tolerance);
+      }
+  }
+  // The kernels compile: the mma datapath's for both targets, the fused Hopper kernel for sm_90a, its row
+  // folds two quad shuffles.
+  const QkvNormRope n = make_qkv_norm_rope(c, LayerType::sliding, "qkvc_");
+  twist::testing::compile_for_both_targets(
+      lower(n.out, schedule_qkv_norm_rope(n, GemmPlan{mma}), Target::sm80()));
+  const HopperTiling head_wide{
+      .block_m = 128, .block_n = c.head_dim, .block_k = 64, .warpgroups = 2, .stages = 2};
+  const std::vector<Kernel> kernels =
+      lower(n.out, schedule_qkv_norm_rope(n, GemmPlan{head_wide}), Target::sm90a()).kernels;
+  REQUIRE(kernels.size() == 1);
+  const std::string source = cuda::cuda_source(kernels[0]);
+  CHECK(source.find("__shfl_xor_sync(0xffffffff") != std::string::npos);
+  const cuda::CompileResult r =
+      cuda::default_kernel_cache().compile(source, kernels[0].name + ".cu", {"sm_90a"});
+  CHECK_MESSAGE(r.log.find("warning") == std::string::npos, r.log);
+  CHECK_FALSE(r.cubin.empty());
+}
+
+TEST_CASE("gemma: the projection per head, a contraction batched over heads, is one batched Hopper GEMM") {
+  // The layout the epilogue fusion of the head norms wants (apps/gemma/README.md): C(h, i, d) = sum over k of
+  // y(i, k) W(k, h D + d) has the output's head, row and column as its own coordinates, so a head's norm is a
+  // fold over the contraction's column dimension and its store is at the reduction's point ([H, B*S, D] is
+  // attention's [B, H, S, D] at B 1). The batched schedule tiles it as it tiles a batched GEMM.
+  const int D = 16, H = 8;
+  SizeParam M("ph_M"), K("ph_K");
+  const Input y("ph_A", bf16, {M, K}), w("ph_B", bf16, {K, Expr(H * D)});
+  const RDom k({{0, K}}, "ph_k");
+  Func C("ph_C"), out("ph_out");
+  Var h("b"), i("i"), d("j");  // the batched GEMM schedule's loop names
+  C(h, i, d) = reduce(algebra::sum(f32), k, cast(f32, y(i, k.x)) * cast(f32, w(k.x, h * D + d)));
+  out(h, i, d) = cast(bf16, C(h, i, d));
+  out.set_shape({Expr(H), M, Expr(D)});
+  const Gemm batched = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "ph_"});
+  const HopperTiling t{.block_m = 64, .block_n = D, .block_k = 64, .warpgroups = 1, .stages = 2};
+  Schedule s;
+  s.set_like(C, *GemmPlan{t}.schedule(batched).find(batched.C.name()));
+  CHECK(lower(out, s, Target::sm90a()).kernels.size() == 1);
+  const std::map<std::string, double> sizes = {{M.name(), 37}, {K.name(), 48}};
+  CHECK(lowered_error(out, s, random_inputs(out, sizes, 3), sizes) < bf16_tolerance);
+}
+
+TEST_CASE("row folds: a per-head RMSNorm with a rotation fuses into the epilogue of a head-wide atom") {
+  // out(h, i, d) = C(h, i, d) / rms(C(h, i, :)) + C(h, i, (d + 8) % D) over a contraction batched over heads
+  // whose wgmma atom is one head wide: the sum of squares of a row is each lane's columns, then two quad
+  // shuffles; the rotated column is another register of the same thread.
+  const int D = 16, H = 3;
+  SizeParam M("rf_M"), K("rf_K");
+  const Input y("rf_A", bf16, {M, K}), w("rf_B", bf16, {K, Expr(H * D)}), scale("rf_scale", bf16, {Expr(D)});
+  const RDom k({{0, K}}, "rf_k"), r({{0, D}}, "rf_r");
+  Func C("rf_C"), ss("rf_ss"), out("rf_out");
+  Var h("b"), i("i"), d("j");
+  C(h, i, d) = reduce(algebra::sum(f32), k, cast(f32, y(i, k.x)) * cast(f32, w(k.x, h * D + d)));
+  ss(h, i) = reduce(algebra::sum(f32), r, C(h, i, r.x) * C(h, i, r.x));
+  out(h, i, d) = cast(
+      bf16, C(h, i, d) * rsqrt(ss(h, i) / float(D) + 1e-6f) * cast(f32, scale(d)) + C(h, i, (d + 8) % D));
+  out.set_shape({Expr(H), M, Expr(D)});
+  const Gemm batched = make_gemm({.input = bf16, .output = bf16, .batched = true, .prefix = "rf_"});
+  HopperTiling plain{.block_m = 64, .block_n = D, .block_k = 64, .warpgroups = 1, .stages = 2};
+  plain.warp_specialized = false;
+  plain.persistent_blocks = 0;
+  plain.tma_store = false;
+  for (const HopperTiling &t :
+       {HopperTiling{.block_m = 128, .block_n = D, .block_k = 64, .warpgroups = 2, .stages = 2}, plain}) {
+    INFO(GemmPlan{t}.name());
+    Schedule s;
+    s.set_like(C, *GemmPlan{t}.schedule(batched).find(batched.C.name()));
+    const LoweredProgram p = lower(out, s, Target::sm90a());
+    CHECK(p.kernels.size() == 1);
+    CHECK(p.workspaces.empty());
+    for (const int rows : {37, 8}) {
+      const std::map<std::string, double> sizes = {{M.name(), rows}, {K.name(), 48}};
+      CHECK(lowered_error(out, s, random_inputs(out, sizes, 5), sizes) < bf16_tolerance);
+    }
+  }
+  // Refused, saying why and what to do: an atom narrower than the dimension (mma.sync's 8 columns, which
+  // compute_root then lowers), a split reduction, a rotation that is not by whole groups of a quad's 8
+  // columns.
+  const GemmTiling mma{.block_m = 32, .block_n = D, .block_k = 32, .warp_m = 32, .warp_n = D, .stages = 2};
+  Schedule narrow;
+  narrow.set_like(C, *GemmPlan{mma}.schedule(batched).find(batched.C.name()));
+  CHECK_THROWS_WITH(lower(out, narrow, Target::sm90a()), doctest::Contains("in one thread quad's registers"));
+  narrow[C].compute_root();
+  const std::map<std::string, double> sizes = {{M.name(), 37}, {K.name(), 48}};
+  CHECK(lowered_error(out, narrow, random_inputs(out, sizes, 5), sizes) < bf16_tolerance);
+  HopperTiling split = plain;
+  split.split_k = 2;
+  Schedule parts;
+  parts.set_like(C, *GemmPlan{split}.schedule(batched).find(batched.C.name()));
+  CHECK_THROWS_WITH(lower(out, parts, Target::sm90a()),
+                    doctest::Contains("splits its reduction (split_reduction)"));
+  Func odd("rf_odd");
+  odd(h, i, d) = cast(bf16, C(h, i, d) * rsqrt(ss(h, i) / float(D) + 1e-6f) + C(h, i, (d + 4) % D));
+  odd.set_shape({Expr(H), M, Expr(D)});
+  Schedule s;
+  s.set_like(C, *GemmPlan{plain}.schedule(batched).find(batched.C.name()));
+  CHECK_THROWS_WITH(lower(odd, s, Target::sm90a()),
+                    doctest::Contains("a rotation by a multiple of 8 columns"));
+  // Without a rotation: the fold alone (an RMSNorm of each row), fused too.
+  Func norm_ss("rf_norm_ss"), norm("rf_norm");
+  const RDom whole({{0, D}}, "rf_r3");
+  norm_ss(h, i) = reduce(algebra::sum(f32), whole, C(h, i, whole.x) * C(h, i, whole.x));
+  norm(h, i, d) = cast(bf16, C(h, i, d) * rsqrt(norm_ss(h, i) / float(D) + 1e-6f));
+  norm.set_shape({Expr(H), M, Expr(D)});
+  CHECK(lower(norm, s, Target::sm90a()).kernels.size() == 1);
+  CHECK(lowered_error(norm, s, random_inputs(norm, sizes, 7), sizes) < bf16_tolerance);
+  Func half_ss("rf_half_ss"), half("rf_half");
+  const RDom first_half({{0, D / 2}}, "rf_r2");
+  half_ss(h, i) = reduce(algebra::sum(f32), first_half, C(h, i, first_half.x) * C(h, i, first_half.x));
+  half(h, i, d) = cast(bf16, C(h, i, d) * rsqrt(half_ss(h, i) + 1e-6f));
+  half.set_shape({Expr(H), M, Expr(D)});
+  CHECK_THROWS_WITH(lower(half, s, Target::sm90a()), doctest::Contains("fold over the whole dimension"));
+}
+
 TEST_CASE("gemma: the residual add between two RMSNorms in one row kernel with two outputs") {
   const Config c = gemma4_tiny();
   const ResidualNorm n = make_residual_norm(bf16, c.hidden, c.eps, "rn_");
@@ -230,6 +446,13 @@ TEST_CASE("gemma: every kernel at the published 31B configuration lowers for sm_
                                        .eps = c.eps,
                                        .prefix = std::string("big_q_") + to_string(t)});
     CHECK(lower(q.out, schedule_head_norm(q), Target::sm90a()).kernels.size() == 1);
+    // Prefill S2048: the rule's plan is one head wide in the sliding layers (heads of 256), and their norms
+    // are its epilogue; the full layers' heads of 512 are wider than a wgmma atom.
+    const QkvNormRope qkv = make_qkv_norm_rope(c, t, std::string("big_qkv_") + to_string(t) + "_");
+    const GemmPlan prefill = projection_plan(2048, la.qkv_columns(c.heads), c.hidden);
+    CHECK(qkv_norms_fuse(qkv, prefill) == (t == LayerType::sliding));
+    CHECK(lower(qkv.out, schedule_qkv_norm_rope(qkv, prefill), Target::sm90a()).kernels.size() ==
+          (t == LayerType::sliding ? 1u : 2u));
     for (const bool decode : {false, true}) {
       INFO(to_string(t), decode ? " decode" : " prefill");
       const Attention a = make_layer_attention(
