@@ -254,7 +254,7 @@ void ChainedKernelBuilder::plan_producer() {
   if (s_type_ != f32) fail("func '{}': its sum must be f32 to accumulate in mma atoms", s.name());
   const RDom &dd = sd.reduction->domain;
   if (dd.dimensions() != 1) fail("func '{}' must reduce over a one-dimensional RDom", s.name());
-  const auto *depth = as_const_int(simplify(dd[0].extent()));
+  const std::optional<int64_t> depth = constant_value(dd[0].extent());
   if (!depth || *depth % 16 != 0 || !is_const_zero(simplify(dd[0].min())))
     fail(
         "func '{}': its reduction over '{}' must have a constant extent that is a multiple of 16 (the atom's "

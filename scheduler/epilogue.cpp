@@ -36,7 +36,7 @@ std::vector<Halide::Expr> output_values(const ReductionKernelRequest &r,
     int64_t column = 0;  // of the pair
     for (size_t k = 0; k < args.size(); ++k) {
       const bool paired = static_cast<int>(k) == r.paired_dim;
-      const int64_t *offset = as_const_int(simplify(args[k] - (paired ? 2 * at[k] : at[k])));
+      const std::optional<int64_t> offset = constant_value(args[k] - (paired ? 2 * at[k] : at[k]));
       if (!offset || *offset < 0 || *offset > (paired ? 1 : 0))
         fail("func '{}' reads '{}' at another point than its own{}, so it cannot be fused as its epilogue",
              r.consumer->name(), reduction, r.paired_dim >= 0 ? " or its column pair" : "");

@@ -6,6 +6,12 @@
 
 namespace twist {
 
+std::optional<int64_t> constant_value(const Halide::Expr &e) {
+  const Halide::Expr folded = Halide::Internal::simplify(e);
+  if (const int64_t *v = Halide::Internal::as_const_int(folded)) return *v;
+  return std::nullopt;
+}
+
 using namespace Halide::Internal;
 
 Halide::Expr flat_index(const std::vector<Halide::Expr> &coords, const std::vector<Halide::Expr> &shape) {

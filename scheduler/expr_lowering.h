@@ -13,6 +13,10 @@
 
 namespace twist {
 
+// The value `e` folds to when simplified, if it folds to an integer constant. (By value: as_const_int points
+// into the node of the Expr it is given, which simplify()'s result, a temporary, does not keep alive.)
+std::optional<int64_t> constant_value(const Halide::Expr &e);
+
 // Row-major flat index of `coords` in a tensor of extents `shape`.
 Halide::Expr flat_index(const std::vector<Halide::Expr> &coords, const std::vector<Halide::Expr> &shape);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lang/error.h"
+#include "scheduler/expr_lowering.h"
 
 namespace twist {
 
@@ -13,7 +14,7 @@ Halide::Expr LoopDim::var() const {
 }
 
 int LoopDim::constant_extent(const std::string &func, const char *why) const {
-  const auto *c = as_const_int(simplify(extent));
+  const std::optional<int64_t> c = constant_value(extent);
   if (!c)
     fail("schedule of '{}': loop '{}' has extent {}, but {} needs a constant extent", func, name, extent,
          why);
@@ -65,7 +66,7 @@ void apply_split(LoopStructure &loops, const SplitDirective &s) {
   // A split wider than a loop of known extent (16 rows of an atom over 4 heads) repeats its last point
   // instead of running past it, so every read stays inside the footprint the loop really has.
   Halide::Expr inner_value = inner.var();
-  if (const auto *e = as_const_int(simplify(old.extent)); e && *e < s.factor) {
+  if (const std::optional<int64_t> e = constant_value(old.extent); e && *e < s.factor) {
     inner_value = Halide::min(inner.var(), static_cast<int>(*e - 1));
     if (!old.reduction) loops.repeat_guards.push_back(inner.var() < static_cast<int>(*e));
   }

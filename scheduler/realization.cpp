@@ -7,6 +7,7 @@
 
 #include "lang/error.h"
 #include "scheduler/cooperative_tree.h"
+#include "scheduler/expr_lowering.h"
 #include "scheduler/loops.h"
 
 namespace twist {
@@ -218,7 +219,7 @@ class Planner {
         for (size_t k = 0; k < c->args.size(); ++k) {
           const Halide::Expr x(cd.args[k]);
           if (equal(simplify(c->args[k]), x)) continue;
-          const int64_t *offset = as_const_int(simplify(c->args[k] - 2 * x));
+          const std::optional<int64_t> offset = constant_value(c->args[k] - 2 * x);
           if (!offset || (*offset != 0 && *offset != 1) || (paired >= 0 && paired != static_cast<int>(k)))
             return std::nullopt;
           paired = static_cast<int>(k);

@@ -705,7 +705,7 @@ Stmt ReductionKernelBuilder::nest(size_t position, const std::function<Stmt()> &
       if (loops_.dims[nest_[p]].reduction)
         inner_steps *= loops_.dims[nest_[p]].constant_extent(loops_.func, "hybrid accumulation");
     const LoopDim &d = loops_.dims[dim];
-    const auto *extent = as_const_int(simplify(d.extent));
+    const std::optional<int64_t> extent = constant_value(d.extent);
     const bool fits = every % inner_steps == 0 && (!extent || *extent % (every / inner_steps) == 0);
     if (d.reduction && fits && promote_loop_ < 0) {
       promote_loop_ = dim;

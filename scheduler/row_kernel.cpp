@@ -42,7 +42,7 @@ Halide::Expr product(const std::vector<Halide::Expr> &extents) {
 
 // The block size for rows of `points` elements of `element_bytes`: each thread about four 16-byte vectors.
 int row_threads(const Halide::Expr &points, int element_bytes) {
-  const auto *n = as_const_int(simplify(points));
+  const std::optional<int64_t> n = constant_value(points);
   if (!n) return kDefaultThreads;
   const int64_t per_thread = 4 * std::max(1, kVectorBytes / element_bytes);
   int threads = 32;
@@ -360,7 +360,7 @@ class RowKernelBuilder {
   void choose_runs(int element_bytes) {
     const int width = kVectorBytes / element_bytes;
     if (column_extents_.size() != 1 || width < 2) return;
-    const int64_t *columns = as_const_int(simplify(column_extents_[0]));
+    const std::optional<int64_t> columns = constant_value(column_extents_[0]);
     if (!columns || *columns % width != 0) return;
     for (const BufferArg &b : req_.output_buffers)
       if (vector_copy_bytes(b.type, width) == 0) return;
@@ -432,7 +432,7 @@ class RowKernelBuilder {
       for (const Halide::Expr &e : computed)
         for (const Call *c : calls_named(e, in.name())) reads.push_back(c);
       if (reads.size() < 2) continue;
-      const auto *length = as_const_int(simplify(in.shape().back()));
+      const std::optional<int64_t> length = constant_value(in.shape().back());
       std::vector<Halide::Expr> prefix(reads[0]->args.begin(), reads[0]->args.end() - 1);
       bool one_row = true;
       for (const Call *c : reads)

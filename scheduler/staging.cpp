@@ -104,7 +104,7 @@ StagePlan plan_tile(const StageDirective &d, const std::string &name, const Type
     if (elems < 1 || (p.cols * p.elem_bytes) % bytes != 0 || !provably_multiple(p.box_min.back(), elems))
       continue;
     const Halide::Expr pitch = p.shape.back();
-    if (const auto *c = as_const_int(simplify(pitch))) {
+    if (const std::optional<int64_t> c = constant_value(pitch)) {
       if (*c % elems != 0) continue;
     } else if (rank > 1) {
       p.requirements.push_back(

@@ -1,5 +1,6 @@
 // The TMA transport of a stage: its slots as boxes of swizzled rows, its tensor map and its copies.
 #include "lang/error.h"
+#include "scheduler/expr_lowering.h"
 #include "scheduler/hopper_layouts.h"
 #include "scheduler/staging.h"
 
@@ -49,7 +50,7 @@ void plan_tma_boxes(StagePlan &p, const std::string &func) {
   const int elems = 16 / p.elem_bytes;
   if (p.shape.size() > 1) {
     const Halide::Expr pitch = p.shape.back();
-    const auto *c = Halide::Internal::as_const_int(Halide::Internal::simplify(pitch));
+    const std::optional<int64_t> c = constant_value(pitch);
     if (c && *c % elems != 0)
       fail(
           "schedule of '{}': '{}' has rows of {} elements; TMA needs rows that are a multiple of 16 bytes "

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "lang/error.h"
+#include "scheduler/expr_lowering.h"
 #include "scheduler/stream_k.h"
 
 namespace twist::apps {
@@ -109,7 +110,7 @@ StreamKWork stream_k_work(int64_t tiles, int64_t k_tiles, int64_t blocks, Stream
       plan_persistent_units(Halide::Expr(static_cast<int>(tiles)), Halide::Expr(static_cast<int>(k_tiles)),
                             static_cast<int>(blocks), true, split_tiles);
   auto value = [](const Halide::Expr &e) {
-    const int64_t *v = Halide::Internal::as_const_int(Halide::Internal::simplify(e));
+    const std::optional<int64_t> v = constant_value(e);
     TWIST_CHECK(v, "stream-K's split of constant tiles folds to constants");
     return *v;
   };
