@@ -304,13 +304,14 @@ constexpr int kSms = 132;
 constexpr int64_t kSharedBytesPerSm = 228 * 1024;
 constexpr int64_t kSharedBytesReservedPerBlock = 1024;  // kept by the CUDA runtime in each block
 constexpr int kDecodeRows = 16;                         // one mma atom of rows per block
-// Blocks per SM: four, or two with rings twice as deep (the same bytes in flight, half the parts to combine),
-// each with a warp per SM scheduler between them.
+// Blocks per SM: four, or two with rings twice as deep (the same bytes in flight, half the parts to combine);
+// either way a warp on each of the SM's four schedulers, two blocks splitting their columns over two warps
+// each while a warp keeps at least kDecodeMinColumnsPerWarp of them.
 constexpr int kDecodeBlocksPerSmChoices[] = {4, 2};
 constexpr int kDecodeWarpsPerSm = 4;
 constexpr int kDecodeMinColumnsPerWarp = 32;
 constexpr int64_t kDecodeTileBytes = 16 * 1024;  // K and V of one key tile
-constexpr int kDecodeColumnsPerWarp = 256;       // output columns a warp's accumulators hold
+constexpr int kDecodeMaxColumnsPerWarp = 256;    // output columns a warp's accumulators hold
 constexpr int kDecodeFillTiles = 2;  // a block's ring fill and epilogue, in tile times (the split's cost)
 // A round of the combine kernel's chains (kSplitCombineChains parts folded side by side), in tile times (a
 // tile: 16 KB through one SM at its 33 GB/s share, 0.5 us): halving the parts at the same bytes in flight
@@ -339,7 +340,7 @@ AttentionTiling decode_tiling(const DecodeProblemShape &p) {
   base.key_tile = static_cast<int>(std::min<int64_t>(base.key_tile, (p.keys + 15) / 16 * 16));
   // A warp's accumulators hold its rows x columns of the output: 128 registers a thread at 256 columns; wider
   // heads split their columns across warps (each computing S for the block's rows, K and V loaded once).
-  base.column_parts = std::max(1, p.head_dim / kDecodeColumnsPerWarp);
+  base.column_parts = std::max(1, p.head_dim / kDecodeMaxColumnsPerWarp);
   const int64_t units = p.batch_kv_heads * ((p.group + kDecodeRows - 1) / kDecodeRows);
   const int64_t tiles = (p.keys + base.key_tile - 1) / base.key_tile;
   const int64_t tile_bytes = 2 * base.key_tile * row_bytes(p);
