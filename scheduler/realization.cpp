@@ -229,18 +229,24 @@ class Planner {
     return paired;
   }
 
-  // The dimension in which `consumer` reads the reduction `producer` at column pairs (reads_column_pairs)
-  // where the producer's matrix atom has its columns along it, or -1. The atoms' accumulator layouts keep
-  // columns 2x and 2x + 1 in one thread (the kernel checks that from the layouts), so such a consumer is
-  // computed from registers.
-  int column_pairs_from_registers(const Func &consumer, const Func &producer, const FuncSchedule *fs) const {
-    const std::optional<int> dim = reads_column_pairs(consumer, producer);
+  // `dim` where it is a dimension of the reduction `producer` along which its matrix atom (under `fs`) lays
+  // out its columns, or -1: a consumer reading the producer there is computed from the accumulators'
+  // registers.
+  static int along_atom_columns(const Func &producer, std::optional<int> dim, const FuncSchedule *fs) {
     if (!dim || !fs || !fs->atom()) return -1;
     // The coordinates do not depend on the extents.
     const std::vector<Halide::Expr> extents(producer.definition().args.size(), Halide::Expr(1));
     const LoopStructure loops = make_loops(producer, extents, fs);
     return expr_uses_var(loops.value_of.at(producer.definition().args[*dim].name()), fs->atom()->j) ? *dim
                                                                                                     : -1;
+  }
+
+  // The dimension in which `consumer` reads the reduction `producer` at column pairs (reads_column_pairs)
+  // where the producer's matrix atom has its columns along it, or -1. The atoms' accumulator layouts keep
+  // columns 2x and 2x + 1 in one thread (the kernel checks that from the layouts), so such a consumer is
+  // computed from registers.
+  int column_pairs_from_registers(const Func &consumer, const Func &producer, const FuncSchedule *fs) const {
+    return along_atom_columns(producer, reads_column_pairs(consumer, producer), fs);
   }
 
   // Whether `arg`, a coordinate at which `consumer` reads a func, is (x + c) % E for the consumer's variable
@@ -321,12 +327,7 @@ class Planner {
   // each row of those columns whole, and that each fold's domain is the whole dimension
   // (ReductionKernelBuilder::stores_with_row_folds).
   int row_folds_from_registers(const Func &consumer, const Func &producer, const FuncSchedule *fs) const {
-    const std::optional<int> dim = reads_row_folds(consumer, producer);
-    if (!dim || !fs || !fs->atom()) return -1;
-    const std::vector<Halide::Expr> extents(producer.definition().args.size(), Halide::Expr(1));
-    const LoopStructure loops = make_loops(producer, extents, fs);
-    return expr_uses_var(loops.value_of.at(producer.definition().args[*dim].name()), fs->atom()->j) ? *dim
-                                                                                                    : -1;
+    return along_atom_columns(producer, reads_row_folds(consumer, producer), fs);
   }
 
   void check_compute_at() const {

@@ -58,6 +58,22 @@ void check_variant_problems(const AttentionTiling &t, const std::string &prefix)
   CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
 }
 
+// The shapes a reordered key loop (overlap_producer, delay_column_products) gets wrong first: one warpgroup
+// of two row atoms with one key step per tile and three slots, D 256 causal at lengths the tiles do not
+// divide, and split-KV, each part running its own loop over its own ring.
+void check_reordered_loop_problems(const AttentionTiling &t, const std::string &prefix) {
+  AttentionTiling two_atoms = t;
+  two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = prefix + "128"});
+  CHECK(hopper_error(d128, two_atoms, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = prefix + "256"});
+  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
+  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = prefix + "s"});
+  AttentionTiling parts = t;
+  parts.split_kv = 3;
+  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+}
+
 }  // namespace
 
 TEST_CASE("Hopper attention (TMA ring, wgmma) matches the oracle: f16 and bf16, odd lengths") {
@@ -241,19 +257,9 @@ TEST_CASE("overlap_producer: the next key tile's S in flight during this tile's 
   t.overlap_scores = true;
   // Causal with one key tile only: no next tile to overlap.
   check_variant_problems(t, "ho");
-  // One warpgroup of two row atoms (the second S accumulator's later atom), one key step, three slots.
-  AttentionTiling two_atoms = t;
-  two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
-  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "ho128"});
-  CHECK(hopper_error(d128, two_atoms, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
-  // D = 256, causal, lengths the tiles do not divide: odd and even tiles on the two sets of S.
-  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "ho256"});
-  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
-  // Split-KV: each part's first tile's S issued before its own loop over its own ring.
-  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hos"});
-  AttentionTiling parts = t;
-  parts.split_kv = 3;
-  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+  // The second S accumulator's later atom; odd and even tiles on the two sets of S at D 256; each split
+  // part's first tile's S issued before its own loop.
+  check_reordered_loop_problems(t, "ho");
 }
 
 TEST_CASE("overlap_producer's source issues the next S into its own accumulators and waits for one group") {
@@ -296,24 +302,13 @@ TEST_CASE(
   three.stages = 3;
   Attention c3 = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hd3"});
   CHECK(hopper_error(c3, three, attention_sizes(c3, 2, 1, 70, 77), 10) < 2e-3);
-  // One consumer warpgroup of two row atoms, one key step per tile.
-  AttentionTiling two_atoms = t;
-  two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
-  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = "hd128"});
-  CHECK(hopper_error(d128, two_atoms, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
-  // D = 256, causal, lengths the tiles do not divide.
-  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hd256"});
-  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
+  // Two row atoms, D 256, and each split part's last products after its own loop.
+  check_reordered_loop_problems(t, "hd");
   // Grouped-query heads, causal, more keys than queries, 128-key tiles (the GPU test's D 64 case).
   AttentionTiling wide = t;
   wide.key_tile = 128;
   Attention gqa = make_attention({.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hdg"});
   CHECK(hopper_error(gqa, wide, attention_sizes(gqa, 2, 4, 130, 170), 13) < 2e-3);
-  // Split-KV: each part's last products after its own loop.
-  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hds"});
-  AttentionTiling parts = t;
-  parts.split_kv = 3;
-  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
 }
 
 TEST_CASE("delay_column_products' source issues P V after the next S and waits for the S alone") {
