@@ -122,6 +122,22 @@ delayed f16 4 16 4096 256 false
 delayed bf16 4 16 4096 128 false
 delayed bf16 4 16 4096 128 true
 
+# The block order under a causal mask: beside the rule's tiling (longest first, in groups of rows:
+# AttentionTiling::longest_first), the same in the launch order (--longest-first false), and the
+# warp-specialized forms with the rule's block order (the overlapped S on 112-key tiles and 3 slots, one of
+# them the rule's own at S16384; a producer alone). Not at D 64 and D 256: the suite has no causal problem
+# there.
+block_order() {  # dtype B H S D
+  local shape="${2}x${3}x${4}x${4}x${5}" ws="--atom wgmma --block-rows 128 --warp-specialize true"
+  export_attention --shape "$shape" --dtype "$1" --causal true --atom wgmma --rule true --longest-first false
+  export_attention --shape "$shape" --dtype "$1" --causal true $ws --overlap true --stages 3 --key-tile 112 \
+    --longest-first true
+  export_attention --shape "$shape" --dtype "$1" --causal true $ws --key-tile 128 --longest-first true
+}
+block_order f16 4 16 4096 128
+block_order f16 1 16 16384 128
+block_order bf16 4 16 4096 128
+
 # --- decode: B H L D group -------------------------------------------------------------------------------
 # The tiling by rule (apps::decode_tiling in apps/attention/attention.h): a warp of 16 rows per block (the
 # group's query heads packed into them), key tiles of 16 KB of K and V, 4 or 2 blocks per SM with the deepest

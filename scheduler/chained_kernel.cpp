@@ -141,7 +141,7 @@ void ChainedKernelBuilder::plan_loops() {
   if (s.reduction_split())
     split_into_parts(loops_, s.reduction_split()->var, s.reduction_split()->var + ".part",
                      s.reduction_split()->parts, Binding::block_z);
-  mapping_ = map_threads(loops_, s.raster_group(), true, req_.target);
+  mapping_ = map_threads(loops_, s.block_launch_order(), true, req_.target);
   if (!s.atom())
     fail(
         "schedule of '{}': a reduction fed by a contraction computed at its tile needs matrix_atom(rows, "

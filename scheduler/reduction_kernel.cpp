@@ -179,9 +179,9 @@ void ReductionKernelBuilder::plan_loops() {
           "not lowered yet; split the reduction across blocks with split_reduction() instead",
           f.name(), d.name, to_string(d.binding));
   atom_ = req_.schedule && req_.schedule->atom().has_value();
-  const int raster = req_.schedule ? req_.schedule->raster_group() : 1;
   cluster_ = req_.schedule ? req_.schedule->cluster_blocks() : 1;
-  mapping_ = map_threads(loops_, raster, atom_, req_.target, cluster_);
+  mapping_ = map_threads(loops_, req_.schedule ? req_.schedule->block_launch_order() : BlockLaunchOrder{},
+                         atom_, req_.target, cluster_);
   plan_ping_pong();
   consumer_threads_ = mapping_.threads;
   // A warp-specialized kernel's producer warpgroup comes after the warpgroups the loops are bound to.

@@ -1,5 +1,7 @@
 #include "scheduler/schedule.h"
 
+#include <algorithm>
+
 #include "lang/error.h"
 
 namespace twist {
@@ -136,6 +138,12 @@ FuncSchedule &FuncSchedule::matrix_atom(MatrixAtom atom, const LoopVar &i, const
 FuncSchedule &FuncSchedule::raster(int group) {
   if (group < 1) fail("schedule of '{}': raster() needs a group of at least 1", func_);
   raster_group_ = group;
+  return *this;
+}
+
+FuncSchedule &FuncSchedule::reverse(const LoopVar &v) {
+  if (std::find(reversed_.begin(), reversed_.end(), v.name()) == reversed_.end())
+    reversed_.push_back(v.name());
   return *this;
 }
 
@@ -282,6 +290,7 @@ std::string FuncSchedule::to_string() const {
                      : reduction_split_->combine == SplitCombine::last_block ? "each tile's last block"
                                                                              : "atomics");
   if (raster_group_ > 1) s += fmt::format("  raster in groups of {}\n", raster_group_);
+  for (const std::string &v : reversed_) s += fmt::format("  blocks take {} last first\n", v);
   if (persistent_blocks_ > 0)
     s += fmt::format("  persistent grid of at most {} blocks\n", persistent_blocks_);
   if (cluster_blocks_ > 1) s += fmt::format("  clusters of {} blocks with TMA multicast\n", cluster_blocks_);

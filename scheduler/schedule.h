@@ -152,6 +152,14 @@ struct WarpSpecialization {
 };
 
 // The schedule of one func.
+// The order in which blocks take the values of the loops bound to them (FuncSchedule::raster,
+// FuncSchedule::reverse). Blocks are launched in blockIdx order, so this order decides which blocks share L2
+// and which ones run last.
+struct BlockLaunchOrder {
+  int raster_group = 1;
+  std::vector<std::string> reversed;  // block loops whose values the blocks take last first
+};
+
 class FuncSchedule {
  public:
   explicit FuncSchedule(std::string func) : func_(std::move(func)) {}
@@ -175,6 +183,11 @@ class FuncSchedule {
   // Blocks take output tiles in groups of `group` rows of tiles, so that neighbouring blocks share inputs in
   // L2.
   FuncSchedule &raster(int group);
+  // Blocks take the values of block loop `v` last first. Where the work of a block grows with v (under a
+  // causal mask, the last query tiles see the most keys), the longest blocks start first and the short ones
+  // fill the last wave (longest processing time first). Any order of a block loop is legal: its blocks are
+  // independent.
+  FuncSchedule &reverse(const LoopVar &v);
   // Splits a TMA + wgmma main loop into a producer warpgroup and the consumer warpgroups (see
   // WarpSpecialization).
   FuncSchedule &warp_specialize(WarpSpecialization registers = {});
@@ -260,6 +273,7 @@ class FuncSchedule {
   bool computed_root() const { return compute_root_; }
   const std::optional<std::string> &associativity_override() const { return override_; }
   int raster_group() const { return raster_group_; }
+  BlockLaunchOrder block_launch_order() const { return {raster_group_, reversed_}; }
   const std::optional<WarpSpecialization> &warp_specialization() const { return warp_specialization_; }
   int persistent_blocks() const { return persistent_blocks_; }  // 0: one block per tile
   int cluster_blocks() const { return cluster_blocks_; }        // 1: no clusters
@@ -292,6 +306,7 @@ class FuncSchedule {
   bool compute_root_ = false;
   std::optional<std::string> override_;
   int raster_group_ = 1;
+  std::vector<std::string> reversed_;
   std::optional<WarpSpecialization> warp_specialization_;
   int persistent_blocks_ = 0;
   int cluster_blocks_ = 1;

@@ -32,7 +32,8 @@ Stmt fold_tile(const ReductionKernelRequest &values, const std::vector<BufferArg
   LoopStructure loops = make_loops(values.reduction, values.extents, &s);
   split_into_parts(loops, s.reduction_split()->var, s.reduction_split()->var + ".part", parts,
                    Binding::block_z);
-  const ThreadMapping mapping = map_threads(loops, s.raster_group(), s.atom().has_value(), values.target);
+  const ThreadMapping mapping =
+      map_threads(loops, s.block_launch_order(), s.atom().has_value(), values.target);
   threads = mapping.threads;
   // The loops' variables under names of their own: the parts kernel's body defines the same names in scopes
   // the fold is not in.

@@ -24,7 +24,7 @@ void decompose(const std::vector<const LoopDim *> &dims, Halide::Expr index,
 
 }  // namespace
 
-ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken,
+ThreadMapping map_threads(const LoopStructure &loops, const BlockLaunchOrder &order, bool lanes_taken,
                           const Target &target, int grid_y_multiple) {
   ThreadMapping m;
   m.grid = {Halide::Expr(1), Halide::Expr(1), Halide::Expr(1)};
@@ -106,6 +106,7 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
   // Block loops, in the raster order: with a group g, blocks walk down g rows of tiles before moving right,
   // so that the blocks running at one time share rows of A and columns of B in L2.
   Halide::Expr bx = intrinsic::block_index(0), by = intrinsic::block_index(1), bz = intrinsic::block_index(2);
+  const int raster_group = order.raster_group;
   if (raster_group > 1 && block_dims[0] && block_dims[1]) {
     Halide::Expr gx = m.grid[0], gy = m.grid[1];
     Halide::Expr linear = by * gx + bx;
@@ -116,7 +117,26 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
     by = first_row + in_group % rows;
     bx = in_group / rows;
   }
-  const Halide::Expr block_values[3] = {bx, by, bz};
+  Halide::Expr block_values[3] = {bx, by, bz};
+  for (const std::string &name : order.reversed) {
+    int axis = 0;
+    while (axis < 3 && !(block_dims[axis] && block_dims[axis]->name == name)) ++axis;
+    if (axis == 3)
+      fail(
+          "schedule of '{}': reverse('{}') orders the blocks of a loop bound to a block axis, and '{}' is "
+          "{}; "
+          "bind it to Binding::block_x, block_y or block_z first",
+          loops.func, name, name,
+          loops.index(name) < 0 ? fmt::format("not one of its loops ({})", loops.names())
+                                : fmt::format("bound to {}", to_string(loops.dim(name).binding)));
+    if (axis == 1 && grid_y_multiple > 1)
+      fail(
+          "schedule of '{}': reverse('{}') and cluster({}) both order block_y (the cluster pads it to a "
+          "multiple of {} blocks); reverse a loop on another block axis",
+          loops.func, name, grid_y_multiple, grid_y_multiple);
+    block_values[axis] = simplify(block_dims[axis]->extent - 1 - block_values[axis]);
+    m.reversed_loops.push_back(name);
+  }
   for (int axis = 0; axis < 3; ++axis)
     if (block_dims[axis])
       m.bound_values.insert(m.bound_values.begin(), {block_dims[axis]->name, block_values[axis]});
@@ -124,8 +144,11 @@ ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lan
 }
 
 std::string launch_summary(const ThreadMapping &m) {
-  return fmt::format("  {} thread(s) per block{}; grid ({}, {}, {})\n", m.threads,
-                     m.warps ? fmt::format(" in {} warp(s)", m.warps) : "", m.grid[0], m.grid[1], m.grid[2]);
+  std::string s =
+      fmt::format("  {} thread(s) per block{}; grid ({}, {}, {})\n", m.threads,
+                  m.warps ? fmt::format(" in {} warp(s)", m.warps) : "", m.grid[0], m.grid[1], m.grid[2]);
+  for (const std::string &loop : m.reversed_loops) s += fmt::format("  blocks take {} last first\n", loop);
+  return s;
 }
 
 Stmt define_bound_loops(const ThreadMapping &m, Stmt body) {

@@ -1,5 +1,5 @@
 #pragma once
-// Where a kernel's bound loops come from: block loops from blockIdx (in the schedule's raster order), warp
+// Where a kernel's bound loops come from: block loops from blockIdx (in the schedule's block order), warp
 // loops from the warp index and thread loops from the thread (or lane) index.
 #include <array>
 #include <string>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "scheduler/loops.h"
+#include "scheduler/schedule.h"
 #include "scheduler/target.h"
 
 namespace twist {
@@ -17,6 +18,8 @@ struct ThreadMapping {
   std::array<Halide::Expr, 3> grid;
   // Each bound loop's variable as an expression of blockIdx / threadIdx, in definition order.
   std::vector<std::pair<std::string, Halide::Expr>> bound_values;
+  // The block loops the blocks take last first (BlockLaunchOrder::reversed), for the kernel summary.
+  std::vector<std::string> reversed_loops;
 
   // Threads that no loop is bound to (a warp-specialized kernel's producer, ping-pong's second team), in
   // whole warps.
@@ -29,7 +32,7 @@ struct ThreadMapping {
 // `lanes_taken` is set when a matrix atom occupies the 32 lanes of each warp (no loop may be bound to
 // threads). The grid's y extent is rounded up to a multiple of `grid_y_multiple`, so that a cluster's blocks
 // pair rows of tiles (the extra row's tiles lie outside the output).
-ThreadMapping map_threads(const LoopStructure &loops, int raster_group, bool lanes_taken,
+ThreadMapping map_threads(const LoopStructure &loops, const BlockLaunchOrder &order, bool lanes_taken,
                           const Target &target, int grid_y_multiple = 1);
 
 // The kernel summary's line of the block's threads and the grid, once the kernel's builder has added the

@@ -96,6 +96,7 @@ std::string AttentionTiling::name() const {
   if (delay_products) s += "_dpv";
   if (warp_specialized) s += "_ws";
   if (ping_pong) s += "_pp";
+  if (longest_first) s += fmt::format("_lf{}", head_group);
   return s;
 }
 
@@ -170,6 +171,12 @@ void schedule_common(Schedule &s, const Attention &a, const AttentionTiling &t) 
 
 namespace {
 
+// Grouped-query heads share K and V: a block's warpgroups take this many query heads of one group over the
+// same queries, so that each K and V tile is loaded once for all of them.
+int packed_heads(int group, const AttentionTiling &t) {
+  return std::gcd(group, t.block_rows / t.warp_rows);
+}
+
 // The Hopper datapath: a warpgroup per warp_rows queries in atoms of 64 rows, each wgmma spanning all of D
 // (P V) or the key tile (S), every operand through TMA.
 Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) {
@@ -189,9 +196,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
         t.name(), a.options.head_dim, t.column_parts,
         static_cast<double>(a.options.head_dim) / t.column_parts);
   const std::string kv = a.j.x.name();
-  // Grouped-query heads share K and V: the block's warpgroups take `packed` query heads of one group over the
-  // same queries, so that each K and V tile is loaded once for all of them.
-  const int packed = std::gcd(a.options.group, t.block_rows / t.warp_rows);
+  const int packed = packed_heads(a.options.group, t);
   Schedule s;
   if (packed > 1) {
     s[a.O]
@@ -230,6 +235,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
         "warp-specialized block has (a producer warpgroup issuing the copies); set warp_specialized too",
         t.name());
   if (t.warp_specialized) s[a.O].warp_specialize({t.producer_registers, t.consumer_registers(), t.ping_pong});
+  if (t.longest_first) s[a.O].reverse("io").raster(t.head_group);
   s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
   return s;
 }
@@ -271,8 +277,36 @@ void wide_head_tiling(AttentionTiling &t, int head_dim) {
 
 }  // namespace
 
+namespace {
+
+constexpr int kSms = 132;  // the H200's, which the rules fill
+// H200: 50 MB of L2, half of it for the K and V of a group of block rows (the rest for Q, O and the other
+// groups' blocks still running).
+constexpr int64_t kAttentionL2Budget = 25ll << 20;
+// The keys a block visits on average (under a causal mask, about the keys less half the queries) from which
+// the overlapped S pays at D = 128: its block starts later (a producer warpgroup, a third slot to fill, a
+// first S not overlapped) and then runs each tile faster. Fitted to one run's three causal and
+// non-causal pairs (attention.h): about 27 key tiles of 128.
+constexpr int64_t kOverlapMinMeanKeys = 27 * 128;
+
+}  // namespace
+
+void order_longest_first(AttentionTiling &t, const AttentionProblemShape &p) {
+  const int64_t rows = p.batch_heads / packed_heads(p.group, t);
+  const int64_t query_tiles = (p.queries + t.block_rows - 1) / t.block_rows;
+  const int64_t wanted = (2 * kSms * t.min_blocks_per_sm + query_tiles - 1) / query_tiles;
+  const int64_t row_bytes = p.keys * p.head_dim * 2 * p.element_bytes;  // a row's K and V
+  t.longest_first = true;
+  t.head_group = 1;
+  for (int64_t g = 1; g <= rows; ++g) {
+    if (rows % g != 0) continue;
+    if (g > 1 && g * row_bytes > kAttentionL2Budget) break;
+    t.head_group = static_cast<int>(g);
+    if (g >= wanted) break;
+  }
+}
+
 AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
-  constexpr int kSms = 132;
   AttentionTiling t;
   t.atom = MatrixAtom::wgmma;
   t.warp_rows = 64;
@@ -284,23 +318,26 @@ AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p) {
   if (p.head_dim <= 64) t.min_blocks_per_sm = 2;
   if (p.head_dim > 256) wide_head_tiling(t, p.head_dim);
   // A producer warpgroup where runs measured it ahead (with two warpgroups of 64 rows, as measured): D <= 64,
-  // and D = 128 without a causal mask with the next tile's S overlapped with this tile's softmax, on 112-key
-  // tiles (two sets of 128-key S spill) and a ring of 3 slots (the overlap needs tile r + 1 at the start of
-  // tile r, when 2 slots have only just released its slot) (attention.h).
+  // and D = 128 where a block visits kOverlapMinMeanKeys keys or more on average, with the next tile's S
+  // overlapped with this tile's softmax, on 112-key tiles (two sets of 128-key S spill) and a ring of 3 slots
+  // (the overlap needs tile r + 1 at the start of tile r, when 2 slots have only just released its slot)
+  // (attention.h).
   const bool two_warpgroups = t.block_rows == 128;
-  t.warp_specialized = two_warpgroups && (p.head_dim <= 64 || (p.head_dim == 128 && !p.causal));
+  const int64_t mean_keys = p.causal ? std::max<int64_t>(p.keys - p.queries / 2, 1) : p.keys;
+  t.warp_specialized =
+      two_warpgroups && (p.head_dim <= 64 || (p.head_dim == 128 && mean_keys >= kOverlapMinMeanKeys));
   t.overlap_scores = t.warp_specialized && p.head_dim == 128;
   if (t.overlap_scores) {
     t.key_tile = std::min(t.key_tile, 112);
     t.stages = 3;
   }
+  if (p.causal) order_longest_first(t, p);
   return t;
 }
 
 namespace {
 
 // sm_90a's budgets the decode rule fills (the schedule's kernel is checked against them by lower()).
-constexpr int kSms = 132;
 constexpr int64_t kSharedBytesPerSm = 228 * 1024;
 constexpr int64_t kSharedBytesReservedPerBlock = 1024;  // kept by the CUDA runtime in each block
 constexpr int kDecodeRows = 16;                         // one mma atom of rows per block

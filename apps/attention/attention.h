@@ -75,6 +75,12 @@ struct AttentionTiling {
   // other's matrix products run (WarpSpecialization::ping_pong); needs two or more warpgroups a block.
   bool ping_pong = false;
   int producer_registers = 24;
+  // The order of the blocks: query tiles last first (FuncSchedule::reverse), in groups of `head_group` rows
+  // of blocks along batch x heads (FuncSchedule::raster: a group's blocks take each query tile in turn).
+  // Under a causal mask a block's keys grow with its query tile: the longest blocks start first and the
+  // shortest fill the last wave, while a group's K and V stay in L2.
+  bool longest_first = false;
+  int head_group = 1;
   int consumer_registers() const;
   std::string name() const;
 };
@@ -109,26 +115,42 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 //     except with the overlapped S (below);
 //   - causal masks change no tile size: the block skips the key tiles after its last row's diagonal and masks
 //     only the tiles that cross it;
+//   - causal masks order the blocks longest first (longest_first): the query tiles last first, in groups of
+//     head_group rows of blocks, the fewest that divide the rows and hold two waves of resident blocks
+//     (fewer, a short last group ends the grid with its long blocks; a greedy model of the block launch
+//     puts the last wave at 0.86-0.93 of the average by the launch order and 0.98-1.0 this way), while the
+//     group's K and V fit half the L2 (so that the query tiles of a group read them from L2);
 //   - warp-specialized (a producer warpgroup at 24 registers; WarpSpecialization) where runs measured it
 //     ahead, with two warpgroups of 64 rows: at D <= 64, 2.8-2.9% faster in three runs (B1 H8 S4096: 401.4
 //     against 390.3 TFLOP/s, 399.3 against 388.2, 405.0 against 393.5 in "The ping-pong race settled");
-//     at D = 128 without a causal mask, with the next tile's S overlapped with this tile's softmax inside
+//     at D = 128 where a block visits 27 x 128 keys or more on average (the keys, less half the queries
+//     under a causal mask), with the next tile's S overlapped with this tile's softmax inside
 //     each warpgroup (FuncSchedule::overlap_producer) on 112-key tiles (two sets of 128-key S spill) and a
 //     ring of 3 slots: the overlap needs tile r + 1 when tile r starts, and with 2 slots its slot has only
 //     just been released then, so every tile waited for a whole copy (0.64-0.78x before the third slot).
 //     Measured with 3 slots (bench/results/attention_overlap2.json): 513.2 against 494.4 TFLOP/s for
-//     ping-pong at B4 H16 S4096, 540.1 against 530.3 at B2 H16 S8192. Not at D = 128 with a causal mask
-//     (427.1 overlapped against 437.2 for the plain kernel), not at D <= 64 (380.5 against 397.4 for two
+//     ping-pong at B4 H16 S4096, 540.1 against 530.3 at B2 H16 S8192. The overlapped block starts later
+//     and then runs each tile faster: in one run (2026-12-04 14:55, both longest first under the causal
+//     mask), overlapped against plain 501.5 / 496.4 at B4 H16 S4096 (32 key tiles of 128 a block), 530.1
+//     / 509.9 at B2 H16 S8192 (64), causal 531.3 / 511.4 at B1 H16 S16384 (64.5 on average), but 424.6 /
+//     440.4 causal at B4 H16 S4096 (16.5); a block start and a cost per tile fitted to the four put the
+//     crossing at 27 tiles. Not at D <= 64 (380.5 against 397.4 for two
 //     blocks per SM of 64-key tiles, which the second S does not fit) nor at D = 256 (507.3 on 48-key tiles
 //     against 545.3: 3 slots of 64-key tiles do not fit beside Q); ping-pong with the overlap is behind the
 //     overlap alone at every problem measured.
 struct AttentionProblemShape {
   int head_dim = 128;
   bool causal = false;
-  int64_t batch_heads = 1;  // batch x query heads: the blocks along y
+  int64_t batch_heads = 1;  // batch x query heads
   int64_t queries = 1, keys = 1;
+  int group = 1;  // query heads per key/value head
+  int element_bytes = 2;
 };
 AttentionTiling hopper_attention_tiling(const AttentionProblemShape &p);
+// The rule's block order for tiling `t` of problem `p` (the rule's own under a causal mask): longest_first,
+// head_group the fewest rows of blocks that divide the rows and hold two waves of the blocks an SM keeps
+// (min_blocks_per_sm), or the most whose K and V fit half the L2.
+void order_longest_first(AttentionTiling &t, const AttentionProblemShape &p);
 
 // Decoding (one query per head): the `group` query heads that share a key/value head are packed into the rows
 // of one block's atoms, and the key loop is split across blocks.

@@ -546,7 +546,7 @@ class ExportSuiteTest(unittest.TestCase):
             stub.chmod(0o755)
             done = self.run_suite(Path(d) / "suite", stub)
             self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertIn("67 manifests", done.stdout)
+            self.assertIn("76 manifests", done.stdout)
             exports = []
             for path in sorted((Path(d) / "suite").glob("*.json")):
                 flags = json.loads(path.read_text())
@@ -564,8 +564,23 @@ class ExportSuiteTest(unittest.TestCase):
             exports = [e for e in exports if e not in gemma]
             prefill = [e for e in exports if "--decode" not in e]
             decode = [e for e in exports if e.get("--decode") == "true"]
-            self.assertEqual(len(prefill), 45)
+            self.assertEqual(len(prefill), 54)
             self.assertTrue(all(e.get("--atom") == "wgmma" for e in prefill))
+            # The block order at the three causal D 128 problems: the rule's tiling in the launch order, and the
+            # warp-specialized forms (the overlapped S, a producer alone) longest first.
+            ordered = [e for e in prefill if "--longest-first" in e]
+            per_problem = {}
+            for e in ordered:
+                per_problem.setdefault((e["--shape"], e["--dtype"]), []).append(
+                    (e.get("--rule"), e["--longest-first"], e.get("--overlap"), e.get("--warp-specialize")))
+            for problem in [("4x16x4096x4096x128", "f16"), ("1x16x16384x16384x128", "f16"),
+                            ("4x16x4096x4096x128", "bf16")]:
+                self.assertEqual(sorted(per_problem.pop(problem), key=str), sorted([
+                    ("true", "false", None, None), (None, "true", "true", "true"), (None, "true", None, "true")],
+                    key=str), problem)
+            self.assertEqual(per_problem, {})
+            self.assertTrue(all(e["--causal"] == "true" for e in ordered))
+            prefill = [e for e in prefill if e not in ordered]
             # The delayed column products (on a producer warpgroup) at every problem of the suite, and on a second
             # tiling at four of them.
             delayed = [e for e in prefill if e.get("--delay-products") == "true"]
@@ -713,8 +728,9 @@ class ExportedManifestTest(unittest.TestCase):
                         "--rule", "true")
             (case,) = ba.attention_cases(ba.find_attention_manifests(out))
             (m,) = case.manifests
-            # 8 heads of 3 tiles of 128 rows are fewer blocks than SMs: one warpgroup of 64 rows per block.
-            self.assertEqual(m.notes["schedule"], "flash_64x128_s2_w64_wgmma")
+            # 8 heads of 3 tiles of 128 rows are fewer blocks than SMs: one warpgroup of 64 rows per block;
+            # causal: the longest blocks first, the 8 rows of blocks in one group (fewer than two waves).
+            self.assertEqual(m.notes["schedule"], "flash_64x128_s2_w64_wgmma_lf8")
             (k,) = m.kernels
             self.assertEqual(k.block, 128)
             self.assertEqual(sorted(k.tensor_maps), ["K_map", "Q_map", "V_map"])

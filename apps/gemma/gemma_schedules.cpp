@@ -67,7 +67,9 @@ AttentionTiling attention_tiling(const Attention &a, const LayerAttentionShape &
                                   .causal = o.causal,
                                   .batch_heads = shape.batch * shape.heads,
                                   .queries = shape.queries,
-                                  .keys = shape.keys});
+                                  .keys = shape.keys,
+                                  .group = o.group,
+                                  .element_bytes = o.dtype.bytes()});
 }
 
 Schedule schedule_layer_attention(const Attention &a, const LayerAttentionShape &shape) {

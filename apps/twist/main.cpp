@@ -421,6 +421,13 @@ int export_attention(const Options &o) {
   t.min_blocks_per_sm = std::stoi(o.get("min-blocks", "1"));
   t.warp_rows = std::stoi(o.get("warp-rows", atom == "wgmma" ? "64" : "16"));
   t.column_parts = std::stoi(o.get("column-parts", "1"));
+  const apps::AttentionProblemShape prefill_shape{.head_dim = shape[4],
+                                                  .causal = causal,
+                                                  .batch_heads = int64_t(shape[0]) * shape[1],
+                                                  .queries = shape[2],
+                                                  .keys = shape[3],
+                                                  .group = group,
+                                                  .element_bytes = dtype.bytes()};
   // --rule true: the tiling of apps::decode_tiling (decode) or apps::hopper_attention_tiling (prefill).
   if (o.flag("rule") && decode) {
     t = apps::decode_tiling({.head_dim = shape[4],
@@ -429,11 +436,7 @@ int export_attention(const Options &o) {
                              .keys = shape[3],
                              .element_bytes = dtype.bytes()});
   } else if (o.flag("rule")) {
-    t = apps::hopper_attention_tiling({.head_dim = shape[4],
-                                       .causal = causal,
-                                       .batch_heads = int64_t(shape[0]) * shape[1],
-                                       .queries = shape[2],
-                                       .keys = shape[3]});
+    t = apps::hopper_attention_tiling(prefill_shape);
   }
   // --overlap true|false: the next key tile's S in flight during this tile's softmax; --delay-products
   // true|false: each tile's P V in flight during the next tile's softmax; --warp-specialize true|false: a
@@ -443,6 +446,13 @@ int export_attention(const Options &o) {
   if (o.values.count("delay-products")) t.delay_products = o.flag("delay-products");
   if (o.values.count("warp-specialize")) t.warp_specialized = o.flag("warp-specialize");
   if (o.values.count("ping-pong")) t.ping_pong = o.flag("ping-pong");
+  // --longest-first true|false: the blocks take the query tiles last first, in groups of --head-group rows
+  // of blocks, by default the rule's (apps::order_longest_first; overrides the rule's choice).
+  if (o.values.count("longest-first")) {
+    t.longest_first = false;
+    if (o.flag("longest-first")) apps::order_longest_first(t, prefill_shape);
+  }
+  if (o.values.count("head-group")) t.head_group = std::stoi(o.get("head-group", "1"));
   if (o.values.count("split-combine"))
     t.split_combine = parse_split_combine(o.get("split-combine", "kernel"));
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
@@ -652,7 +662,8 @@ int usage() {
                "                         [--warp-rows 16] [--label NAME] [--dump=...]\n"
                "                         [--atom wgmma [--warp-rows 64] [--overlap true|false]\n"
                "                          [--delay-products true|false]\n"
-               "                          [--warp-specialize true|false [--ping-pong true|false]] (Hopper: TMA, wgmma)]\n"
+               "                          [--warp-specialize true|false [--ping-pong true|false]]\n"
+               "                          [--longest-first true|false [--head-group G]] (Hopper: TMA, wgmma)]\n"
                "                         [--rule true (the tiling by apps::hopper_attention_tiling, or with --decode\n"
                "                          true by apps::decode_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"

@@ -544,6 +544,7 @@ void bind_schedules(nb::module_ &m) {
       .def("accumulate", &FuncSchedule::accumulate, "accumulation"_a, ref)
       .def("matrix_atom", &FuncSchedule::matrix_atom, "atom"_a, "i"_a, "j"_a, "k"_a, ref)
       .def("raster", &FuncSchedule::raster, "group"_a, ref)
+      .def("reverse", &FuncSchedule::reverse, "var"_a, ref)
       .def("assume_associative", &FuncSchedule::assume_associative, "reason"_a, ref)
       .def("min_blocks_per_sm", &FuncSchedule::min_blocks_per_sm, "blocks"_a, ref)
       .def("approximate_math", &FuncSchedule::approximate_math, "on"_a = true, ref)

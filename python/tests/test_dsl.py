@@ -101,6 +101,23 @@ def test_a_gemm_on_the_oracle_and_on_the_interpreter_matches_numpy():
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
 
 
+def test_blocks_in_reverse_and_in_raster_groups_still_match_numpy():
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(70, 29)).astype(np.float16)
+    b = rng.normal(size=(29, 45)).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    c = gemm()
+    s = simt_schedule(c)
+    s[c].reverse("io").raster(2)
+    assert "blocks take io last first" in str(s)
+    program = twist.lower(c, s, twist.Target.sm80())
+    got = twist.interpret(program, {"A": a, "B": b})["C"]
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-6
+    s[c].reverse("it")
+    with pytest.raises(twist.Error, match="reverse\\('it'\\) orders the blocks of a loop bound to a block axis"):
+        twist.lower(c, s, twist.Target.sm80())
+
+
 def test_every_stage_prints():
     c = gemm()
     s = simt_schedule(c)

@@ -127,7 +127,9 @@ Case hopper(Case c) {
                                       .causal = c.options.causal,
                                       .batch_heads = int64_t(c.batch) * c.heads,
                                       .queries = c.queries,
-                                      .keys = c.keys});
+                                      .keys = c.keys,
+                                      .group = c.options.group,
+                                      .element_bytes = c.options.dtype.bytes()});
   return c;
 }
 

@@ -175,6 +175,18 @@ TEST_CASE(
   CHECK(!d128_causal.warp_specialized);
   CHECK(!d128_causal.ping_pong);
   CHECK(!d128_causal.overlap_scores);
+  // The overlapped S where a block visits 27 x 128 keys or more on average: a causal mask over 16384 keys
+  // (about 8192 a block), not 2048 keys without one.
+  const AttentionTiling long_causal = hopper_attention_tiling(
+      {.head_dim = 128, .causal = true, .batch_heads = 16, .queries = 16384, .keys = 16384});
+  CHECK(long_causal.warp_specialized);
+  CHECK(long_causal.overlap_scores);
+  CHECK(long_causal.key_tile == 112);
+  CHECK(long_causal.longest_first);
+  const AttentionTiling short_keys =
+      hopper_attention_tiling({.head_dim = 128, .batch_heads = 128, .queries = 2048, .keys = 2048});
+  CHECK(!short_keys.warp_specialized);
+  CHECK(short_keys.key_tile == 128);
   CHECK(!hopper_attention_tiling({.head_dim = 256, .batch_heads = 64, .queries = 4096, .keys = 4096})
              .warp_specialized);
   CHECK(
@@ -193,6 +205,71 @@ TEST_CASE(
       64);
   CHECK(hopper_attention_tiling({.head_dim = 64, .batch_heads = 16, .queries = 40, .keys = 40}).key_tile ==
         48);
+}
+
+TEST_CASE("the Hopper tiling rule orders causal blocks longest first, in groups of rows sharing L2") {
+  const AttentionTiling plain =
+      hopper_attention_tiling({.head_dim = 128, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(!plain.longest_first);
+  // 32 query tiles a row: two waves of 132 blocks want 9 rows, and 8 is the most whose K and V (2 MB a row)
+  // fit 25 MB.
+  const AttentionTiling causal = hopper_attention_tiling(
+      {.head_dim = 128, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  CHECK(causal.longest_first);
+  CHECK(causal.head_group == 8);
+  CHECK(causal.name() == "flash_128x128_s2_w64_wgmma_lf8");
+  // 128 query tiles a row: 3 rows for two waves; the divisors of 16 are 2 and 4, and 4 rows of 8 MB exceed
+  // the budget.
+  CHECK(hopper_attention_tiling(
+            {.head_dim = 128, .causal = true, .batch_heads = 16, .queries = 16384, .keys = 16384})
+            .head_group == 2);
+  // Grouped-query heads packed two to a block: 32 rows of blocks, 2 MB of K and V each; 16 divides them.
+  CHECK(hopper_attention_tiling(
+            {.head_dim = 128, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096, .group = 2})
+            .head_group == 8);
+  // 16 query tiles of D 64 at two blocks per SM: 33 rows wanted, 48 the first divisor of 96 above, and
+  // its 24 MB of K and V fit.
+  CHECK(hopper_attention_tiling(
+            {.head_dim = 64, .causal = true, .batch_heads = 96, .queries = 2048, .keys = 2048})
+            .head_group == 48);
+}
+
+TEST_CASE("longest first: blocks take the query tiles last first in groups of rows, and match the oracle") {
+  AttentionTiling t = small_hopper_tiling();
+  t.longest_first = true;
+  // 10 rows of blocks in groups of 3 (the last group holds one row), 2 query tiles a row, causal with
+  // skipped tiles and rows that see no key; grouped-query heads packed two to a block; split-KV parts.
+  for (int group : {1, 3}) {
+    t.head_group = group;
+    Attention a =
+        make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = fmt::format("hlf{}", group)});
+    const LoweredProgram p = lower(a.out, schedule_attention(a, t), Target::sm90a());
+    CHECK(p.kernels[0].schedule_summary.find("blocks take io last first") != std::string::npos);
+    const double err = hopper_error(a, t, attention_sizes(a, 2, 5, 150, 120), 21);
+    INFO("head group ", group, ": error ", err);
+    CHECK(err < 2e-3);
+  }
+  Attention gqa =
+      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hlfg"});
+  CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 6, 130, 140), 22) < 1e-2);
+  AttentionTiling parts = t;
+  parts.split_kv = 2;
+  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hlfs"});
+  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 140, 200), 23) < 2e-3);
+}
+
+TEST_CASE("reverse() orders block loops only, and says which loops it may take") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hrv"});
+  Schedule s = schedule_attention(a, small_hopper_tiling());
+  s[a.O].reverse("jo");
+  std::string e = error_of([&] { lower(a.out, s, Target::sm90a()); });
+  CHECK(contains(e, "reverse('jo') orders the blocks of a loop bound to a block axis, and 'jo' is bound to"));
+  s = schedule_attention(a, small_hopper_tiling());
+  s[a.O].reverse("rows");
+  e = error_of([&] { lower(a.out, s, Target::sm90a()); });
+  CHECK(contains(e, "'rows' is not one of its loops"));
 }
 
 TEST_CASE("warp-specialized attention tilings give the consumers what the block's producer leaves") {
