@@ -279,7 +279,8 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   // and the P V waited for after the pass, so that the other warpgroup's turn follows at once. With
   // overlap_producer the next tile's S is issued before this tile's update: a turn is that S's issue alone,
   // taken once its tile has landed (a turn that waited for a tile inside could wait for the other
-  // warpgroup's release of its slot, which that one gives only after its own next turn).
+  // warpgroup's release of its slot, which that one gives only after its own next turn). With
+  // delay_column_products a turn issues a tile's S and the previous tile's P V (below).
   const bool ping_pong_turns = ping_pong();
   auto in_turn = [&](const Stmt &issue, const Halide::Expr &last_turn) {
     return ping_pong_turns ? block({take_turn(), issue, pass_turn(last_turn)}) : issue;
@@ -315,10 +316,10 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
                      intrinsic::mbarrier_arrive(empty(slot_of(tile_r))));
     };
     // In ping-pong a turn is tile r's S and tile r - 1's products (FlashAttention-3's order), taken once
-    // tile r has landed: its landing waits for the releases of tile r - depth, which each warpgroup gives
-    // in its tile r - depth + 1, after that tile's turn (before the other warpgroup's turn r - 1 ends for
-    // depth >= 2), never after a turn of its own still to come. The pass precedes the waits, so that the
-    // other warpgroup issues while this one waits for its S and computes its update. The last tile's
+    // tile r has landed, never holding the turn through a copy. The landing cannot deadlock: it needs both
+    // warpgroups' releases of tile r - depth, which each gives in its own tile r - depth + 1 <= r - 1 after
+    // that tile's turn, and that turn needs only passes already given. The pass precedes the waits, so that
+    // the other warpgroup issues while this one waits for its S and computes its update. The last tile's
     // products after the loop take no turn: each warpgroup takes one a tile, and the last one keeps its
     // last (pass_turn), so every barrier ends with as many arrivals as waits.
     const Stmt pass = ping_pong_turns ? pass_turn(!has_next) : Stmt();
