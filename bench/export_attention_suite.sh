@@ -8,7 +8,8 @@
 #   prefill (S = L), f16, and bf16 for B4 H16 S4096 D128: the Hopper datapath's tiling by rule (TMA, wgmma;
 #   apps::hopper_attention_tiling); at five of them also the tiling the rule chose before warp specialization
 #   and the warp-specialized variants it weighs (a producer warpgroup, setmaxnreg; ping-pong of the two consumer
-#   warpgroups; the next tile's S overlapped with this tile's softmax; both)
+#   warpgroups; the next tile's S overlapped with this tile's softmax; both); at every one the delayed column
+#   products (FlashAttention-3's order within a warpgroup), alone and in ping-pong
 #   Gemma 4's attention (bf16): the sliding layers' D 256 with a window of 1024 at S4096, the full layers' D 512
 #   with 8 query heads per key/value head at S2048 and S8192 (causal), and their decode at L4096 and L32768
 #   (the sliding layers' cache is the window's 1024 keys), all by rule
@@ -137,6 +138,36 @@ block_order() {  # dtype B H S D
 block_order f16 4 16 4096 128
 block_order f16 1 16 16384 128
 block_order bf16 4 16 4096 128
+
+# Ping-pong of the two consumer warpgroups with the delayed column products (FlashAttention-3's full order:
+# a warpgroup's turn issues tile r's S and tile r - 1's P V, and it passes the turn before waiting for them). At
+# every prefill problem: D 64 on 128-key tiles (64-key tiles at two blocks per SM spill in their 104 registers),
+# D 128 on 128-key tiles with 2 and 3 slots, and without a causal mask also on 176-key tiles (FlashAttention-3's
+# choice; ptxas spills 56 bytes) and 160-key tiles (no spill) on 2 slots; D 256 on 80- and 64-key tiles.
+delayed_ping_pong() {  # dtype B H S D causal
+  local shape="${2}x${3}x${4}x${4}x${5}"
+  local pp="--atom wgmma --block-rows 128 --warp-specialize true --ping-pong true --delay-products true"
+  local tilings
+  case $5 in
+    64) tilings=("$pp --key-tile 128") ;;
+    128) tilings=("$pp --key-tile 128" "$pp --key-tile 128 --stages 3")
+         [[ $6 == true ]] || tilings+=("$pp --key-tile 176" "$pp --key-tile 160") ;;
+    256) tilings=("$pp --key-tile 80" "$pp --key-tile 64") ;;
+  esac
+  for tiling in "${tilings[@]}"; do
+    # shellcheck disable=SC2086  # the tiling is a list of flags
+    export_attention --shape "$shape" --dtype "$1" --causal "$6" $tiling
+  done
+}
+delayed_ping_pong f16 1 8 4096 64 false
+delayed_ping_pong f16 4 16 4096 128 false
+delayed_ping_pong f16 4 16 4096 128 true
+delayed_ping_pong f16 2 16 8192 128 false
+delayed_ping_pong f16 16 16 1024 64 false
+delayed_ping_pong f16 1 16 16384 128 true
+delayed_ping_pong f16 4 16 4096 256 false
+delayed_ping_pong bf16 4 16 4096 128 false
+delayed_ping_pong bf16 4 16 4096 128 true
 
 # --- decode: B H L D group -------------------------------------------------------------------------------
 # The tiling by rule (apps::decode_tiling in apps/attention/attention.h): a warp of 16 rows per block (the

@@ -193,8 +193,9 @@ Stmt ChainedKernelBuilder::column_products_by_wgmma(const Halide::Expr &slot) {
   w.b = staged_operand(column_operand_.input, v_coords_, atom_key_, {atom_key_, atom_col_}, slot);
   w.accumulate = 1;
   // In ping-pong without overlap_producer the products are issued in the warpgroup's turn and waited for by
-  // the key loop once the next S is issued too (tma_key_loop); delayed ones after the next tile's update.
-  const bool turn = ping_pong() && !req_.schedule->overlaps_producer();
+  // the key loop once the next S is issued too (tma_key_loop); delayed ones after the next tile's update,
+  // issued in the turn the key loop takes for the next tile's S.
+  const bool turn = ping_pong() && !req_.schedule->overlaps_producer() && !delays_column_products();
   const bool waited_here = !turn && !delays_column_products();
   // The fence orders acc.o alone: with overlap_producer or delayed products an S is in flight across it.
   return block({turn ? take_turn() : Stmt(), intrinsic::wgmma_fence({w.d}), over(loops, intrinsic::wgmma(w)),
@@ -278,7 +279,8 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   // and the P V waited for after the pass, so that the other warpgroup's turn follows at once. With
   // overlap_producer the next tile's S is issued before this tile's update: a turn is that S's issue alone,
   // taken once its tile has landed (a turn that waited for a tile inside could wait for the other
-  // warpgroup's release of its slot, which that one gives only after its own next turn).
+  // warpgroup's release of its slot, which that one gives only after its own next turn). With
+  // delay_column_products a turn issues a tile's S and the previous tile's P V (below).
   const bool ping_pong_turns = ping_pong();
   auto in_turn = [&](const Stmt &issue, const Halide::Expr &last_turn) {
     return ping_pong_turns ? block({take_turn(), issue, pass_turn(last_turn)}) : issue;
@@ -303,22 +305,31 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
           "without a producer warpgroup the refill that follows timed out on the H200 (not yet understood); "
           "add warp_specialize() or drop FuncSchedule::delay_column_products",
           fname);
-    if (ping_pong_turns || req_.schedule->overlaps_producer())
+    if (req_.schedule->overlaps_producer())
       fail(
           "schedule of '{}': delay_column_products issues each tile's column products with the next tile's "
-          "S, in one order of its own; drop {}",
-          fname, ping_pong_turns ? "WarpSpecialization::ping_pong" : "FuncSchedule::overlap_producer");
+          "S, in one order of its own; drop FuncSchedule::overlap_producer",
+          fname);
     const Halide::Expr has_previous = r > 0;
     auto release_of = [&](const Halide::Expr &tile_r) {
       return guarded(thread % hopper::kWarpgroupThreads == 0,
                      intrinsic::mbarrier_arrive(empty(slot_of(tile_r))));
     };
+    // In ping-pong a turn is tile r's S and tile r - 1's products (FlashAttention-3's order), taken once
+    // tile r has landed, never holding the turn through a copy. The landing cannot deadlock: it needs both
+    // warpgroups' releases of tile r - depth, which each gives in its own tile r - depth + 1 <= r - 1 after
+    // that tile's turn, and that turn needs only passes already given. The pass precedes the waits, so that
+    // the other warpgroup issues while this one waits for its S and computes its update. The last tile's
+    // products after the loop take no turn: each warpgroup takes one a tile, and the last one keeps its
+    // last (pass_turn), so every barrier ends with as many arrivals as waits.
+    const Stmt pass = ping_pong_turns ? pass_turn(!has_next) : Stmt();
     steps = {wait_landed(r),
+             ping_pong_turns ? take_turn() : Stmt(),
              scores_by_wgmma("acc.s", ring_slot_),
-             IfThenElse::make(
-                 has_previous,
-                 block({column_products_by_wgmma(slot_of(previous)), intrinsic::wgmma_wait(1, {"acc.s"})}),
-                 intrinsic::wgmma_wait(0, {"acc.s"})),
+             IfThenElse::make(has_previous,
+                              block({column_products_by_wgmma(slot_of(previous)), pass,
+                                     intrinsic::wgmma_wait(1, {"acc.s"})}),
+                              block({pass, intrinsic::wgmma_wait(0, {"acc.s"})})),
              tile(),
              intrinsic::wgmma_wait(0, {"acc.o"}),
              guarded(has_previous, release_of(previous)),
@@ -394,8 +405,10 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     summary_ += fmt::format(
         "  ping-pong: consumer warpgroup w takes its turn on named barrier {} + w {}\n",
         named_barriers::kFirstTurn,
-        req_.schedule->overlaps_producer()
-            ? "to issue each S, once the S's tile has landed"
+        req_.schedule->overlaps_producer() ? "to issue each S, once the S's tile has landed"
+        : delays_column_products()
+            ? "to issue each tile's S and the previous tile's column products, once the tile has landed, and "
+              "passes it on before waiting for the S"
             : "to issue its column products and the next S, and passes it on before waiting for them");
   compute.push_back(finish);
   summary_ += fmt::format(

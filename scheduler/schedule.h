@@ -251,9 +251,11 @@ class FuncSchedule {
   // producer wgmmas and waits for them after that tile's element function: the tensor cores run the products
   // while the next tile's softmax does (FlashAttention-3's order within a warpgroup, one tile behind). Every
   // wgmma is waited for inside the key tile that issues it, and S needs one set of accumulators; P is held
-  // across the tile boundary. Needs warp_specialize(); exclusive with overlap_producer and ping-pong; the
-  // column component's rebase must be a factor of the row alone (attention's 2^(m_old - m_new)), applied to
-  // the column accumulators once the previous tile's products have landed.
+  // across the tile boundary. Needs warp_specialize(); exclusive with overlap_producer. With ping-pong a
+  // consumer warpgroup's turn issues a tile's producer wgmmas and the previous tile's products, and is passed
+  // before their waits (FlashAttention-3's full order). The column component's rebase must be a factor of the
+  // row alone (attention's 2^(m_old - m_new)), applied to the column accumulators once the previous tile's
+  // products have landed.
   FuncSchedule &delay_column_products(bool on = true);
 
   const std::string &func() const { return func_; }

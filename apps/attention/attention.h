@@ -137,7 +137,14 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 //     crossing at 27 tiles. Not at D <= 64 (380.5 against 397.4 for two
 //     blocks per SM of 64-key tiles, which the second S does not fit) nor at D = 256 (507.3 on 48-key tiles
 //     against 545.3: 3 slots of 64-key tiles do not fit beside Q); ping-pong with the overlap is behind the
-//     overlap alone at every problem measured.
+//     overlap alone at every problem measured;
+//   - not the delayed column products in ping-pong (FlashAttention-3's full order; 128-key tiles on 3 slots
+//     at D = 128, the best of its tilings): in one run (bench/RESULTS.md, "Ping-pong with the delayed column
+//     products") within 2.2% of the rule's kernel without a causal mask (494.9 against 506.1 TFLOP/s at B4
+//     H16 S4096, 533.7 against 539.0 at B2 H16 S8192, 523.3 against 521.6 in bf16) and on both sides of it
+//     with one (517.1 against 494.5 at B1 H16 S16384, 452.1 against 442.4 at B4 H16 S4096 bf16, 405.0
+//     against 432.2 in f16): no steadier than the run's spread; at D = 64 (one block per SM: 128-key tiles
+//     do not fit two blocks' 104 registers) 0.60x the rule's, at D = 256 0.87x.
 struct AttentionProblemShape {
   int head_dim = 128;
   bool causal = false;

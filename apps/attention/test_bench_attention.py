@@ -546,7 +546,7 @@ class ExportSuiteTest(unittest.TestCase):
             stub.chmod(0o755)
             done = self.run_suite(Path(d) / "suite", stub)
             self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertIn("76 manifests", done.stdout)
+            self.assertIn("98 manifests", done.stdout)
             exports = []
             for path in sorted((Path(d) / "suite").glob("*.json")):
                 flags = json.loads(path.read_text())
@@ -564,7 +564,7 @@ class ExportSuiteTest(unittest.TestCase):
             exports = [e for e in exports if e not in gemma]
             prefill = [e for e in exports if "--decode" not in e]
             decode = [e for e in exports if e.get("--decode") == "true"]
-            self.assertEqual(len(prefill), 54)
+            self.assertEqual(len(prefill), 76)
             self.assertTrue(all(e.get("--atom") == "wgmma" for e in prefill))
             # The block order at the three causal D 128 problems: the rule's tiling in the launch order, and the
             # warp-specialized forms (the overlapped S, a producer alone) longest first.
@@ -581,6 +581,28 @@ class ExportSuiteTest(unittest.TestCase):
             self.assertEqual(per_problem, {})
             self.assertTrue(all(e["--causal"] == "true" for e in ordered))
             prefill = [e for e in prefill if e not in ordered]
+            # The delayed column products in ping-pong at every problem of the suite: D 64 on 128-key tiles, D 128
+            # on 128-key tiles with 2 and 3 slots (and 176- and 160-key tiles without a causal mask), D 256 on 80-
+            # and 64-key tiles.
+            delayed_ping_pong = [e for e in prefill if e.get("--delay-products") == "true"
+                                 and e.get("--ping-pong") == "true"]
+            self.assertTrue(all(e.get("--warp-specialize") == "true" and "--rule" not in e for e in delayed_ping_pong))
+            per_problem = {}
+            for e in delayed_ping_pong:
+                per_problem.setdefault((e["--shape"], e["--dtype"], e["--causal"]), []).append(
+                    (e["--key-tile"], e.get("--stages", "2")))
+            wide = [("128", "2"), ("128", "3"), ("176", "2"), ("160", "2")]
+            self.assertEqual(sorted(per_problem.items()), sorted([
+                (("1x8x4096x4096x64", "f16", "false"), [("128", "2")]),
+                (("4x16x4096x4096x128", "f16", "false"), wide),
+                (("4x16x4096x4096x128", "f16", "true"), wide[:2]),
+                (("2x16x8192x8192x128", "f16", "false"), wide),
+                (("16x16x1024x1024x64", "f16", "false"), [("128", "2")]),
+                (("1x16x16384x16384x128", "f16", "true"), wide[:2]),
+                (("4x16x4096x4096x256", "f16", "false"), [("80", "2"), ("64", "2")]),
+                (("4x16x4096x4096x128", "bf16", "false"), wide),
+                (("4x16x4096x4096x128", "bf16", "true"), wide[:2])]))
+            prefill = [e for e in prefill if e not in delayed_ping_pong]
             # The delayed column products (on a producer warpgroup) at every problem of the suite, and on a second
             # tiling at four of them.
             delayed = [e for e in prefill if e.get("--delay-products") == "true"]

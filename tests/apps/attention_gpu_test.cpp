@@ -531,6 +531,76 @@ TEST_CASE("GPU: ping-pong Hopper attention with masked rows and grouped-query he
   CHECK(err < 2e-3);
 }
 
+// Ping-pong with the delayed column products (FlashAttention-3's full order): a warpgroup's turn issues tile
+// r's S and tile r - 1's P V and is passed before their waits; the last tile's products after the loop.
+namespace {
+
+AttentionTiling delayed_ping_pong(int head_dim, bool causal, int key_tile, int stages) {
+  AttentionTiling t = ping_pong(head_dim, causal, false, key_tile);
+  // One block per SM: the rule's two blocks at D 64 leave the consumers 104 registers, too few for S, P and
+  // the column accumulators of a 128-key tile.
+  t.delay_products = true, t.stages = stages, t.min_blocks_per_sm = 1;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("GPU: ping-pong Hopper attention with delayed column products matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  check_cases({
+      Case{"f16 D128, ragged keys, 2 slots",
+           {.dtype = f16, .head_dim = 128, .prefix = "hdp1"},
+           1,
+           2,
+           300,
+           333,
+           delayed_ping_pong(128, false, 128, 2)},
+      Case{"bf16 D128 causal, masked rows, 3 slots",
+           {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hdp2"},
+           1,
+           2,
+           190,
+           90,
+           delayed_ping_pong(128, true, 128, 3)},
+      Case{"f16 D128, 176-key tiles",
+           {.dtype = f16, .head_dim = 128, .prefix = "hdp3"},
+           1,
+           2,
+           300,
+           333,
+           delayed_ping_pong(128, false, 176, 2)},
+      Case{"f16 D64 GQA 2 causal, 128-key tiles",
+           {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hdp4"},
+           2,
+           4,
+           130,
+           170,
+           delayed_ping_pong(64, true, 128, 2)},
+      Case{"f16 D256 ragged keys",
+           {.dtype = f16, .head_dim = 256, .prefix = "hdp5"},
+           1,
+           2,
+           140,
+           77,
+           delayed_ping_pong(256, false, 80, 2)},
+  });
+}
+
+// The same for the sanitizers (racecheck, synccheck): the turns around S and the delayed P V, with masked
+// rows, grouped-query heads, a ring that wraps and the products after the loop.
+TEST_CASE(
+    "GPU: ping-pong Hopper attention with delayed column products on masked rows and grouped-query heads "
+    "(for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  check_cases({Case{"causal GQA 2, masked rows",
+                    {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hdps"},
+                    1,
+                    4,
+                    190,
+                    300,
+                    delayed_ping_pong(128, true, 128, 2)}});
+}
+
 // One small case for the sanitizers: causal with rows that see no key, two query heads of a group per block
 // (its two warpgroups), a ring that wraps.
 TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {

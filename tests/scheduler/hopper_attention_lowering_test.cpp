@@ -418,19 +418,21 @@ TEST_CASE("delay_column_products' source issues P V after the next S and waits f
   CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
 }
 
-TEST_CASE(
-    "delay_column_products is refused with ping-pong, with overlap_producer, without a producer, on mma") {
+TEST_CASE("delay_column_products is refused with overlap_producer, without a producer, on mma") {
   using twist::testing::contains;
   using twist::testing::error_of;
   Attention a = make_attention({.dtype = f16, .head_dim = 64, .prefix = "hdr"});
   AttentionTiling t = small_hopper_tiling();
-  t.warp_specialized = true, t.delay_products = true, t.ping_pong = true;
-  std::string e = error_of([&] { lower(a.out, schedule_attention(a, t), Target::sm90a()); });
-  CHECK(contains(e, "delay_column_products issues each tile's column products with the next tile's S"));
-  CHECK(contains(e, "drop WarpSpecialization::ping_pong"));
-  t.ping_pong = false, t.overlap_scores = true;
-  e = error_of([&] { lower(a.out, schedule_attention(a, t), Target::sm90a()); });
-  CHECK(contains(e, "drop FuncSchedule::overlap_producer"));
+  t.warp_specialized = true, t.delay_products = true, t.overlap_scores = true;
+  // With ping-pong or without, the overlapped S is another order.
+  for (bool ping_pong : {false, true}) {
+    t.ping_pong = ping_pong;
+    const std::string e = error_of([&] { lower(a.out, schedule_attention(a, t), Target::sm90a()); });
+    CHECK(contains(e, "delay_column_products issues each tile's column products with the next tile's S"));
+    CHECK(contains(e, "drop FuncSchedule::overlap_producer"));
+  }
+  t.ping_pong = false;
+  std::string e;
   // Without a producer warpgroup (one GPU test case timed out on the H200).
   t.overlap_scores = false, t.warp_specialized = false;
   e = error_of([&] { lower(a.out, schedule_attention(a, t), Target::sm90a()); });
@@ -629,6 +631,89 @@ TEST_CASE("ping-pong Hopper attention source: bar.sync on the warpgroup's barrie
       CHECK(source.find("bar.sync %0", last_pass) == std::string::npos);
       CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
     }
+}
+
+TEST_CASE("ping-pong with delayed column products: FlashAttention-3's full order matches the oracle") {
+  // A turn issues tile r's S and tile r - 1's products, and is passed before their waits; the interpreter's
+  // named barriers count each id's arrivals and block a bar.sync until the other warpgroup has arrived, so a
+  // turn taken or passed once too often is a reported deadlock or an unbalanced barrier, and a read of acc.o
+  // or a write of P under products in flight a reported hazard.
+  AttentionTiling t = small_ping_pong_tiling();
+  t.delay_products = true;
+  // Odd lengths, f16 and bf16; causal with rows that see no key (0), skipped tiles and one tile only (the
+  // products after the loop alone); grouped-query heads.
+  check_variant_problems(t, "hdp");
+  // Three slots, causal, more keys than queries.
+  AttentionTiling three = t;
+  three.stages = 3;
+  Attention c3 = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hdp3"});
+  CHECK(hopper_error(c3, three, attention_sizes(c3, 2, 1, 70, 77), 10) < 2e-3);
+  // D = 128 with one key step a tile on three slots, and D = 256, causal, lengths the tiles do not divide.
+  AttentionTiling one_step = t;
+  one_step.key_tile = 16, one_step.stages = 3;
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hdp128"});
+  CHECK(hopper_error(d128, one_step, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hdp256"});
+  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
+  // Split-KV: each part's warpgroups take turns over their own part's tiles, its last products after its
+  // own loop.
+  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hdps"});
+  AttentionTiling parts = t;
+  parts.split_kv = 3;
+  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+  // Grouped-query heads, causal, 128-key tiles (the GPU test's D 64 case).
+  AttentionTiling wide = t;
+  wide.key_tile = 128;
+  Attention gqa =
+      make_attention({.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hdpg"});
+  CHECK(hopper_error(gqa, wide, attention_sizes(gqa, 2, 4, 130, 170), 13) < 2e-3);
+}
+
+TEST_CASE("ping-pong with delayed column products: the turn around S and P V, passed before the waits") {
+  // D 128 on 128-key tiles, 2 and 3 slots, causal and not, and on 176-key tiles without a mask
+  // (FlashAttention-3's): each compiles for sm_90a.
+  struct Case {
+    int key_tile, stages;
+    bool causal;
+  };
+  for (const Case c : {Case{128, 2, false}, Case{128, 3, false}, Case{128, 2, true}, Case{128, 3, true},
+                       Case{176, 2, false}}) {
+    Attention a = make_attention({.dtype = f16, .head_dim = 128, .causal = c.causal});
+    AttentionTiling t = hopper_attention_tiling(
+        {.head_dim = 128, .causal = c.causal, .batch_heads = 64, .queries = 4096, .keys = 4096});
+    t.warp_specialized = true, t.ping_pong = true, t.overlap_scores = false, t.delay_products = true;
+    t.key_tile = c.key_tile, t.stages = c.stages;
+    const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
+    const std::string source = cuda::cuda_source(k);
+    INFO(t.name(), "\n", k.schedule_summary);
+    CHECK(twist::testing::contains(k.schedule_summary,
+                                   "each key tile's column products are issued after the next tile's S"));
+    CHECK(twist::testing::contains(k.schedule_summary,
+                                   "to issue each tile's S and the previous tile's column products"));
+    // In the loop: the tile's landing, the turn (bar.sync on the warpgroup's barrier), the S, the previous
+    // tile's products, the pass (bar.arrive on the other's), then the wait for the S alone before the
+    // softmax.
+    const size_t loop = source.find("for (int jo = ", source.find("setmaxnreg.inc"));
+    REQUIRE(loop != std::string::npos);
+    const size_t landed = source.find("twist_mbarrier_wait(", loop),
+                 turn = source.find("bar.sync %0, 256;", loop), s_issue = source.find("_ss00(&acc_s[", loop),
+                 products = source.find("_rs01(&acc_o[", loop),
+                 pass = source.find("bar.arrive %0, 256;", loop),
+                 s_wait = source.find("wgmma.wait_group.sync.aligned 1;", loop),
+                 softmax = source.find("elem_s[", loop);
+    CHECK(landed < turn);
+    CHECK(turn < s_issue);
+    CHECK(s_issue < products);
+    CHECK(products < pass);
+    CHECK(pass < s_wait);
+    CHECK(s_wait < softmax);
+    // No turn after the loop: the last tile's products are issued after the key loop's last pass, and every
+    // warpgroup runs one bar.sync a tile.
+    const size_t last_pass = source.rfind("bar.arrive %0, 256;");
+    CHECK(source.rfind("_rs01(&acc_o[") > last_pass);
+    CHECK(source.find("bar.sync %0, 256;", last_pass) == std::string::npos);
+    CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  }
 }
 
 TEST_CASE("ping-pong is refused without two consumer warpgroups or without warp specialization") {
