@@ -90,6 +90,7 @@ std::string to_string(const Kernel &k) {
   }
   if (k.cluster != std::array<int, 3>{1, 1, 1})
     s += fmt::format("  cluster=({}, {}, {})\n", k.cluster[0], k.cluster[1], k.cluster[2]);
+  if (k.dependent_launch) s += "  dependent launch\n";
   if (!k.schedule_summary.empty()) s += k.schedule_summary;
   std::ostringstream body;
   body << k.body;

@@ -104,6 +104,13 @@ struct Kernel {
   std::vector<TensorMap> tensor_maps;
   std::array<int, 3> cluster = {1, 1,
                                 1};  // thread-block cluster shape; any > 1 launches with cuLaunchKernelEx
+  // Launched with programmatic stream serialization (Target::has_dependent_launch): the kernel begins by
+  // waiting for the grids before it in the stream to complete and their writes to be visible
+  // (griddepcontrol.wait, before any other instruction), and lets the next kernel launch once all its blocks
+  // have started (griddepcontrol.launch_dependents). A kernel's launch and its blocks' arrival on the SMs
+  // then overlap the previous kernel's last wave (a split's combine kernel after its parts, one stage of a
+  // pipeline after another) instead of following its end.
+  bool dependent_launch = false;
   // The kernel to launch instead when a requirement does not hold: the same schedule with copies narrow
   // enough for any shape (see select_variant in scheduler/arguments.h).
   std::shared_ptr<const Kernel> fallback;

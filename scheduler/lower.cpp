@@ -8,6 +8,17 @@
 
 namespace twist {
 
+namespace {
+
+// Every kernel, and the fallback it stands in for, launched dependently where the target allows it.
+Kernel with_dependent_launch(Kernel k, const Target &target) {
+  k.dependent_launch = target.has_dependent_launch;
+  if (k.fallback) k.fallback = std::make_shared<const Kernel>(with_dependent_launch(*k.fallback, target));
+  return k;
+}
+
+}  // namespace
+
 LoweredProgram lower(const Func &output, const Schedule &schedule, const Target &target) {
   const FuncGraph graph = walk({output});
   const Schedule completed = with_default_schedules(graph, schedule);
@@ -34,7 +45,7 @@ LoweredProgram lower(const Func &output, const Schedule &schedule, const Target 
   }
   // 64-bit offsets into the buffers that can pass 2^31 - 1 elements (wide_offsets.h): where their extents
   // are symbolic, variants that select_variant makes and launches only at the shapes that need them.
-  for (Kernel &k : program.kernels) k = with_wide_offsets(k);
+  for (Kernel &k : program.kernels) k = with_dependent_launch(with_wide_offsets(k), target);
   for (const Kernel &k : program.kernels)
     for (const ScalarArg &s : k.scalars)
       if (std::none_of(program.scalars.begin(), program.scalars.end(),

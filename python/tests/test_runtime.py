@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from twist.runtime import (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, BufferArg, ClusterLaunch, CUclusterDim,
-                           CUlaunchAttribute, CUlaunchAttributeValue, CUlaunchConfig, LoadedKernels, ManifestError,
-                           PackedArgs, PackedArgsCache, TensorMapArg, _Loaded, kernel_parameters, load_manifest)
+from twist.runtime import (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                           BufferArg, CUclusterDim, CUlaunchAttribute, CUlaunchAttributeValue, CUlaunchConfig,
+                           ExtendedLaunch, LoadedKernels, ManifestError, PackedArgs, PackedArgsCache, TensorMapArg,
+                           _Loaded, kernel_parameters, load_manifest, needs_extended_launch)
 from twist.tensor_map import DATA_TYPES, SWIZZLES, CUtensorMap
 from twist.torch_ops import op_name, op_schema
 
@@ -23,7 +24,8 @@ from stand_in_driver import ENCODED_MARK, StandInDriver
 SOURCES = Path(__file__).resolve().parents[1]
 
 
-def write_manifest(directory: Path, label="gemm_f16_64x32x16", outputs=("C",), inputs=("A", "B")) -> Path:
+def write_manifest(directory: Path, label="gemm_f16_64x32x16", outputs=("C",), inputs=("A", "B"),
+                   kernel_changes=None) -> Path:
     (directory / f"{label}.k.cubin").write_bytes(b"\x7fELF not a real cubin")
     shapes = {"A": [64, 16], "B": [16, 32], "C": [64, 32], "D": [64]}
     buffers = [{"name": n, "dtype": "f16", "shape": shapes.get(n, [8]), "role": "input"} for n in inputs]
@@ -34,6 +36,7 @@ def write_manifest(directory: Path, label="gemm_f16_64x32x16", outputs=("C",), i
                              "shared_bytes": 1024, "registers": 64, "spill_bytes": 0,
                              "args": [{"buffer": n} for n in (*inputs, *outputs)]
                              + [{"scalar": "K", "dtype": "i32", "value": 16}]}]}
+    manifest["kernels"][0].update(kernel_changes or {})
     path = directory / f"{label}.json"
     path.write_text(json.dumps(manifest))
     return path
@@ -211,7 +214,9 @@ class StandInLaunches:
 
         def launch_ex(config, function, params, extra):
             c = config.contents
-            attributes = [(c.attrs[i].id, tuple(getattr(c.attrs[i].value.clusterDim, d) for d in "xyz"))
+            attributes = [(c.attrs[i].id, tuple(getattr(c.attrs[i].value.clusterDim, d) for d in "xyz")
+                           if c.attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+                           else c.attrs[i].value.programmaticStreamSerializationAllowed)
                           for i in range(c.numAttrs)]
             self.calls.append(("cuLaunchKernelEx", function, (c.gridDimX, c.gridDimY, c.gridDimZ),
                                (c.blockDimX, c.blockDimY, c.blockDimZ), c.sharedMemBytes, c.hStream, params[0],
@@ -224,23 +229,36 @@ class StandInLaunches:
                                                  ctypes.POINTER(p))(launch_ex)
 
 
-def test_a_kernel_in_clusters_is_launched_with_cuLaunchKernelEx_and_the_others_with_cuLaunchKernel(tmp_path):
+def test_kernels_in_clusters_or_launched_dependently_go_through_cuLaunchKernelEx_the_others_cuLaunchKernel(
+        tmp_path):
     clustered = load_manifest(write_tma_manifest(tmp_path, {"grid": [4, 3, 1], "shared_bytes": 512})).kernels[0]
+    both = load_manifest(write_tma_manifest(tmp_path, {"dependent_launch": True})).kernels[0]
     plain = load_manifest(write_manifest(tmp_path)).kernels[0]
+    dependent = load_manifest(write_manifest(tmp_path, kernel_changes={"dependent_launch": True})).kernels[0]
+    assert not plain.dependent_launch and dependent.dependent_launch and both.dependent_launch
+    assert [needs_extended_launch(k) for k in (clustered, both, plain, dependent)] == [True, True, False, True]
     driver = StandInLaunches()
     # The loaded kernels as LoadedKernels holds them after loading, over the stand-in driver.
     kernels = LoadedKernels.__new__(LoadedKernels)
     kernels._driver = driver
-    kernels.kernels = [_Loaded(clustered, ctypes.c_void_p(), ctypes.c_void_p(0x51), "clustered",
-                               ClusterLaunch(clustered)),
-                       _Loaded(plain, ctypes.c_void_p(), ctypes.c_void_p(0x52), "plain", None)]
-    packed = [PackedArgs([ctypes.c_uint64(0xA)]), PackedArgs([ctypes.c_uint64(0xB)])]
+    kernels.kernels = [_Loaded(k, ctypes.c_void_p(), ctypes.c_void_p(0x51 + i), k.name,
+                               ExtendedLaunch(k) if needs_extended_launch(k) else None)
+                       for i, k in enumerate((clustered, both, plain, dependent))]
+    packed = [PackedArgs([ctypes.c_uint64(0xA + i)]) for i in range(4)]
     kernels.launch(packed, stream=0x5000, wait=False)
+    cluster, serialized = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
     assert driver.calls == [
-        ("cuLaunchKernelEx", 0x51, (4, 3, 1), (128, 1, 1), 512, 0x5000, packed[0].array[0],
-         [(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, (2, 1, 1))]),
-        ("cuLaunchKernel", 0x52, (2, 4, 1), (128, 1, 1), 1024, 0x5000, packed[1].array[0]),
+        ("cuLaunchKernelEx", 0x51, (4, 3, 1), (128, 1, 1), 512, 0x5000, packed[0].array[0], [(cluster, (2, 1, 1))]),
+        ("cuLaunchKernelEx", 0x52, (2, 1, 1), (128, 1, 1), 0, 0x5000, packed[1].array[0],
+         [(cluster, (2, 1, 1)), (serialized, 1)]),
+        ("cuLaunchKernel", 0x53, (2, 4, 1), (128, 1, 1), 1024, 0x5000, packed[2].array[0]),
+        ("cuLaunchKernelEx", 0x54, (2, 4, 1), (128, 1, 1), 1024, 0x5000, packed[3].array[0], [(serialized, 1)]),
     ]
+
+
+def test_dependent_launch_must_be_a_boolean(tmp_path):
+    with pytest.raises(ManifestError, match="dependent_launch 1 must be true or false"):
+        load_manifest(write_manifest(tmp_path, kernel_changes={"dependent_launch": 1}))
 
 
 def test_cached_parameters_launch_on_the_addresses_of_each_call(tmp_path):
@@ -273,7 +291,7 @@ def test_cached_parameters_launch_on_the_addresses_of_each_call(tmp_path):
         kernels = LoadedKernels.__new__(LoadedKernels)
         kernels.manifest, kernels._driver = manifest, driver
         kernels.kernels = [_Loaded(k, ctypes.c_void_p(), ctypes.c_void_p(0x51), k.name,
-                                   ClusterLaunch(k) if k.cluster != (1, 1, 1) else None) for k in manifest.kernels]
+                                   ExtendedLaunch(k) if needs_extended_launch(k) else None) for k in manifest.kernels]
         kernels._packed = PackedArgsCache(manifest.kernels, [b.name for b in manifest.buffers], encoder)
         loaded[manifest.label] = kernels
 
@@ -312,10 +330,12 @@ int main(void) {
   FIELD(CUlaunchConfig, numAttrs);
   FIELD(CUlaunchAttribute, id); FIELD(CUlaunchAttribute, value);
   FIELD(CUlaunchAttributeValue, clusterDim.x); FIELD(CUlaunchAttributeValue, clusterDim.y);
-  FIELD(CUlaunchAttributeValue, clusterDim.z);
+  FIELD(CUlaunchAttributeValue, clusterDim.z); FIELD(CUlaunchAttributeValue, programmaticStreamSerializationAllowed);
   printf("\"sizeof CUlaunchConfig\": %zu, \"sizeof CUlaunchAttribute\": %zu, \"sizeof CUlaunchAttributeValue\": %zu,\n",
          sizeof(CUlaunchConfig), sizeof(CUlaunchAttribute), sizeof(CUlaunchAttributeValue));
-  printf("\"CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION\": %d}\n", (int)CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  printf("\"CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION\": %d,\n", (int)CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  printf("\"CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION\": %d}\n",
+         (int)CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
   return 0;
 }
 """
@@ -342,3 +362,8 @@ def test_the_launch_configuration_has_cuda_hs_layout(tmp_path):
         assert [cluster + getattr(CUclusterDim, d).offset, getattr(CUclusterDim, d).size] == \
             c[f"CUlaunchAttributeValue.clusterDim.{d}"], d
     assert CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION == c["CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION"]
+    serialized = CUlaunchAttributeValue.programmaticStreamSerializationAllowed
+    assert [serialized.offset, serialized.size] == \
+        c["CUlaunchAttributeValue.programmaticStreamSerializationAllowed"]
+    assert CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION == \
+        c["CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION"]

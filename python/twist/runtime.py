@@ -9,8 +9,9 @@ call.
 A manifest names the buffers (name, dtype, shape, role) and the kernels to launch in order (cubin, grid, block,
 thread-block cluster, dynamic shared memory, arguments in the kernel's parameter order: buffers as device
 pointers, scalars by value, TMA tensor maps as CUtensorMaps encoded over their buffers at launch; see
-twist.tensor_map). A kernel in clusters other than 1x1x1 is launched with cuLaunchKernelEx, the others with
-cuLaunchKernel. Reading and checking manifests and packing arguments need neither a GPU nor PyTorch, and are
+twist.tensor_map). A kernel in clusters other than 1x1x1, or one that waits for the kernels before it itself
+("dependent_launch": launched with programmatic stream serialization, so that its launch overlaps their end), is
+launched with cuLaunchKernelEx, the others with cuLaunchKernel. Reading and checking manifests and packing arguments need neither a GPU nor PyTorch, and are
 tested without either (python/tests, apps/gemm/test_bench_support.py); torch is imported only where tensors are
 made.
 """
@@ -109,6 +110,8 @@ class KernelSpec:
     tensor_maps: dict[str, dict] = field(default_factory=dict)
     # The buffers the kernel addresses with 64-bit offsets (the manifest's "wide_offsets"; absent: none).
     wide_offsets: tuple[str, ...] = ()
+    # The kernel begins with griddepcontrol.wait (the manifest's "dependent_launch"; absent: false).
+    dependent_launch: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,13 @@ def _wide_offsets(kernel: dict, args: list, by_name: dict, where: str) -> tuple[
                 f"past the {MAX_32_BIT_OFFSET} that the generated kernel's 32-bit offsets reach; export it with a "
                 "twist that addresses such buffers in 64 bits, or split the call (fewer batches or heads per launch)")
     return tuple(wide)
+
+
+def _dependent_launch(kernel: dict, where: str) -> bool:
+    value = kernel.get("dependent_launch", False)
+    if not isinstance(value, bool):
+        raise ManifestError(f"{where}: dependent_launch {value!r} must be true or false")
+    return value
 
 
 def _cluster(kernel: dict, grid: list, where: str) -> tuple[int, int, int]:
@@ -285,7 +295,8 @@ def parse_manifest(data: dict, path: Path) -> Manifest:
                 raise ManifestError(f"{arg_at}: {a!r} is neither a buffer, a scalar nor a tensor map argument")
         kernels.append(KernelSpec(name, cubin, tuple(grid), _count(k, "block", at, 1), _count(k, "shared_bytes", at),
                                   _count(k, "registers", at), _count(k, "spill_bytes", at), tuple(args),
-                                  _cluster(k, grid, at), tensor_maps, _wide_offsets(k, args, by_name, at)))
+                                  _cluster(k, grid, at), tensor_maps, _wide_offsets(k, args, by_name, at),
+                                  _dependent_launch(k, at)))
     if not kernels:
         raise ManifestError(f"{where}: no kernels to launch")
     return Manifest(path, label, arch, notes, tuple(buffers), tuple(kernels))
@@ -326,8 +337,10 @@ class PackedArgs:
 
 
 # cuLaunchKernelEx's launch configuration (cuda.h's CUlaunchConfig, CUlaunchAttribute and the union of attribute
-# values, of which only clusterDim is set here); python/tests/test_runtime.py checks the layouts against cuda.h.
+# values, of which only clusterDim and programmaticStreamSerializationAllowed are set here);
+# python/tests/test_runtime.py checks the layouts against cuda.h.
 CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
 class CUclusterDim(ctypes.Structure):
@@ -335,7 +348,8 @@ class CUclusterDim(ctypes.Structure):
 
 
 class CUlaunchAttributeValue(ctypes.Union):
-    _fields_ = [("pad", ctypes.c_char * 64), ("clusterDim", CUclusterDim)]
+    _fields_ = [("pad", ctypes.c_char * 64), ("clusterDim", CUclusterDim),
+                ("programmaticStreamSerializationAllowed", ctypes.c_int)]
 
 
 class CUlaunchAttribute(ctypes.Structure):
@@ -349,15 +363,29 @@ class CUlaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.POINTER(CUlaunchAttribute)), ("numAttrs", ctypes.c_uint)]
 
 
-class ClusterLaunch:
-    """The cuLaunchKernelEx configuration of a kernel launched in thread-block clusters, made once per loaded
-    kernel; each launch copies it and sets the stream."""
+def needs_extended_launch(kernel: KernelSpec) -> bool:
+    """Whether `kernel` is launched with cuLaunchKernelEx: in clusters, or dependently."""
+    return kernel.cluster != NO_CLUSTER or kernel.dependent_launch
+
+
+class ExtendedLaunch:
+    """The cuLaunchKernelEx configuration of a kernel launched in thread-block clusters or with programmatic
+    stream serialization, made once per loaded kernel; each launch copies it and sets the stream."""
 
     def __init__(self, kernel: KernelSpec):
-        self.attribute = CUlaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-        self.attribute.value.clusterDim = CUclusterDim(*kernel.cluster)
+        attributes = []
+        if kernel.cluster != NO_CLUSTER:
+            cluster = CUlaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            cluster.value.clusterDim = CUclusterDim(*kernel.cluster)
+            attributes.append(cluster)
+        if kernel.dependent_launch:
+            dependent = CUlaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            dependent.value.programmaticStreamSerializationAllowed = 1
+            attributes.append(dependent)
+        self.attributes = (CUlaunchAttribute * len(attributes))(*attributes)
         self.config = CUlaunchConfig(*kernel.grid, kernel.block, 1, 1, kernel.shared_bytes, None,
-                                     ctypes.pointer(self.attribute), 1)
+                                     ctypes.cast(self.attributes, ctypes.POINTER(CUlaunchAttribute)),
+                                     len(attributes))
 
 
 def describe_cuda_failure(call: str, code: int, name: str, text: str, what: str) -> str:
@@ -450,7 +478,7 @@ class _Loaded:
     module: ctypes.c_void_p
     function: ctypes.c_void_p
     description: str  # for error messages, made once so that timed launches do not format it
-    cluster_launch: ClusterLaunch | None  # None: launched with cuLaunchKernel, in no clusters
+    extended_launch: ExtendedLaunch | None  # None: launched with cuLaunchKernel
     # cuLaunchKernel's arguments before the stream, made once so that a launch only adds the stream and parameters
     # (`function` is the handle object cuModuleGetFunction fills, so it may be filled after this is made).
     dimensions: tuple = field(init=False)
@@ -543,7 +571,8 @@ class LoadedKernels:
         cluster = f", clusters {spec.cluster[0]}x{spec.cluster[1]}x{spec.cluster[2]}" if in_clusters else ""
         description = (f"kernel '{spec.name}' of {label} (grid {spec.grid[0]}x{spec.grid[1]}x{spec.grid[2]}{cluster}, "
                        f"block {spec.block}, {spec.shared_bytes} bytes of dynamic shared memory)")
-        loaded = _Loaded(spec, module, ctypes.c_void_p(), description, ClusterLaunch(spec) if in_clusters else None)
+        loaded = _Loaded(spec, module, ctypes.c_void_p(), description,
+                         ExtendedLaunch(spec) if needs_extended_launch(spec) else None)
         try:
             d.check(d.cuModuleGetFunction(ctypes.byref(loaded.function), module, spec.name.encode()),
                     "cuModuleGetFunction", f"looking up kernel '{spec.name}' in {spec.cubin}")
@@ -568,13 +597,13 @@ class LoadedKernels:
         for k, args in zip(self.kernels, packed):
             if 0 in k.spec.grid:
                 continue  # an empty output: nothing to compute (the C++ runner skips these too)
-            if k.cluster_launch is None:
+            if k.extended_launch is None:
                 call = "cuLaunchKernel"
                 result = d.cuLaunchKernel(*k.dimensions, stream, args.array, None)
             else:
                 call = "cuLaunchKernelEx"
                 # A copy per launch, so that launches on other streams from other threads do not race on it.
-                config = CUlaunchConfig.from_buffer_copy(k.cluster_launch.config)
+                config = CUlaunchConfig.from_buffer_copy(k.extended_launch.config)
                 config.hStream = stream
                 result = d.cuLaunchKernelEx(ctypes.byref(config), k.function, args.array, None)
             if result:

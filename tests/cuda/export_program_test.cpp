@@ -1,4 +1,5 @@
-// The AOT manifest's launch description: each kernel's thread-block cluster and its TMA tensor maps (with
+// The AOT manifest's launch description: each kernel's thread-block cluster, whether it is launched
+// dependently (programmatic stream serialization), and its TMA tensor maps (with
 // evaluated extents), and the tensor maps' places among the kernel's arguments. Needs no GPU (NVRTC only).
 #include <doctest/doctest.h>
 
@@ -36,6 +37,7 @@ TEST_CASE(
   kernel.tensor_maps = {{"A_map", "A", {Expr(2) * m, k}, {64, 64}, TensorMap::Swizzle::b128},
                         {"C_map", "C", {m, k}, {32, 16}, TensorMap::Swizzle::none}};
   kernel.cluster = {2, 1, 1};
+  kernel.dependent_launch = true;
   kernel.body = Halide::Internal::Evaluate::make(0);
   LoweredProgram program;
   program.name = "copy";
@@ -49,7 +51,7 @@ TEST_CASE(
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "twist_export_program_test";
   const std::string manifest = read(cuda::export_program(program, request, dir));
   INFO(manifest);
-  CHECK(manifest.find("\"cluster\": [2, 1, 1]") != std::string::npos);
+  CHECK(manifest.find("\"cluster\": [2, 1, 1], \"dependent_launch\": true") != std::string::npos);
   CHECK(manifest.find(
             "\"args\": [{\"buffer\": \"C\"}, {\"buffer\": \"A\"}, {\"scalar\": \"M\", \"dtype\": \"i32\", "
             "\"value\": 100}, {\"tensor_map\": \"A_map\"}, {\"tensor_map\": \"C_map\"}]") !=
@@ -61,5 +63,6 @@ TEST_CASE(
   const std::string header = read(dir / "copy.copy.h");
   CHECK(header.find("#include <cuda.h>") != std::string::npos);
   CHECK(header.find("in clusters of (2, 1, 1) blocks") != std::string::npos);
+  CHECK(header.find("cudaLaunchAttributeProgrammaticStreamSerialization") != std::string::npos);
   CHECK(header.find("const __grid_constant__ CUtensorMap A_map") != std::string::npos);
 }

@@ -260,3 +260,30 @@ TEST_CASE("a ticket before the fence, and a fold that does not wait for the last
     CHECK(contains(error, "no block has written yet"));
   }
 }
+
+TEST_CASE("kernels lowered for sm_90a wait for the grids before them and let the next one launch early") {
+  // The split's parts kernel and its combine kernel: the combine reads the parts' states, so its first
+  // instruction waits for the parts kernel to complete (griddepcontrol.wait); on sm_80 neither is there.
+  Attention a = make_attention({.dtype = f16, .head_dim = 64, .decode = true, .prefix = "pdl"});
+  AttentionTiling t = decode_tiling({.head_dim = 64, .batch_kv_heads = 2, .keys = 1000, .element_bytes = 2});
+  t.split_kv = 4;
+  const Schedule s = schedule_decode(a, t);
+  const LoweredProgram hopper = lower(a.out, s, Target::sm90a());
+  REQUIRE(hopper.kernels.size() == 2);
+  for (const std::string &source : compile_for_both_targets(hopper)) {
+    const size_t body = source.find(") {\n", source.find("__global__"));
+    REQUIRE(body != std::string::npos);
+    const std::string wait_first =
+        "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n";
+    CHECK(source.compare(body + 4, wait_first.size(), wait_first) == 0);
+    CHECK(contains(source, "griddepcontrol.launch_dependents;"));
+  }
+  for (const Kernel &k : hopper.kernels) {
+    CHECK(k.dependent_launch);
+    CHECK(contains(to_string(k), "  dependent launch\n"));
+  }
+  const LoweredProgram ampere = lower(a.out, s, Target::sm80());
+  for (const Kernel &k : ampere.kernels) CHECK(!k.dependent_launch);
+  for (const std::string &source : compile_for_both_targets(ampere))
+    CHECK(!contains(source, "griddepcontrol"));
+}

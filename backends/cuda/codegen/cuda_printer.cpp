@@ -864,8 +864,16 @@ std::string cuda_source(const Kernel &k, const CodegenOptions &options) {
     unit << "struct alignas(128) CUtensorMap {\n  unsigned long long opaque[16];\n};\n\n";
   for (const std::string &h : printer.helpers()) unit << printer.helper_text(h) << "\n";
   unit << "extern \"C\" __global__ void __launch_bounds__(" << k.threads << ", " << k.min_blocks_per_sm
-       << ") " << c_name(k.name) << "(" << params.str() << ") {\n"
-       << body.str() << printer.body() << "}\n";
+       << ") " << c_name(k.name) << "(" << params.str() << ") {\n";
+  // Kernel::dependent_launch: the grids before this one in the stream complete (and their writes become
+  // visible) before anything here reads memory; the next kernel may launch once every block has started.
+  // sm_90 instructions, so that the same source still compiles for sm_80.
+  if (k.dependent_launch)
+    unit << "#if __CUDA_ARCH__ >= 900\n"
+            "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+            "  asm volatile(\"griddepcontrol.launch_dependents;\" :::);\n"
+            "#endif\n";
+  unit << body.str() << printer.body() << "}\n";
   return unit.str();
 }
 

@@ -69,7 +69,7 @@ std::string header_of(const twist::Kernel &k, const std::string &source) {
       "<cuda_fp16.h>\n"
       "#include <cuda_bf16.h>\n{}// Launch with {} threads per block and {} bytes of dynamic shared memory "
       "(opt in\n"
-      "// with cudaFuncSetAttribute above 48 KB); the grid is ({}, {}, {}){}.\n{};\n",
+      "// with cudaFuncSetAttribute above 48 KB); the grid is ({}, {}, {}){}.{}\n{};\n",
       k.tensor_maps.empty() ? ""
                             : "#include <cuda.h>  // CUtensorMap: encode each with cuTensorMapEncodeTiled\n",
       k.threads, k.shared_bytes, k.grid[0], k.grid[1], k.grid[2],
@@ -77,6 +77,10 @@ std::string header_of(const twist::Kernel &k, const std::string &source) {
           ? ""
           : fmt::format(", in clusters of ({}, {}, {}) blocks (cudaLaunchKernelEx)", k.cluster[0],
                         k.cluster[1], k.cluster[2]),
+      k.dependent_launch
+          ? "\n// It waits for the kernels before it in the stream (griddepcontrol.wait): launch it with\n"
+            "// cudaLaunchAttributeProgrammaticStreamSerialization so that its launch overlaps their end."
+          : "",
       source.substr(begin, end - begin));
 }
 
@@ -121,12 +125,12 @@ std::filesystem::path export_program(const LoweredProgram &program, const Export
     if (!wide.empty()) wide = ", \"wide_offsets\": [" + wide + "]";
     kernels += fmt::format(
         "{}    {{\"name\": {}, \"cubin\": {}, \"grid\": [{}, {}, {}], \"block\": {}, \"shared_bytes\": {}, "
-        "\"cluster\": [{}, {}, {}], \"registers\": {}, \"spill_bytes\": {}, \"args\": [{}]{},\n      "
-        "\"tensor_maps\": [{}]}}",
+        "\"cluster\": [{}, {}, {}], \"dependent_launch\": {}, \"registers\": {}, \"spill_bytes\": {}, "
+        "\"args\": [{}]{},\n      \"tensor_maps\": [{}]}}",
         kernels.empty() ? "" : ",\n", json_string(c_name(k.name)), json_string(stem + ".cubin"),
         evaluate_int(k.grid[0], r.scalars), evaluate_int(k.grid[1], r.scalars),
         evaluate_int(k.grid[2], r.scalars), k.threads, k.shared_bytes, k.cluster[0], k.cluster[1],
-        k.cluster[2], c.resources.registers, c.resources.spill_store_bytes, args, wide,
+        k.cluster[2], k.dependent_launch, c.resources.registers, c.resources.spill_store_bytes, args, wide,
         tensor_maps_json(k, r.scalars));
   }
   std::string notes;

@@ -112,9 +112,9 @@ void GpuProgram::launch_all(const Bound &bound, bool wait) {
     const Dim3 cluster{static_cast<unsigned>(ir.cluster[0]), static_cast<unsigned>(ir.cluster[1]),
                        static_cast<unsigned>(ir.cluster[2])};
     if (wait)
-      kernel.launch_and_wait(grid, block, shared, args.pointers(), cluster);
+      kernel.launch_and_wait(grid, block, shared, args.pointers(), cluster, ir.dependent_launch);
     else
-      kernel.launch(grid, block, shared, args.pointers(), cluster);
+      kernel.launch(grid, block, shared, args.pointers(), cluster, ir.dependent_launch);
   }
 }
 

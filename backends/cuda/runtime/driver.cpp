@@ -182,7 +182,8 @@ void check_cluster_shape(Dim3 grid, Dim3 cluster, std::string_view kernel) {
         kernel, cluster.x, cluster.y, cluster.z);
 }
 
-void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster) {
+void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster,
+                    bool dependent_launch) {
   const DriverApi &api = driver();
   const std::string launch = describe_launch(grid, block, dynamic_shared_bytes, cluster);
   const bool clustered = cluster.x * cluster.y * cluster.z != 1;
@@ -204,7 +205,7 @@ void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void *
                       dynamic_shared_bytes));
     opted_in_dynamic_shared_bytes_ = static_cast<int>(dynamic_shared_bytes);
   }
-  if (!clustered) {
+  if (!clustered && !dependent_launch) {
     check(
         api.cuLaunchKernel(function_, grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_shared_bytes,
                            /*hStream=*/nullptr, args, /*extra=*/nullptr),
@@ -213,15 +214,21 @@ void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void *
   }
   if (api.cuLaunchKernelEx == nullptr)
     fail(
-        "{} cannot be launched: the CUDA driver does not export cuLaunchKernelEx, which cluster launches "
-        "need "
-        "(CUDA 12); update the driver or schedule the kernel without clusters",
+        "{} cannot be launched: the CUDA driver does not export cuLaunchKernelEx, which cluster and "
+        "dependent launches need (CUDA 12); update the driver or lower the kernel for sm_80",
         launch);
-  CUlaunchAttribute cluster_shape{};
-  cluster_shape.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster_shape.value.clusterDim.x = cluster.x;
-  cluster_shape.value.clusterDim.y = cluster.y;
-  cluster_shape.value.clusterDim.z = cluster.z;
+  CUlaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (clustered) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count].value.clusterDim.x = cluster.x;
+    attributes[count].value.clusterDim.y = cluster.y;
+    attributes[count++].value.clusterDim.z = cluster.z;
+  }
+  if (dependent_launch) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
+  }
   CUlaunchConfig config{};
   config.gridDimX = grid.x;
   config.gridDimY = grid.y;
@@ -230,15 +237,15 @@ void Kernel::launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void *
   config.blockDimY = block.y;
   config.blockDimZ = block.z;
   config.sharedMemBytes = dynamic_shared_bytes;
-  config.attrs = &cluster_shape;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = count;
   check(api.cuLaunchKernelEx(&config, function_, args, /*extra=*/nullptr), "cuLaunchKernelEx",
         "launching " + launch);
 }
 
-void Kernel::launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args,
-                             Dim3 cluster) {
-  launch(grid, block, dynamic_shared_bytes, args, cluster);
+void Kernel::launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster,
+                             bool dependent_launch) {
+  launch(grid, block, dynamic_shared_bytes, args, cluster, dependent_launch);
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize",
         "running " + describe_launch(grid, block, dynamic_shared_bytes, cluster));
 }

@@ -78,11 +78,16 @@ class Kernel {
   // Launches on the default stream. args[i] points at the i-th kernel parameter (as in cuLaunchKernel).
   // Dynamic shared memory beyond 48 KB is opted into first (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   // more than the device allows is refused before launching. A cluster shape other than 1x1x1 launches the
-  // blocks in thread-block clusters of that shape (cuLaunchKernelEx); see check_cluster_shape. Throws when
-  // the launch is rejected; a fault while the kernel runs shows up at the next synchronization.
-  void launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster = {});
+  // blocks in thread-block clusters of that shape (cuLaunchKernelEx); see check_cluster_shape. With
+  // `dependent_launch` (a kernel that waits for its predecessors itself: twist::Kernel::dependent_launch) it
+  // is launched with programmatic stream serialization (cuLaunchKernelEx), so that it may start before the
+  // kernel before it has finished. Throws when the launch is rejected; a fault while the kernel runs shows up
+  // at the next synchronization.
+  void launch(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster = {},
+              bool dependent_launch = false);
   // launch(), then wait for the kernel and throw, naming it, if it failed while running.
-  void launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster = {});
+  void launch_and_wait(Dim3 grid, Dim3 block, unsigned dynamic_shared_bytes, void **args, Dim3 cluster = {},
+                       bool dependent_launch = false);
 
  private:
   friend class Module;
