@@ -81,6 +81,12 @@ struct AttentionTiling {
   // shortest fill the last wave, while a group's K and V stay in L2.
   bool longest_first = false;
   int head_group = 1;
+  // wgmma, warp_specialized: a persistent grid of at most this many blocks (FuncSchedule::persistent; 0 for
+  // a block per tile), each taking the output tiles b, b + blocks, ... in the block order above, its producer
+  // loading the next tile's Q and key tiles during this tile's last updates and epilogue. The H200 has
+  // kPersistentBlocks SMs.
+  int persistent_blocks = 0;
+  static constexpr int kPersistentBlocks = 132;
   int consumer_registers() const;
   std::string name() const;
 };
