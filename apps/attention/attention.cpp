@@ -97,8 +97,8 @@ std::string AttentionTiling::name() const {
   if (warp_specialized) s += "_ws";
   if (ping_pong) s += "_pp";
   if (longest_first) s += fmt::format("_lf{}", head_group);
-  if (persistent_blocks == kPersistentBlocks) s += "_pers";
-  if (persistent_blocks > 0 && persistent_blocks != kPersistentBlocks)
+  if (persistent_blocks == resident_blocks()) s += "_pers";
+  if (persistent_blocks > 0 && persistent_blocks != resident_blocks())
     s += fmt::format("_pers{}", persistent_blocks);
   return s;
 }
@@ -283,7 +283,7 @@ void wide_head_tiling(AttentionTiling &t, int head_dim) {
 
 namespace {
 
-constexpr int kSms = AttentionTiling::kPersistentBlocks;  // the H200's SMs, which the rules fill
+constexpr int kSms = AttentionTiling::kSms;  // which the rules fill
 // H200: 50 MB of L2, half of it for the K and V of a group of block rows (the rest for Q, O and the other
 // groups' blocks still running).
 constexpr int64_t kAttentionL2Budget = 25ll << 20;

@@ -83,10 +83,11 @@ struct AttentionTiling {
   int head_group = 1;
   // wgmma, warp_specialized: a persistent grid of at most this many blocks (FuncSchedule::persistent; 0 for
   // a block per tile), each taking the output tiles b, b + blocks, ... in the block order above, its producer
-  // loading the next tile's Q and key tiles during this tile's last updates and epilogue. The H200 has
-  // kPersistentBlocks SMs.
+  // loading the next tile's Q and key tiles during this tile's last updates and epilogue; resident_blocks()
+  // to fill the machine.
   int persistent_blocks = 0;
-  static constexpr int kPersistentBlocks = 132;
+  static constexpr int kSms = 132;  // the H200's
+  int resident_blocks() const { return kSms * min_blocks_per_sm; }
   int consumer_registers() const;
   std::string name() const;
 };

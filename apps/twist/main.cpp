@@ -453,10 +453,9 @@ int export_attention(const Options &o) {
     if (o.flag("longest-first")) apps::order_longest_first(t, prefill_shape);
   }
   if (o.values.count("head-group")) t.head_group = std::stoi(o.get("head-group", "1"));
-  // --persistent true|false: a persistent grid of one block per SM (AttentionTiling::persistent_blocks;
-  // overrides the rule's choice).
-  if (o.values.count("persistent"))
-    t.persistent_blocks = o.flag("persistent") ? apps::AttentionTiling::kPersistentBlocks : 0;
+  // --persistent true|false: a persistent grid of the blocks the SMs keep resident
+  // (AttentionTiling::persistent_blocks; overrides the rule's choice).
+  if (o.values.count("persistent")) t.persistent_blocks = o.flag("persistent") ? t.resident_blocks() : 0;
   if (o.values.count("split-combine"))
     t.split_combine = parse_split_combine(o.get("split-combine", "kernel"));
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);

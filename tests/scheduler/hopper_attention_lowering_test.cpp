@@ -815,7 +815,7 @@ TEST_CASE("persistent Hopper attention: the source loops over tiles, and is refu
   AttentionTiling t = hopper_attention_tiling(
       {.head_dim = 128, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
   t.warp_specialized = true, t.overlap_scores = true, t.key_tile = 112, t.stages = 3;
-  t.persistent_blocks = AttentionTiling::kPersistentBlocks;
+  t.persistent_blocks = t.resident_blocks();
   CHECK(t.name().find("_pers") != std::string::npos);
   const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
   INFO(k.schedule_summary);
