@@ -808,7 +808,9 @@ TEST_CASE(
                          reference::InterpretOptions::BlockOrder::shuffled) < 2e-3);
 }
 
-TEST_CASE("persistent Hopper attention: the source loops over tiles, and is refused without a producer") {
+TEST_CASE(
+    "persistent Hopper attention: the source loops over tiles; refused without a producer, with last-block "
+    "folds") {
   using twist::testing::contains;
   using twist::testing::error_of;
   Attention a = make_attention({.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hpes"});
@@ -829,4 +831,11 @@ TEST_CASE("persistent Hopper attention: the source loops over tiles, and is refu
   const std::string e = error_of([&] { lower(a.out, schedule_attention(a, plain), Target::sm90a()); });
   INFO(e);
   CHECK(contains(e, "persistent() has a producer warpgroup load the next output tile's Q"));
+  // Split-KV parts folded by each tile's last block to finish need a block per part of a tile.
+  AttentionTiling last_block = t;
+  last_block.split_kv = 2, last_block.split_combine = SplitCombine::last_block;
+  const std::string f = error_of([&] { lower(a.out, schedule_attention(a, last_block), Target::sm90a()); });
+  INFO(f);
+  CHECK(
+      contains(f, "persistent() gives blocks several tiles; drop persistent() or use SplitCombine::kernel"));
 }
