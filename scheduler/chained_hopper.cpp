@@ -292,10 +292,9 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   };
   // Tile r of the block's key tiles (key tile first + r) is the ring's iteration r, or in a persistent
   // kernel ring_base() + r, and computes on that iteration's slot, in the phase of its use. The full barrier
-  // of a slot
-  // completes when its tile has landed; the empty one when its readers' wgmmas have finished: every thread
-  // arrives, or with warp specialization one thread of each consumer warpgroup, after the wgmma wait that
-  // the whole warpgroup passes together.
+  // of a slot completes when its tile has landed; the empty one when its readers' wgmmas have finished: every
+  // thread arrives, or with warp specialization one thread of each consumer warpgroup, after the wgmma wait
+  // that the whole warpgroup passes together.
   const int consumer_warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
   const int releases = specialization ? consumer_warpgroups : mapping_.threads;
   const Halide::Expr r = var("ring.r"), previous = r - 1, reuse = previous % depth;

@@ -157,7 +157,9 @@ class ChainedKernelBuilder {
   // full and empty mbarriers, `tile()` building the tile's update after S (once ring_slot_ is set); S is
   // issued here, for this tile or, with FuncSchedule::overlap_producer, for the next. `states` (the rows'
   // initial states) runs before the loop and `finish` after it, on the threads that compute: with
-  // warp_specialize(), a producer warpgroup issues every copy and the others compute.
+  // warp_specialize(), a producer warpgroup issues every copy and the others compute; with persistent(), both
+  // for each of the block's tiles, the first key tiles of the next issued while the consumers finish this
+  // one.
   Stmt tma_key_loop(const Halide::Expr &first, const Halide::Expr &count, const std::function<Stmt()> &tile,
                     const Stmt &states, const Stmt &finish);
   bool specialized() const { return consumer_threads_ < mapping_.threads; }
