@@ -9,7 +9,8 @@
 #   apps::hopper_attention_tiling); at five of them also the tiling the rule chose before warp specialization
 #   and the warp-specialized variants it weighs (a producer warpgroup, setmaxnreg; ping-pong of the two consumer
 #   warpgroups; the next tile's S overlapped with this tile's softmax; both); at every one the delayed column
-#   products (FlashAttention-3's order within a warpgroup), alone and in ping-pong
+#   products (FlashAttention-3's order within a warpgroup), alone and in ping-pong, and the rule's tiling on a
+#   persistent grid (--persistent true)
 #   Gemma 4's attention (bf16): the sliding layers' D 256 with a window of 1024 at S4096, the full layers' D 512
 #   with 8 query heads per key/value head at S2048 and S8192 (causal), and their decode at L4096 and L32768
 #   (the sliding layers' cache is the window's 1024 keys), all by rule
@@ -168,6 +169,24 @@ delayed_ping_pong f16 1 16 16384 128 true
 delayed_ping_pong f16 4 16 4096 256 false
 delayed_ping_pong bf16 4 16 4096 128 false
 delayed_ping_pong bf16 4 16 4096 128 true
+
+# Persistent grids (AttentionTiling::persistent_blocks, --persistent true: as many blocks as the SMs keep
+# resident, each taking the output tiles b, b + blocks, ... in the rule's block order, its producer loading the
+# next tile's Q and key tiles while the consumers finish this one): the rule's tiling at every prefill problem,
+# with a producer warpgroup where the rule has none (a persistent chained kernel needs one).
+persistent() {  # dtype B H S D causal
+  export_attention --shape "${2}x${3}x${4}x${4}x${5}" --dtype "$1" --causal "$6" --atom wgmma --rule true \
+    --warp-specialize true --persistent true
+}
+persistent f16 1 8 4096 64 false
+persistent f16 4 16 4096 128 false
+persistent f16 4 16 4096 128 true
+persistent f16 2 16 8192 128 false
+persistent f16 16 16 1024 64 false
+persistent f16 1 16 16384 128 true
+persistent f16 4 16 4096 256 false
+persistent bf16 4 16 4096 128 false
+persistent bf16 4 16 4096 128 true
 
 # --- decode: B H L D group -------------------------------------------------------------------------------
 # The tiling by rule (apps::decode_tiling in apps/attention/attention.h): a warp of 16 rows per block (the

@@ -65,6 +65,43 @@ void ChainedKernelBuilder::plan_hopper() {
         fname);
 }
 
+void ChainedKernelBuilder::plan_persistent() {
+  const FuncSchedule &s = *req_.schedule;
+  if (s.persistent_blocks() == 0) return;
+  const std::string &fname = req_.reduction.name();
+  if (!s.warp_specialization())
+    fail(
+        "schedule of '{}': persistent() has a producer warpgroup load the next output tile's Q and key tiles "
+        "while the consumers finish this tile's update and epilogue, and the kernel has none; add "
+        "warp_specialize() (AttentionTiling::warp_specialized), or drop persistent()",
+        fname);
+  if (s.stream_k_enabled())
+    fail(
+        "schedule of '{}': stream_k() splits a contraction's k-tiles across persistent blocks, which the "
+        "chained kernel's key loop does not; drop stream_k() (split_reduction() splits the keys)",
+        fname);
+  persistent_ = make_grid_persistent(mapping_, s.persistent_blocks(), false);
+  summary_ += fmt::format(
+      "  persistent grid: min({}, tiles) blocks, each taking every {}th tile in launch order; the producer "
+      "loads a tile's Q once the consumers have released the last one\n",
+      s.persistent_blocks(), s.persistent_blocks());
+}
+
+Halide::Expr ChainedKernelBuilder::ring_base() const {
+  return persistent() ? load(Halide::Int(32), "ring.base", 0) : Halide::Expr(0);
+}
+
+Stmt ChainedKernelBuilder::over_block_tiles(const Stmt &per_tile) const {
+  if (!persistent()) return per_tile;
+  const int blocks = req_.schedule->persistent_blocks();
+  const Halide::Expr b = intrinsic::block_index(0), step = var("tile.step");
+  const Stmt tile =
+      LetStmt::make(unit::kTile, b + step * blocks, let_all(persistent_->coordinates, per_tile));
+  return block({store("ring.base", 0, 0),
+                For::make("tile.step", 0, simplify((persistent_->count - b + blocks - 1) / blocks),
+                          ForType::Serial, Halide::DeviceAPI::None, tile)});
+}
+
 const StagePlan &ChainedKernelBuilder::stage_of(const std::string &input) const {
   const auto it =
       std::find_if(stages_.begin(), stages_.end(), [&](const StagePlan &p) { return p.input == input; });
@@ -237,6 +274,9 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   auto full = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.full", slot}; };
   auto empty = [](const Halide::Expr &slot) { return intrinsic::MbarrierRef{"tma.empty", slot}; };
   const intrinsic::MbarrierRef q_full{"tma.q", 0};
+  // A persistent kernel's Q is released by each consumer warpgroup once every S on it has completed, before
+  // the producer loads the next tile's.
+  const intrinsic::MbarrierRef q_empty{"tma.q.empty", 0};
   const std::optional<WarpSpecialization> &specialization = req_.schedule->warp_specialization();
   const Halide::Expr thread = intrinsic::thread_index();
   // The thread that issues the copies: thread 0, or the producer warpgroup's first.
@@ -250,16 +290,18 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   auto each_slot = [&](const std::function<Stmt(const Halide::Expr &)> &body) {
     return unrolled("tma.slot", depth, body(var("tma.slot")));
   };
-  // Tile r of the block's tiles (key tile first + r) computes on slot r % depth. The full barrier of a slot
-  // completes when its tile has landed; the empty one when its readers' wgmmas have finished: every thread
-  // arrives, or with warp specialization one thread of each consumer warpgroup, after the wgmma wait that
-  // the whole warpgroup passes together.
+  // Tile r of the block's key tiles (key tile first + r) is the ring's iteration r, or in a persistent
+  // kernel ring_base() + r, and computes on that iteration's slot, in the phase of its use. The full barrier
+  // of a slot completes when its tile has landed; the empty one when its readers' wgmmas have finished: every
+  // thread arrives, or with warp specialization one thread of each consumer warpgroup, after the wgmma wait
+  // that the whole warpgroup passes together.
   const int consumer_warpgroups = consumer_threads_ / hopper::kWarpgroupThreads;
   const int releases = specialization ? consumer_warpgroups : mapping_.threads;
   const Halide::Expr r = var("ring.r"), previous = r - 1, reuse = previous % depth;
-  auto slot_of = [&](const Halide::Expr &tile_r) { return tile_r % depth; };
+  auto iteration = [&](const Halide::Expr &tile_r) { return persistent() ? ring_base() + tile_r : tile_r; };
+  auto slot_of = [&](const Halide::Expr &tile_r) { return iteration(tile_r) % depth; };
   auto wait_landed = [&](const Halide::Expr &tile_r) {
-    return intrinsic::mbarrier_wait(full(slot_of(tile_r)), (tile_r / depth) % 2);
+    return intrinsic::mbarrier_wait(full(slot_of(tile_r)), (iteration(tile_r) / depth) % 2);
   };
   ring_slot_ = slot_of(r);
   // Without a producer, one thread refills the slot tile r - 1 released with tile r - 1 + depth once every
@@ -351,7 +393,7 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     // together: a wait for the P V alone would leave acc.s in flight where the CUDA source pins the
     // accumulators, and ptxas would serialize the wgmmas.
     before_loop.push_back(wait_landed(0));
-    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0), const_false()));
+    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", simplify(slot_of(0))), const_false()));
     before_loop.push_back(intrinsic::wgmma_wait(0));
     steps = {tile(), guarded(has_next, block({wait_landed(r + 1), scores_by_wgmma("acc.s", slot_of(r + 1))})),
              pass_turn(!has_next), intrinsic::wgmma_wait(0)};
@@ -364,7 +406,7 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
     // register moves between them and no accumulator of a wgmma in flight is touched.
     check_overlap_registers();
     before_loop.push_back(wait_landed(0));
-    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", 0), count == 1));
+    before_loop.push_back(in_turn(scores_by_wgmma("acc.s", simplify(slot_of(0))), count == 1));
     const Stmt even =
         block({IfThenElse::make(has_next,
                                 block({wait_landed(r + 1),
@@ -391,16 +433,28 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   const Stmt body = LetStmt::make("ring.r", var(key_loop_) - first, block(steps));
 
   const Stmt init = guarded(
-      thread == 0, block({intrinsic::mbarrier_init(q_full, 1), each_slot([&](const Halide::Expr &slot) {
+      thread == 0, block({intrinsic::mbarrier_init(q_full, 1),
+                          persistent() ? intrinsic::mbarrier_init(q_empty, consumer_warpgroups) : Stmt(),
+                          each_slot([&](const Halide::Expr &slot) {
                             return block({intrinsic::mbarrier_init(full(slot), 1),
                                           intrinsic::mbarrier_init(empty(slot), releases)});
                           })}));
   const Stmt load_q =
       block({intrinsic::mbarrier_arrive(q_full, q_bytes), q->tma_copies(Halide::Expr(), 0, q_full)});
-  std::vector<Stmt> compute = {states, intrinsic::mbarrier_wait(q_full, 0)};
+  // A persistent block's tiles wait for Q's phases in turn.
+  const Halide::Expr tile_step = var("tile.step");
+  std::vector<Stmt> compute = {states, intrinsic::mbarrier_wait(q_full, persistent() ? tile_step % 2 : 0)};
   if (!before_loop.empty()) compute.push_back(guarded(simplify(count > 0), block(before_loop)));
   compute.push_back(For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None, body));
   if (after_loop.defined()) compute.push_back(after_loop);
+  // Every S of the tile has completed by now (each order waits for its last before the loop ends, or after
+  // it): Q is released before the epilogue, so that the next tile's lands while it runs, and the ring runs
+  // on from the tile's last iteration.
+  const Stmt next_ring_base = store("ring.base", ring_base() + count, 0);
+  if (persistent())
+    compute.insert(compute.end(),
+                   {guarded(thread % hopper::kWarpgroupThreads == 0, intrinsic::mbarrier_arrive(q_empty)),
+                    next_ring_base});
   if (ping_pong_turns)
     summary_ += fmt::format(
         "  ping-pong: consumer warpgroup w takes its turn on named barrier {} + w {}\n",
@@ -425,19 +479,33 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
   } else {
     check_warp_specialization();
     // The producer's elected thread loads Q, then issues every key tile into a slot its consumers have
-    // released: use u = r / depth >= 1 of slot r % depth waits for the release of use u - 1, the phase of
-    // parity (u - 1) % 2.
-    const Stmt producer = block(
-        {intrinsic::setmaxnreg(specialization->producer_registers, false),
-         guarded(issuer,
-                 block({load_q, For::make(key_loop_, first, count, ForType::Serial, Halide::DeviceAPI::None,
-                                          LetStmt::make("ring.r", var(key_loop_) - first,
-                                                        block({guarded(r >= depth, intrinsic::mbarrier_wait(
-                                                                                       empty(slot_of(r)),
-                                                                                       (r / depth + 1) % 2)),
-                                                               issue(var(key_loop_), slot_of(r))})))}))});
-    compute.insert(compute.begin(), intrinsic::setmaxnreg(specialization->consumer_registers, true));
-    s.push_back(IfThenElse::make(thread >= consumer_threads_, producer, block(compute)));
+    // released: use u = i / depth >= 1 of slot i % depth (i the ring's iteration) waits for the release of
+    // use u - 1, the phase of parity (u - 1) % 2.
+    auto issue_keys = [&](const Halide::Expr &start, const Halide::Expr &extent) {
+      return For::make(
+          key_loop_, start, extent, ForType::Serial, Halide::DeviceAPI::None,
+          LetStmt::make(
+              "ring.r", var(key_loop_) - first,
+              block({guarded(iteration(r) >= depth,
+                             intrinsic::mbarrier_wait(empty(slot_of(r)), (iteration(r) / depth + 1) % 2)),
+                     issue(var(key_loop_), slot_of(r))})));
+    };
+    Stmt producer_tile = block({load_q, issue_keys(first, count)});
+    if (persistent()) {
+      // The tile's first key tiles go into the slots the tile before releases as it ends (they wait for
+      // nothing else); then Q once the consumers have released the tile before's (phase step - 1 of its
+      // empty barrier), then the rest, which need the consumers to compute on this tile's Q.
+      const Halide::Expr ahead = simplify(Halide::min(count, depth));
+      producer_tile =
+          block({issue_keys(first, ahead),
+                 guarded(tile_step >= 1, intrinsic::mbarrier_wait(q_empty, (tile_step - 1) % 2)), load_q,
+                 issue_keys(simplify(first + ahead), simplify(count - ahead)), next_ring_base});
+    }
+    const Stmt producer = block({intrinsic::setmaxnreg(specialization->producer_registers, false),
+                                 guarded(issuer, over_block_tiles(producer_tile))});
+    const Stmt consumers = block(
+        {intrinsic::setmaxnreg(specialization->consumer_registers, true), over_block_tiles(block(compute))});
+    s.push_back(IfThenElse::make(thread >= consumer_threads_, producer, consumers));
     summary_ += fmt::format(
         "  warp specialized, {} threads a block: warpgroup {} issues the TMA copies ({} registers a thread), "
         "warpgroups 0 to {} compute ({} registers a thread)\n",
@@ -445,6 +513,12 @@ Stmt ChainedKernelBuilder::tma_key_loop(const Halide::Expr &first, const Halide:
         specialization->consumer_registers);
   }
   Stmt loop = block(s);
+  if (persistent()) {
+    loop = Allocate::make("tma.q.empty", Halide::UInt(64), Halide::MemoryType::GPUShared, {1}, const_true(),
+                          loop);
+    loop =
+        Allocate::make("ring.base", Halide::Int(32), Halide::MemoryType::Register, {1}, const_true(), loop);
+  }
   loop = Allocate::make("tma.q", Halide::UInt(64), Halide::MemoryType::GPUShared, {1}, const_true(), loop);
   for (const char *name : {"tma.empty", "tma.full"})
     loop = Allocate::make(name, Halide::UInt(64), Halide::MemoryType::GPUShared, {depth}, const_true(), loop);

@@ -160,6 +160,7 @@ void ChainedKernelBuilder::plan_loops() {
     mapping_.add_warps(hopper::kWarpgroupThreads / 32);
   }
   summary_ += launch_summary(mapping_);
+  plan_persistent();
   if (hopper_) {
     plan_hopper();
   } else {
@@ -948,10 +949,12 @@ Kernel ChainedKernelBuilder::build() {
       write_backs_.clear();
       summary_ += "  outputs stored directly: the write-back tiles do not fit beside the TMA ring\n";
     }
-    const Stmt stores = with_shared_arrays(write_backs_, epilogue());
+    // A persistent block's tiles write back through one tile, allocated around them all.
+    const Stmt stores = persistent() ? epilogue() : with_shared_arrays(write_backs_, epilogue());
     body = with_shared_arrays(
         stages_, block({block(prologue),
                         tma_key_loop(first, count, tile, block(init), block({block(finish), stores}))}));
+    if (persistent()) body = with_shared_arrays(write_backs_, body);
   } else {
     const Stmt loop =
         hopper_ ? tma_key_loop(first, count, tile, block(init), block(finish))

@@ -17,6 +17,7 @@
 #include "scheduler/loops.h"
 #include "scheduler/staging.h"
 #include "scheduler/stmt_building.h"
+#include "scheduler/stream_k.h"
 #include "scheduler/thread_mapping.h"
 
 namespace twist::chained {
@@ -156,10 +157,23 @@ class ChainedKernelBuilder {
   // full and empty mbarriers, `tile()` building the tile's update after S (once ring_slot_ is set); S is
   // issued here, for this tile or, with FuncSchedule::overlap_producer, for the next. `states` (the rows'
   // initial states) runs before the loop and `finish` after it, on the threads that compute: with
-  // warp_specialize(), a producer warpgroup issues every copy and the others compute.
+  // warp_specialize(), a producer warpgroup issues every copy and the others compute; with persistent(), both
+  // for each of the block's tiles, the first key tiles of the next issued while the consumers finish this
+  // one.
   Stmt tma_key_loop(const Halide::Expr &first, const Halide::Expr &count, const std::function<Stmt()> &tile,
                     const Stmt &states, const Stmt &finish);
   bool specialized() const { return consumer_threads_ < mapping_.threads; }
+  // FuncSchedule::persistent: block b takes the output tiles b, b + blocks, ... (make_grid_persistent), its
+  // producer loading each tile's Q and key tiles while the consumers finish the tile before. The ring's
+  // iterations run on from tile to tile: ring_base() counts those of the block's earlier tiles, in a register
+  // of each thread, as a causal mask gives the tiles different key counts.
+  void plan_persistent();
+  bool persistent() const { return persistent_.has_value(); }
+  Halide::Expr ring_base() const;
+  // `per_tile` for each of the block's tiles under the block loops' values at the tile (tile.step its place
+  // among them), after ring_base() starts at 0.
+  Stmt over_block_tiles(const Stmt &per_tile) const;
+  std::optional<PersistentTiles> persistent_;
   // WarpSpecialization::ping_pong: the consumer warpgroups take turns on the tensor cores. A warpgroup
   // takes its turn with bar.sync on its own barrier (named_barriers::kFirstTurn + w) and passes it to the
   // next warpgroup with bar.arrive on that one's; each barrier counts the warpgroup that waits and the one

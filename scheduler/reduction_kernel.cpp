@@ -207,28 +207,11 @@ void ReductionKernelBuilder::plan_loops() {
 }
 
 void ReductionKernelBuilder::plan_persistent_grid() {
-  const std::array<Halide::Expr, 3> grid = mapping_.grid;
-  tile_count_ = simplify(grid[0] * grid[1] * grid[2]);
-  // Tile t is the block the one-block-per-tile grid would have run as blockIdx (t % x, t / x % y, t / (x y)):
-  // the same raster order.
-  const Halide::Expr tile = var("tile.index");
-  const std::map<std::string, Halide::Expr> block_of_tile = {
-      {intrinsic::kBlockIndex[0], tile % grid[0]},
-      {intrinsic::kBlockIndex[1], (tile / grid[0]) % grid[1]},
-      {intrinsic::kBlockIndex[2], tile / (grid[0] * grid[1])}};
-  std::vector<std::pair<std::string, Halide::Expr>> per_thread;
-  for (const auto &[name, value] : mapping_.bound_values) {
-    bool of_block = false;
-    for (const char *b : intrinsic::kBlockIndex) of_block = of_block || expr_uses_var(value, b);
-    if (of_block)
-      tile_coordinates_.push_back({name, simplify(substitute(block_of_tile, value))});
-    else
-      per_thread.push_back({name, value});
-  }
-  mapping_.bound_values = per_thread;
   const int blocks = req_.schedule->persistent_blocks();
   const bool stream_k = req_.schedule->stream_k_enabled();
-  mapping_.grid = {persistent_grid(tile_count_, blocks, stream_k), 1, 1};
+  PersistentTiles tiles = make_grid_persistent(mapping_, blocks, stream_k);
+  tile_count_ = tiles.count;
+  tile_coordinates_ = std::move(tiles.coordinates);
   if (stream_k)
     summary_ += fmt::format(
         "  persistent grid of {} blocks with stream-K: whole tiles in {}, then the rest split along k in "

@@ -192,7 +192,7 @@ class FuncSchedule {
   // WarpSpecialization).
   FuncSchedule &warp_specialize(WarpSpecialization registers = {});
   // A persistent grid: min(blocks, tiles) blocks (`blocks` the number of SMs), block b taking the output
-  // tiles b, b + blocks, ... in the raster order, so that a warp-specialized producer loads the next tile's
+  // tiles b, b + blocks, ... in the launch order, so that a warp-specialized producer loads the next tile's
   // operands while the consumers finish the last one's epilogue, and no tile waits for a block to start.
   FuncSchedule &persistent(int blocks);
   // Thread-block clusters of `blocks` CTAs (1 or 2) in a persistent warp-specialized wgmma kernel: a

@@ -1,5 +1,8 @@
 #include "scheduler/stream_k.h"
 
+#include <array>
+#include <map>
+
 #include "lang/error.h"
 #include "scheduler/expr_lowering.h"
 #include "scheduler/intrinsics.h"
@@ -44,6 +47,29 @@ Halide::Expr stream_k_owner(const PersistentUnits &u, const Halide::Expr &i) {
 
 Halide::Expr persistent_grid(const Halide::Expr &tiles, int blocks, bool stream_k) {
   return stream_k ? Halide::Expr(blocks) : simplify(Halide::min(blocks, tiles));
+}
+
+PersistentTiles make_grid_persistent(ThreadMapping &mapping, int blocks, bool stream_k) {
+  const std::array<Halide::Expr, 3> grid = mapping.grid;
+  PersistentTiles tiles;
+  tiles.count = simplify(grid[0] * grid[1] * grid[2]);
+  const Halide::Expr tile = var(unit::kTile);
+  const std::map<std::string, Halide::Expr> block_of_tile = {
+      {intrinsic::kBlockIndex[0], tile % grid[0]},
+      {intrinsic::kBlockIndex[1], (tile / grid[0]) % grid[1]},
+      {intrinsic::kBlockIndex[2], tile / (grid[0] * grid[1])}};
+  std::vector<std::pair<std::string, Halide::Expr>> per_thread;
+  for (const auto &[name, value] : mapping.bound_values) {
+    bool of_block = false;
+    for (const char *b : intrinsic::kBlockIndex) of_block = of_block || expr_uses_var(value, b);
+    if (of_block)
+      tiles.coordinates.push_back({name, simplify(substitute(block_of_tile, value))});
+    else
+      per_thread.push_back({name, value});
+  }
+  mapping.bound_values = per_thread;
+  mapping.grid = {persistent_grid(tiles.count, blocks, stream_k), 1, 1};
+  return tiles;
 }
 
 Stmt over_units(const PersistentUnits &u, const std::function<Stmt(bool split)> &body,

@@ -28,6 +28,7 @@
 
 #include "lang/monoid.h"
 #include "scheduler/schedule.h"
+#include "scheduler/thread_mapping.h"
 
 namespace twist {
 
@@ -57,6 +58,20 @@ struct PersistentUnits {
   int partial_slots() const { return 3 * blocks; }
   int counters() const { return 2 * blocks; }
 };
+
+// A persistent grid's output tiles: tile t is the block that the one-block-per-tile grid would have run as
+// blockIdx (t % x, t / x % y, t / (x y)), so the tiles keep that grid's launch order (its raster groups and
+// reversed loops, which map_threads put in the bound values).
+struct PersistentTiles {
+  Halide::Expr count;
+  // The value of each loop bound to a block axis at tile unit::kTile.
+  std::vector<std::pair<std::string, Halide::Expr>> coordinates;
+};
+
+// Makes `mapping`'s grid persistent (FuncSchedule::persistent): the bound values that read the block index
+// move out of it into the tiles' coordinates, and the grid becomes persistent_grid(tiles, blocks, stream_k)
+// blocks along x. Shared by every kernel builder that takes persistent().
+PersistentTiles make_grid_persistent(ThreadMapping &mapping, int blocks, bool stream_k);
 
 // The persistent grid: `blocks` with stream-K (every block takes a share of the last tiles), else
 // min(blocks, tiles).

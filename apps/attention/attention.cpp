@@ -97,6 +97,9 @@ std::string AttentionTiling::name() const {
   if (warp_specialized) s += "_ws";
   if (ping_pong) s += "_pp";
   if (longest_first) s += fmt::format("_lf{}", head_group);
+  if (persistent_blocks == resident_blocks()) s += "_pers";
+  if (persistent_blocks > 0 && persistent_blocks != resident_blocks())
+    s += fmt::format("_pers{}", persistent_blocks);
   return s;
 }
 
@@ -236,6 +239,7 @@ Schedule schedule_attention_wgmma(const Attention &a, const AttentionTiling &t) 
         t.name());
   if (t.warp_specialized) s[a.O].warp_specialize({t.producer_registers, t.consumer_registers(), t.ping_pong});
   if (t.longest_first) s[a.O].reverse("io").raster(t.head_group);
+  if (t.persistent_blocks > 0) s[a.O].persistent(t.persistent_blocks);
   s[a.S].compute_at(a.O, "jo").stage(a.Q, "", Transport::tma).stage(a.K, "jo", Transport::tma, t.stages);
   return s;
 }
@@ -279,7 +283,7 @@ void wide_head_tiling(AttentionTiling &t, int head_dim) {
 
 namespace {
 
-constexpr int kSms = 132;  // the H200's, which the rules fill
+constexpr int kSms = AttentionTiling::kSms;  // which the rules fill
 // H200: 50 MB of L2, half of it for the K and V of a group of block rows (the rest for Q, O and the other
 // groups' blocks still running).
 constexpr int64_t kAttentionL2Budget = 25ll << 20;

@@ -81,6 +81,13 @@ struct AttentionTiling {
   // shortest fill the last wave, while a group's K and V stay in L2.
   bool longest_first = false;
   int head_group = 1;
+  // wgmma, warp_specialized: a persistent grid of at most this many blocks (FuncSchedule::persistent; 0 for
+  // a block per tile), each taking the output tiles b, b + blocks, ... in the block order above, its producer
+  // loading the next tile's Q and key tiles during this tile's last updates and epilogue; resident_blocks()
+  // to fill the machine.
+  int persistent_blocks = 0;
+  static constexpr int kSms = 132;  // the H200's
+  int resident_blocks() const { return kSms * min_blocks_per_sm; }
   int consumer_registers() const;
   std::string name() const;
 };
@@ -144,7 +151,14 @@ Schedule schedule_attention(const Attention &a, const AttentionTiling &t);
 //     H16 S4096, 533.7 against 539.0 at B2 H16 S8192, 523.3 against 521.6 in bf16) and on both sides of it
 //     with one (517.1 against 494.5 at B1 H16 S16384, 452.1 against 442.4 at B4 H16 S4096 bf16, 405.0
 //     against 432.2 in f16): no steadier than the run's spread; at D = 64 (one block per SM: 128-key tiles
-//     do not fit two blocks' 104 registers) 0.60x the rule's, at D = 256 0.87x.
+//     do not fit two blocks' 104 registers) 0.60x the rule's, at D = 256 0.87x;
+//   - not a persistent grid (persistent_blocks; bench/RESULTS.md, "A persistent grid for the chained
+//     kernel"): in one run, the overlapped D = 128 kernel in a loop over tiles is serialized by ptxas (C7514,
+//     every HGMMA waited for) and ran 0.73-0.89x; without the overlap it compiles like the one-block-a-tile
+//     kernel and ran level with it without a causal mask (0.995 at B4 H16 S4096, 0.966 at B2 H16 S8192, 1.028
+//     in bf16), at D = 64 (1.005, 0.997) and D = 256 (1.006), and 0.81-0.86x with one, whose blocks' fixed
+//     tiles b, b + blocks, ... differ in their key counts where the hardware gives each freed SM the next
+//     block.
 struct AttentionProblemShape {
   int head_dim = 128;
   bool causal = false;

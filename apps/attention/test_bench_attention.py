@@ -546,7 +546,7 @@ class ExportSuiteTest(unittest.TestCase):
             stub.chmod(0o755)
             done = self.run_suite(Path(d) / "suite", stub)
             self.assertEqual(done.returncode, 0, done.stderr)
-            self.assertIn("98 manifests", done.stdout)
+            self.assertIn("107 manifests", done.stdout)
             exports = []
             for path in sorted((Path(d) / "suite").glob("*.json")):
                 flags = json.loads(path.read_text())
@@ -564,8 +564,19 @@ class ExportSuiteTest(unittest.TestCase):
             exports = [e for e in exports if e not in gemma]
             prefill = [e for e in exports if "--decode" not in e]
             decode = [e for e in exports if e.get("--decode") == "true"]
-            self.assertEqual(len(prefill), 76)
+            self.assertEqual(len(prefill), 85)
             self.assertTrue(all(e.get("--atom") == "wgmma" for e in prefill))
+            # The rule's tiling on a persistent grid (with a producer warpgroup) at every problem of the suite.
+            persistent = [e for e in prefill if e.get("--persistent") == "true"]
+            self.assertTrue(all(e.get("--rule") == "true" and e.get("--warp-specialize") == "true"
+                                for e in persistent))
+            self.assertEqual(sorted((e["--shape"], e["--dtype"], e["--causal"]) for e in persistent), sorted([
+                ("1x8x4096x4096x64", "f16", "false"), ("4x16x4096x4096x128", "f16", "false"),
+                ("4x16x4096x4096x128", "f16", "true"), ("2x16x8192x8192x128", "f16", "false"),
+                ("16x16x1024x1024x64", "f16", "false"), ("1x16x16384x16384x128", "f16", "true"),
+                ("4x16x4096x4096x256", "f16", "false"), ("4x16x4096x4096x128", "bf16", "false"),
+                ("4x16x4096x4096x128", "bf16", "true")]))
+            prefill = [e for e in prefill if e not in persistent]
             # The block order at the three causal D 128 problems: the rule's tiling in the launch order, and the
             # warp-specialized forms (the overlapped S, a producer alone) longest first.
             ordered = [e for e in prefill if "--longest-first" in e]

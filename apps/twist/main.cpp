@@ -453,6 +453,9 @@ int export_attention(const Options &o) {
     if (o.flag("longest-first")) apps::order_longest_first(t, prefill_shape);
   }
   if (o.values.count("head-group")) t.head_group = std::stoi(o.get("head-group", "1"));
+  // --persistent true|false: a persistent grid of the blocks the SMs keep resident
+  // (AttentionTiling::persistent_blocks; overrides the rule's choice).
+  if (o.values.count("persistent")) t.persistent_blocks = o.flag("persistent") ? t.resident_blocks() : 0;
   if (o.values.count("split-combine"))
     t.split_combine = parse_split_combine(o.get("split-combine", "kernel"));
   const Schedule s = decode ? apps::schedule_decode(a, t) : apps::schedule_attention(a, t);
@@ -663,7 +666,8 @@ int usage() {
                "                         [--atom wgmma [--warp-rows 64] [--overlap true|false]\n"
                "                          [--delay-products true|false]\n"
                "                          [--warp-specialize true|false [--ping-pong true|false]]\n"
-               "                          [--longest-first true|false [--head-group G]] (Hopper: TMA, wgmma)]\n"
+               "                          [--longest-first true|false [--head-group G]]\n"
+               "                          [--persistent true|false] (Hopper: TMA, wgmma)]\n"
                "                         [--rule true (the tiling by apps::hopper_attention_tiling, or with --decode\n"
                "                          true by apps::decode_tiling)]\n"
                "       twist export norms --op softmax|layernorm|rmsnorm|add_rmsnorm|swiglu --rows R --hidden H --out DIR\n"

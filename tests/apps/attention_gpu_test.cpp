@@ -617,6 +617,81 @@ TEST_CASE("GPU: Hopper attention with masked rows and grouped-query heads (for t
   CHECK(err < 2e-3);
 }
 
+// Persistent grids (AttentionTiling::persistent_blocks): fewer blocks than tiles, each taking its tiles in
+// turn, the producer loading a tile's Q and key tiles while the consumers finish the tile before. The rule's
+// overlapped D 128 tiling on 3 and 132 blocks, causal with grouped-query heads and masked rows (the tiles'
+// key counts differ, so the ring's phases carry on from a running count; the rule's causal tilings take
+// the blocks longest first), and the other orders.
+namespace {
+
+AttentionTiling persistent(AttentionTiling t, int blocks) {
+  t.persistent_blocks = blocks;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("GPU: persistent Hopper attention matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  check_cases({
+      Case{"f16 D128 causal GQA 2, masked rows, 3 blocks",
+           {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hpr1"},
+           1,
+           8,
+           390,
+           300,
+           persistent(specialized(128, true, 112, true), 3)},
+      Case{"f16 D128, 132 blocks over 256 tiles",
+           {.dtype = f16, .head_dim = 128, .prefix = "hpr2"},
+           2,
+           16,
+           1024,
+           1000,
+           persistent(specialized(128, false, 112, true), AttentionTiling::kSms)},
+      Case{"bf16 D128 causal, longest first, 5 blocks",
+           {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hpr3"},
+           2,
+           4,
+           700,
+           700,
+           persistent(specialized(128, true, 112, true), 5)},
+      Case{"f16 D64 causal, producer alone, 4 blocks",
+           {.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hpr4"},
+           1,
+           6,
+           500,
+           520,
+           persistent(specialized(64, true), 4)},
+      Case{"f16 D128 ping-pong, delayed products, 3 blocks",
+           {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hpr5"},
+           1,
+           4,
+           600,
+           610,
+           persistent(delayed_ping_pong(128, true, 128, 3), 3)},
+      Case{"f16 D256, 4 blocks",
+           {.dtype = f16, .head_dim = 256, .prefix = "hpr6"},
+           1,
+           4,
+           500,
+           333,
+           persistent(specialized(256, false), 4)},
+  });
+}
+
+// The same for the sanitizers: a persistent grid of 2 blocks over 4 tiles, causal with grouped-query heads
+// and masked rows, the overlapped S.
+TEST_CASE("GPU: persistent Hopper attention with masked rows and grouped-query heads (for the sanitizers)") {
+  TWIST_REQUIRE_GPU();
+  check_cases({Case{"causal GQA 2, masked rows, 2 blocks",
+                    {.dtype = f16, .head_dim = 128, .group = 2, .causal = true, .prefix = "hprs"},
+                    1,
+                    4,
+                    190,
+                    300,
+                    persistent(specialized(128, true, 112, true), 2)}});
+}
+
 TEST_CASE("GPU: split-KV prefill and packed grouped-query decoding match the oracle") {
   TWIST_REQUIRE_GPU();
   AttentionTiling split;

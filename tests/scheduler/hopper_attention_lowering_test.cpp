@@ -740,3 +740,102 @@ TEST_CASE("ping-pong is refused without two consumer warpgroups or without warp 
   INFO(e);
   CHECK(contains(e, "at least 308 registers per thread, but warp_specialize() gives the consumers 240"));
 }
+
+namespace {
+
+// The relative error of tiling `t` on a persistent grid of `blocks`, the interpreter running the grid's
+// blocks in `order`.
+double persistent_error(const Attention &a, AttentionTiling t, int blocks,
+                        const std::map<std::string, double> &scalars, uint64_t seed,
+                        reference::InterpretOptions::BlockOrder order) {
+  t.persistent_blocks = blocks;
+  return lowered_error(a.out, schedule_attention(a, t), random_inputs(a.out, scalars, seed), scalars,
+                       twist::testing::in_block_order(order));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "persistent Hopper attention: each block's tiles in turn, Q and the ring carried on, match the oracle") {
+  // Grids of 2 and 3 blocks over 5 to 18 tiles. The interpreter runs the producer and each consumer
+  // warpgroup as groups that switch at their mbarrier waits: a Q released too early (the next tile's Q over
+  // an S still reading it) is a reported hazard, a wrong phase of Q's barriers or of a slot carried from one
+  // tile to the next a reported deadlock or a wrong number, and an unbalanced turn of ping-pong a barrier
+  // left with arrivals at the block's end.
+  using twist::testing::kBlockOrders;
+  const AttentionTiling ws = small_specialized_tiling();
+  AttentionTiling overlap = ws, delayed_pp = small_ping_pong_tiling(), pp = small_ping_pong_tiling();
+  overlap.overlap_scores = true, overlap.stages = 3;
+  delayed_pp.delay_products = true;
+  Attention plain = make_attention({.dtype = f16, .head_dim = 64, .prefix = "hpe"});
+  // 3 rows of blocks, 3 query tiles each: 9 tiles whose key counts differ (causal: 4, 8 and 9 key tiles of
+  // 32, the later ones skipped; the first 20 queries see no key and give 0).
+  Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hpec"});
+  // Two query heads of a group packed into a block: 6 rows of blocks, 3 query tiles each.
+  Attention gqa =
+      make_attention({.dtype = bf16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hpeg"});
+  for (const auto order : kBlockOrders) {
+    INFO("blocks ", twist::testing::block_order_name(order));
+    for (const AttentionTiling &t : {ws, overlap, pp, delayed_pp}) {
+      INFO(t.name());
+      CHECK(persistent_error(plain, t, 2, attention_sizes(plain, 1, 5, 70, 77), 3, order) < 2e-3);
+      CHECK(persistent_error(causal, t, 3, attention_sizes(causal, 1, 3, 300, 280), 8, order) < 2e-3);
+      CHECK(persistent_error(gqa, t, 3, attention_sizes(gqa, 2, 6, 130, 140), 12, order) < 1e-2);
+    }
+  }
+  // D = 128 on one consumer warpgroup of two row atoms, one key step a tile, 3 slots; D = 256 causal.
+  AttentionTiling one = ws;
+  one.warp_rows = 128, one.key_tile = 16, one.stages = 3;
+  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hpe128"});
+  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hpe256"});
+  for (const AttentionTiling &t : {one, overlap}) {
+    INFO(t.name());
+    CHECK(persistent_error(d128, t, 2, attention_sizes(d128, 1, 3, 140, 145), 4,
+                           reference::InterpretOptions::BlockOrder::shuffled) < 2e-3);
+  }
+  for (const AttentionTiling &t : {ws, delayed_pp})
+    CHECK(persistent_error(d256, t, 2, attention_sizes(d256, 1, 5, 45, 70), 5,
+                           reference::InterpretOptions::BlockOrder::reversed) < 2e-3);
+  // The rule's block order under a causal mask (longest first, groups of 3 rows of blocks), and split-KV
+  // parts (a tile per part), each over more tiles than blocks.
+  AttentionTiling longest = overlap;
+  longest.longest_first = true, longest.head_group = 3;
+  CHECK(persistent_error(causal, longest, 3, attention_sizes(causal, 2, 5, 150, 120), 21,
+                         reference::InterpretOptions::BlockOrder::in_order) < 2e-3);
+  AttentionTiling parts = delayed_pp;
+  parts.split_kv = 2;
+  CHECK(persistent_error(causal, parts, 3, attention_sizes(causal, 1, 3, 140, 200), 23,
+                         reference::InterpretOptions::BlockOrder::shuffled) < 2e-3);
+}
+
+TEST_CASE(
+    "persistent Hopper attention: the source loops over tiles; refused without a producer, with last-block "
+    "folds") {
+  using twist::testing::contains;
+  using twist::testing::error_of;
+  Attention a = make_attention({.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hpes"});
+  AttentionTiling t = hopper_attention_tiling(
+      {.head_dim = 128, .causal = true, .batch_heads = 64, .queries = 4096, .keys = 4096});
+  t.warp_specialized = true, t.overlap_scores = true, t.key_tile = 112, t.stages = 3;
+  t.persistent_blocks = t.resident_blocks();
+  CHECK(t.name().find("_pers") != std::string::npos);
+  const Kernel k = lower(a.out, schedule_attention(a, t), Target::sm90a()).kernels[0];
+  INFO(k.schedule_summary);
+  CHECK(contains(k.schedule_summary, "persistent grid: min(132, tiles) blocks"));
+  const std::string source = cuda::cuda_source(k);
+  CHECK(contains(source, "tile_step"));
+  CHECK(contains(source, "ring_base"));
+  CHECK(!cuda::default_kernel_cache().compile(source, k.name + ".cu", {"sm_90a"}).cubin.empty());
+  AttentionTiling plain = small_hopper_tiling();
+  plain.persistent_blocks = 4;
+  const std::string e = error_of([&] { lower(a.out, schedule_attention(a, plain), Target::sm90a()); });
+  INFO(e);
+  CHECK(contains(e, "persistent() has a producer warpgroup load the next output tile's Q"));
+  // Split-KV parts folded by each tile's last block to finish need a block per part of a tile.
+  AttentionTiling last_block = t;
+  last_block.split_kv = 2, last_block.split_combine = SplitCombine::last_block;
+  const std::string f = error_of([&] { lower(a.out, schedule_attention(a, last_block), Target::sm90a()); });
+  INFO(f);
+  CHECK(
+      contains(f, "persistent() gives blocks several tiles; drop persistent() or use SplitCombine::kernel"));
+}
