@@ -298,13 +298,13 @@ constexpr int64_t kOverlapMinMeanKeys = 27 * 128;
 void order_longest_first(AttentionTiling &t, const AttentionProblemShape &p) {
   const int64_t rows = p.batch_heads / packed_heads(p.group, t);
   const int64_t query_tiles = (p.queries + t.block_rows - 1) / t.block_rows;
-  const int64_t wanted = (2 * kSms * t.min_blocks_per_sm + query_tiles - 1) / query_tiles;
-  const int64_t row_bytes = p.keys * p.head_dim * 2 * p.element_bytes;  // a row's K and V
+  const int64_t wanted = (2 * int64_t(t.resident_blocks()) + query_tiles - 1) / query_tiles;
+  const int64_t kv_bytes_per_row = p.keys * p.head_dim * 2 * p.element_bytes;
   t.longest_first = true;
   t.head_group = 1;
   for (int64_t g = 1; g <= rows; ++g) {
     if (rows % g != 0) continue;
-    if (g > 1 && g * row_bytes > kAttentionL2Budget) break;
+    if (g > 1 && g * kv_bytes_per_row > kAttentionL2Budget) break;
     t.head_group = static_cast<int>(g);
     if (g >= wanted) break;
   }
