@@ -32,6 +32,15 @@ export_attention() {
   "$twist" export attention "$@" --out "$out" >/dev/null
   count=$((count + 1))
 }
+# Each of the tilings (each a list of flags) at one problem.
+export_tilings() {  # shape dtype causal tiling...
+  local shape=$1 dtype=$2 causal=$3 tiling
+  shift 3
+  for tiling in "$@"; do
+    # shellcheck disable=SC2086  # the tiling is a list of flags
+    export_attention --shape "$shape" --dtype "$dtype" --causal "$causal" $tiling
+  done
+}
 
 # --- prefill: B H S D causal (S = L) ------------------------------------------------------------------------
 # The Hopper datapath's tiling by rule (apps::hopper_attention_tiling in apps/attention/attention.h).
@@ -78,10 +87,7 @@ variants() {  # B H S D causal
                   "$ovlpp --key-tile 48") ;;
     *) echo "$0: no variants for D = $4" >&2; exit 2 ;;
   esac
-  for tiling in "${tilings[@]}"; do
-    # shellcheck disable=SC2086  # the tiling is a list of flags
-    export_attention --shape "$shape" --dtype f16 --causal "$causal" $tiling
-  done
+  export_tilings "$shape" f16 "$causal" "${tilings[@]}"
 }
 variants 4 16 4096 128 false
 variants 4 16 4096 128 true
@@ -109,10 +115,7 @@ delayed() {  # dtype B H S D causal
       256) tilings+=("$ws --key-tile 64") ;;
     esac
   fi
-  for tiling in "${tilings[@]}"; do
-    # shellcheck disable=SC2086  # the tiling is a list of flags
-    export_attention --shape "$shape" --dtype "$1" --causal "$6" $tiling
-  done
+  export_tilings "$shape" "$1" "$6" "${tilings[@]}"
 }
 delayed f16 1 8 4096 64 false
 delayed f16 4 16 4096 128 false
@@ -155,10 +158,7 @@ delayed_ping_pong() {  # dtype B H S D causal
          [[ $6 == true ]] || tilings+=("$pp --key-tile 176" "$pp --key-tile 160") ;;
     256) tilings=("$pp --key-tile 80" "$pp --key-tile 64") ;;
   esac
-  for tiling in "${tilings[@]}"; do
-    # shellcheck disable=SC2086  # the tiling is a list of flags
-    export_attention --shape "$shape" --dtype "$1" --causal "$6" $tiling
-  done
+  export_tilings "$shape" "$1" "$6" "${tilings[@]}"
 }
 delayed_ping_pong f16 1 8 4096 64 false
 delayed_ping_pong f16 4 16 4096 128 false

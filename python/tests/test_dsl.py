@@ -87,11 +87,16 @@ def simt_schedule(c):
     return s
 
 
-def test_a_gemm_on_the_oracle_and_on_the_interpreter_matches_numpy():
-    rng = np.random.default_rng(1)
-    a = rng.normal(size=(37, 29)).astype(np.float16)
+def gemm_operands(seed: int, rows: int):
+    """Random f16 A (rows x 29) and B (29 x 45) and their product in float64."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(rows, 29)).astype(np.float16)
     b = rng.normal(size=(29, 45)).astype(np.float16)
-    want = a.astype(np.float64) @ b.astype(np.float64)
+    return a, b, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def test_a_gemm_on_the_oracle_and_on_the_interpreter_matches_numpy():
+    a, b, want = gemm_operands(1, 37)
     c = gemm()
     oracle = twist.evaluate(c, {"A": a, "B": b})[0]
     assert np.max(np.abs(oracle - want)) < 1e-9
@@ -102,10 +107,7 @@ def test_a_gemm_on_the_oracle_and_on_the_interpreter_matches_numpy():
 
 
 def test_blocks_in_reverse_and_in_raster_groups_still_match_numpy():
-    rng = np.random.default_rng(2)
-    a = rng.normal(size=(70, 29)).astype(np.float16)
-    b = rng.normal(size=(29, 45)).astype(np.float16)
-    want = a.astype(np.float64) @ b.astype(np.float64)
+    a, b, want = gemm_operands(2, 70)
     c = gemm()
     s = simt_schedule(c)
     s[c].reverse("io").raster(2)

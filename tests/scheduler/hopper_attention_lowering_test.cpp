@@ -58,20 +58,41 @@ void check_variant_problems(const AttentionTiling &t, const std::string &prefix)
   CHECK(hopper_error(gqa, t, attention_sizes(gqa, 2, 4, 61, 70), 12) < 1e-2);
 }
 
-// The shapes a reordered key loop (overlap_producer, delay_column_products) gets wrong first: one warpgroup
-// of two row atoms with one key step per tile and three slots, D 256 causal at lengths the tiles do not
-// divide, and split-KV, each part running its own loop over its own ring.
-void check_reordered_loop_problems(const AttentionTiling &t, const std::string &prefix) {
-  AttentionTiling two_atoms = t;
-  two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
-  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .prefix = prefix + "128"});
-  CHECK(hopper_error(d128, two_atoms, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
+// D = 128 on `one_step` (one key step a tile, three slots), D = 256 causal on `t`, both at lengths the tiles
+// do not divide, and split-KV on `t`, each part running its own loop over its own ring.
+void check_loop_problems(const AttentionTiling &t, const AttentionTiling &one_step, bool causal_d128,
+                         const std::string &prefix) {
+  Attention d128 =
+      make_attention({.dtype = f16, .head_dim = 128, .causal = causal_d128, .prefix = prefix + "128"});
+  CHECK(hopper_error(d128, one_step, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
   Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = prefix + "256"});
   CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
   Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = prefix + "s"});
   AttentionTiling parts = t;
   parts.split_kv = 3;
   CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+}
+
+// The shapes a reordered key loop (overlap_producer, delay_column_products) gets wrong first: one warpgroup
+// of two row atoms with one key step per tile, D 256, split-KV.
+void check_reordered_loop_problems(const AttentionTiling &t, const std::string &prefix) {
+  AttentionTiling two_atoms = t;
+  two_atoms.warp_rows = 128, two_atoms.key_tile = 16, two_atoms.stages = 3;
+  check_loop_problems(t, two_atoms, false, prefix);
+}
+
+// What the delayed column products get wrong first: three slots (each released a tile after its S), causal
+// with more keys than queries; grouped-query heads, causal, on 128-key tiles (the GPU test's D 64 case).
+void check_delayed_products_problems(const AttentionTiling &t, const std::string &prefix) {
+  AttentionTiling three = t;
+  three.stages = 3;
+  Attention c3 = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = prefix + "3"});
+  CHECK(hopper_error(c3, three, attention_sizes(c3, 2, 1, 70, 77), 10) < 2e-3);
+  AttentionTiling wide = t;
+  wide.key_tile = 128;
+  Attention gqa =
+      make_attention({.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = prefix + "g"});
+  CHECK(hopper_error(gqa, wide, attention_sizes(gqa, 2, 4, 130, 170), 13) < 2e-3);
 }
 
 }  // namespace
@@ -374,18 +395,10 @@ TEST_CASE(
   t.warp_specialized = true, t.delay_products = true;
   // Causal with one key tile only: the products issued after the loop alone.
   check_variant_problems(t, "hd");
-  // Three slots.
-  AttentionTiling three = t;
-  three.stages = 3;
-  Attention c3 = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hd3"});
-  CHECK(hopper_error(c3, three, attention_sizes(c3, 2, 1, 70, 77), 10) < 2e-3);
+  // Three slots; grouped-query heads on 128-key tiles.
+  check_delayed_products_problems(t, "hd");
   // Two row atoms, D 256, and each split part's last products after its own loop.
   check_reordered_loop_problems(t, "hd");
-  // Grouped-query heads, causal, more keys than queries, 128-key tiles (the GPU test's D 64 case).
-  AttentionTiling wide = t;
-  wide.key_tile = 128;
-  Attention gqa = make_attention({.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hdg"});
-  CHECK(hopper_error(gqa, wide, attention_sizes(gqa, 2, 4, 130, 170), 13) < 2e-3);
 }
 
 TEST_CASE("delay_column_products' source issues P V after the next S and waits for the S alone") {
@@ -573,6 +586,14 @@ AttentionTiling small_ping_pong_tiling() {
   return t;
 }
 
+// The shapes the warpgroups' turns get wrong first (ping-pong, with or without the delayed products): D = 128
+// causal with one key step a tile, D 256, split-KV (each part's warpgroups taking turns over its own tiles).
+void check_turn_problems(const AttentionTiling &t, const std::string &prefix) {
+  AttentionTiling one_step = t;
+  one_step.key_tile = 16, one_step.stages = 3;
+  check_loop_problems(t, one_step, true, prefix);
+}
+
 }  // namespace
 
 TEST_CASE("ping-pong Hopper attention: two consumer warpgroups taking turns match the oracle") {
@@ -582,18 +603,7 @@ TEST_CASE("ping-pong Hopper attention: two consumer warpgroups taking turns matc
   const AttentionTiling t = small_ping_pong_tiling();
   // Grouped-query heads: the two warpgroups are two query heads of a group sharing each K and V tile.
   check_variant_problems(t, "hp");
-  // D = 128 (one key step a tile) and D = 256, causal, lengths the tiles do not divide.
-  AttentionTiling d128_tiling = t;
-  d128_tiling.key_tile = 16, d128_tiling.stages = 3;
-  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hp128"});
-  CHECK(hopper_error(d128, d128_tiling, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
-  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hp256"});
-  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
-  // Split-KV: each part's warpgroups take turns over their own part's tiles.
-  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hps"});
-  AttentionTiling parts = t;
-  parts.split_kv = 3;
-  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
+  check_turn_problems(t, "hp");
   // With the next tile's S in flight during this tile's update: the turn passes after that S.
   Attention causal = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hpc"});
   AttentionTiling overlap = t;
@@ -643,30 +653,10 @@ TEST_CASE("ping-pong with delayed column products: FlashAttention-3's full order
   // Odd lengths, f16 and bf16; causal with rows that see no key (0), skipped tiles and one tile only (the
   // products after the loop alone); grouped-query heads.
   check_variant_problems(t, "hdp");
-  // Three slots, causal, more keys than queries.
-  AttentionTiling three = t;
-  three.stages = 3;
-  Attention c3 = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hdp3"});
-  CHECK(hopper_error(c3, three, attention_sizes(c3, 2, 1, 70, 77), 10) < 2e-3);
-  // D = 128 with one key step a tile on three slots, and D = 256, causal, lengths the tiles do not divide.
-  AttentionTiling one_step = t;
-  one_step.key_tile = 16, one_step.stages = 3;
-  Attention d128 = make_attention({.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hdp128"});
-  CHECK(hopper_error(d128, one_step, attention_sizes(d128, 1, 1, 75, 45), 4) < 2e-3);
-  Attention d256 = make_attention({.dtype = f16, .head_dim = 256, .causal = true, .prefix = "hdp256"});
-  CHECK(hopper_error(d256, t, attention_sizes(d256, 1, 1, 45, 70), 5) < 2e-3);
-  // Split-KV: each part's warpgroups take turns over their own part's tiles, its last products after its
-  // own loop.
-  Attention split = make_attention({.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hdps"});
-  AttentionTiling parts = t;
-  parts.split_kv = 3;
-  CHECK(hopper_error(split, parts, attention_sizes(split, 1, 2, 33, 250), 9) < 2e-3);
-  // Grouped-query heads, causal, 128-key tiles (the GPU test's D 64 case).
-  AttentionTiling wide = t;
-  wide.key_tile = 128;
-  Attention gqa =
-      make_attention({.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hdpg"});
-  CHECK(hopper_error(gqa, wide, attention_sizes(gqa, 2, 4, 130, 170), 13) < 2e-3);
+  // Three slots; grouped-query heads on 128-key tiles.
+  check_delayed_products_problems(t, "hdp");
+  // One key step a tile, D = 256 and split-KV (each part's last products after its own loop).
+  check_turn_problems(t, "hdp");
 }
 
 TEST_CASE("ping-pong with delayed column products: the turn around S and P V, passed before the waits") {
