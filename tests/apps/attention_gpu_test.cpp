@@ -657,6 +657,14 @@ TEST_CASE("GPU: persistent Hopper attention matches the oracle") {
            700,
            500,
            persistent(specialized(128, true, 112, true), 5)},
+  });
+}
+
+// The other orders and head dimensions on a persistent grid (a test case of their own, so that the GPU suite
+// runs the two halves' exact oracles side by side).
+TEST_CASE("GPU: persistent Hopper attention in its other orders and head dimensions matches the oracle") {
+  TWIST_REQUIRE_GPU();
+  check_cases({
       Case{"f16 D64 causal, producer alone, 4 blocks",
            {.dtype = f16, .head_dim = 64, .causal = true, .prefix = "hpr4"},
            1,
