@@ -60,6 +60,15 @@ double gpu_error(const Case &c) {
   return err;
 }
 
+// Each case on the GPU against the exact oracle: relative L2 error under 2e-3 in f16, 1e-2 in bf16.
+void check_cases(const std::vector<Case> &cases) {
+  for (const Case &c : cases) {
+    const double err = gpu_error(c);
+    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
+    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("GPU: attention prefill and its generality variants match the oracle") {
@@ -67,56 +76,52 @@ TEST_CASE("GPU: attention prefill and its generality variants match the oracle")
   AttentionTiling big;  // the benchmark's tiling
   AttentionTiling d256;
   d256.key_tile = 32;
-  for (const Case &c : {
-           Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "a"}, 2, 3, 200, 200, big},
-           Case{"bf16 D128 causal",
-                {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "b"},
-                1,
-                2,
-                300,
-                300,
-                big},
-           Case{"f16 D128 causal, more queries than keys",
-                {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "c"},
-                1,
-                2,
-                190,
-                90,
-                big},
-           Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "d"}, 1, 2, 130, 77, d256},
-           Case{"f16 D128 GQA 4",
-                {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "e"},
-                1,
-                8,
-                150,
-                150,
-                big},
-           Case{"soft-capping",
-                {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "f"},
-                1,
-                2,
-                100,
-                160,
-                big},
-           Case{"ALiBi",
-                {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "g"},
-                1,
-                4,
-                129,
-                129,
-                big},
-           Case{"sliding window",
-                {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "h"},
-                1,
-                2,
-                257,
-                257,
-                big},
-       }) {
-    const double err = gpu_error(c);
-    INFO(c.name, ": relative L2 error ", err);
-    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
-  }
+  check_cases({
+      Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "a"}, 2, 3, 200, 200, big},
+      Case{"bf16 D128 causal",
+           {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "b"},
+           1,
+           2,
+           300,
+           300,
+           big},
+      Case{"f16 D128 causal, more queries than keys",
+           {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "c"},
+           1,
+           2,
+           190,
+           90,
+           big},
+      Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "d"}, 1, 2, 130, 77, d256},
+      Case{"f16 D128 GQA 4",
+           {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "e"},
+           1,
+           8,
+           150,
+           150,
+           big},
+      Case{"soft-capping",
+           {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "f"},
+           1,
+           2,
+           100,
+           160,
+           big},
+      Case{"ALiBi",
+           {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "g"},
+           1,
+           4,
+           129,
+           129,
+           big},
+      Case{"sliding window",
+           {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "h"},
+           1,
+           2,
+           257,
+           257,
+           big},
+  });
 }
 
 namespace {
@@ -139,79 +144,74 @@ TEST_CASE("GPU: attention prefill on the Hopper datapath (TMA and wgmma) and its
   TWIST_REQUIRE_GPU();
   AttentionTiling two_warpgroups =
       hopper_attention_tiling({.batch_heads = 1000, .queries = 4096, .keys = 4096});
-  for (Case c : {
-           hopper(Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "ha"}, 2, 3, 200, 200, {}}),
-           hopper(Case{"bf16 D128 causal",
-                       {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hb"},
-                       1,
-                       2,
-                       300,
-                       300,
-                       {}}),
-           hopper(Case{"f16 D128 causal, more queries than keys",
-                       {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hc"},
-                       1,
-                       2,
-                       190,
-                       90,
-                       {}}),
-           hopper(Case{
-               "f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hd"}, 1, 2, 130, 77, {}}),
-           hopper(Case{"f16 D128 GQA 4",
-                       {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "he"},
-                       1,
-                       8,
-                       150,
-                       150,
-                       {}}),
-           hopper(Case{"soft-capping",
-                       {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "hf"},
-                       1,
-                       2,
-                       100,
-                       160,
-                       {}}),
-           hopper(Case{"ALiBi",
-                       {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "hg"},
-                       1,
-                       4,
-                       129,
-                       129,
-                       {}}),
-           hopper(Case{"sliding window",
-                       {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hh"},
-                       1,
-                       2,
-                       257,
-                       257,
-                       {}}),
-           Case{"f16 D128 causal, two warpgroups",
-                {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hi"},
-                1,
-                2,
-                300,
-                300,
-                two_warpgroups},
-           Case{"bf16 D64 GQA 4, two heads per block",
-                {.dtype = bf16, .head_dim = 64, .group = 4, .causal = true, .prefix = "hk"},
-                2,
-                8,
-                130,
-                170,
-                two_warpgroups},
-           Case{"bf16 D256 two warpgroups",
-                {.dtype = bf16, .head_dim = 256, .prefix = "hj"},
-                1,
-                2,
-                140,
-                133,
-                hopper_attention_tiling(
-                    {.head_dim = 256, .batch_heads = 1000, .queries = 4096, .keys = 4096})},
-       }) {
-    const double err = gpu_error(c);
-    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
-    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
-  }
+  check_cases({
+      hopper(Case{"f16 D64", {.dtype = f16, .head_dim = 64, .prefix = "ha"}, 2, 3, 200, 200, {}}),
+      hopper(Case{"bf16 D128 causal",
+                  {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hb"},
+                  1,
+                  2,
+                  300,
+                  300,
+                  {}}),
+      hopper(Case{"f16 D128 causal, more queries than keys",
+                  {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hc"},
+                  1,
+                  2,
+                  190,
+                  90,
+                  {}}),
+      hopper(
+          Case{"f16 D256 ragged keys", {.dtype = f16, .head_dim = 256, .prefix = "hd"}, 1, 2, 130, 77, {}}),
+      hopper(Case{"f16 D128 GQA 4",
+                  {.dtype = f16, .head_dim = 128, .group = 4, .causal = true, .prefix = "he"},
+                  1,
+                  8,
+                  150,
+                  150,
+                  {}}),
+      hopper(Case{"soft-capping",
+                  {.dtype = f16, .head_dim = 64, .softcap = 20.0f, .prefix = "hf"},
+                  1,
+                  2,
+                  100,
+                  160,
+                  {}}),
+      hopper(Case{"ALiBi",
+                  {.dtype = f16, .head_dim = 64, .causal = true, .alibi = true, .prefix = "hg"},
+                  1,
+                  4,
+                  129,
+                  129,
+                  {}}),
+      hopper(Case{"sliding window",
+                  {.dtype = f16, .head_dim = 64, .causal = true, .window = 40, .prefix = "hh"},
+                  1,
+                  2,
+                  257,
+                  257,
+                  {}}),
+      Case{"f16 D128 causal, two warpgroups",
+           {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "hi"},
+           1,
+           2,
+           300,
+           300,
+           two_warpgroups},
+      Case{"bf16 D64 GQA 4, two heads per block",
+           {.dtype = bf16, .head_dim = 64, .group = 4, .causal = true, .prefix = "hk"},
+           2,
+           8,
+           130,
+           170,
+           two_warpgroups},
+      Case{"bf16 D256 two warpgroups",
+           {.dtype = bf16, .head_dim = 256, .prefix = "hj"},
+           1,
+           2,
+           140,
+           133,
+           hopper_attention_tiling({.head_dim = 256, .batch_heads = 1000, .queries = 4096, .keys = 4096})},
+  });
 }
 
 // The rule's tilings with the next key tile's S in flight during this tile's softmax (overlap_producer).
@@ -223,40 +223,36 @@ TEST_CASE("GPU: Hopper attention with the next tile's S overlapping this tile's 
     t.warp_specialized = false, t.ping_pong = false, t.overlap_scores = true;
     return t;
   };
-  for (const Case &c : {
-           Case{"f16 D128",
-                {.dtype = f16, .head_dim = 128, .prefix = "ho1"},
-                1,
-                2,
-                300,
-                333,
-                overlapped(128, false)},
-           Case{"bf16 D128 causal, masked rows",
-                {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "ho2"},
-                1,
-                2,
-                190,
-                90,
-                overlapped(128, true)},
-           Case{"f16 D64 GQA 2 causal",
-                {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "ho3"},
-                2,
-                4,
-                130,
-                170,
-                overlapped(64, true)},
-           Case{"f16 D256 ragged keys",
-                {.dtype = f16, .head_dim = 256, .prefix = "ho4"},
-                1,
-                2,
-                140,
-                77,
-                overlapped(256, false)},
-       }) {
-    const double err = gpu_error(c);
-    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
-    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
-  }
+  check_cases({
+      Case{"f16 D128",
+           {.dtype = f16, .head_dim = 128, .prefix = "ho1"},
+           1,
+           2,
+           300,
+           333,
+           overlapped(128, false)},
+      Case{"bf16 D128 causal, masked rows",
+           {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "ho2"},
+           1,
+           2,
+           190,
+           90,
+           overlapped(128, true)},
+      Case{"f16 D64 GQA 2 causal",
+           {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "ho3"},
+           2,
+           4,
+           130,
+           170,
+           overlapped(64, true)},
+      Case{"f16 D256 ragged keys",
+           {.dtype = f16, .head_dim = 256, .prefix = "ho4"},
+           1,
+           2,
+           140,
+           77,
+           overlapped(256, false)},
+  });
 }
 
 // Each key tile's P V issued after the next tile's S and waited for after that tile's softmax
@@ -272,40 +268,36 @@ TEST_CASE(
     t.key_tile = key_tile, t.stages = stages, t.min_blocks_per_sm = 1;
     return t;
   };
-  for (const Case &c : {
-           Case{"f16 D128, 128-key tiles, 2 slots",
-                {.dtype = f16, .head_dim = 128, .prefix = "hd1"},
-                1,
-                2,
-                300,
-                333,
-                delayed(128, false, 128, 2)},
-           Case{"bf16 D128 causal, masked rows, 3 slots",
-                {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hd2"},
-                1,
-                2,
-                190,
-                90,
-                delayed(128, true, 128, 3)},
-           Case{"f16 D64 GQA 2 causal, 128-key tiles",
-                {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hd3"},
-                2,
-                4,
-                130,
-                170,
-                delayed(64, true, 128, 2)},
-           Case{"f16 D256 ragged keys",
-                {.dtype = f16, .head_dim = 256, .prefix = "hd4"},
-                1,
-                2,
-                140,
-                77,
-                delayed(256, false, 64, 2)},
-       }) {
-    const double err = gpu_error(c);
-    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
-    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
-  }
+  check_cases({
+      Case{"f16 D128, 128-key tiles, 2 slots",
+           {.dtype = f16, .head_dim = 128, .prefix = "hd1"},
+           1,
+           2,
+           300,
+           333,
+           delayed(128, false, 128, 2)},
+      Case{"bf16 D128 causal, masked rows, 3 slots",
+           {.dtype = bf16, .head_dim = 128, .causal = true, .prefix = "hd2"},
+           1,
+           2,
+           190,
+           90,
+           delayed(128, true, 128, 3)},
+      Case{"f16 D64 GQA 2 causal, 128-key tiles",
+           {.dtype = f16, .head_dim = 64, .group = 2, .causal = true, .prefix = "hd3"},
+           2,
+           4,
+           130,
+           170,
+           delayed(64, true, 128, 2)},
+      Case{"f16 D256 ragged keys",
+           {.dtype = f16, .head_dim = 256, .prefix = "hd4"},
+           1,
+           2,
+           140,
+           77,
+           delayed(256, false, 64, 2)},
+  });
 }
 
 // A producer warpgroup issuing every TMA copy (warp_specialize) on the rule's tilings and on wider key tiles,
@@ -322,14 +314,6 @@ AttentionTiling specialized(int head_dim, bool causal, int key_tile = 0, bool ov
   if (!overlap) t.stages = 2;
   t.overlap_scores = overlap;
   return t;
-}
-
-void check_cases(const std::vector<Case> &cases) {
-  for (const Case &c : cases) {
-    const double err = gpu_error(c);
-    INFO(c.name, " (", c.tiling.name(), "): relative L2 error ", err);
-    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
-  }
 }
 
 }  // namespace
@@ -711,40 +695,30 @@ TEST_CASE("GPU: split-KV prefill and packed grouped-query decoding match the ora
   // One block per row atom folds every key and writes `out` itself, through its shared write-back tile.
   AttentionTiling unsplit_decode = decode;
   unsplit_decode.split_kv = 1;
-  for (const Case &c : {
-           Case{"split-KV causal",
-                {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "s"},
-                1,
-                2,
-                80,
-                1000,
-                split},
-           Case{"decode",
-                {.dtype = f16, .head_dim = 128, .decode = true, .prefix = "t"},
-                2,
-                4,
-                1,
-                3000,
-                decode},
-           Case{"decode GQA 4",
-                {.dtype = bf16, .head_dim = 128, .group = 4, .decode = true, .prefix = "u"},
-                1,
-                8,
-                1,
-                5000,
-                decode},
-           Case{"unsplit decode GQA 2",
-                {.dtype = bf16, .head_dim = 64, .group = 2, .decode = true, .prefix = "v"},
-                2,
-                8,
-                1,
-                700,
-                unsplit_decode},
-       }) {
-    const double err = gpu_error(c);
-    INFO(c.name, ": relative L2 error ", err);
-    CHECK(err < (c.options.dtype == f16 ? 2e-3 : 1e-2));
-  }
+  check_cases({
+      Case{"split-KV causal",
+           {.dtype = f16, .head_dim = 128, .causal = true, .prefix = "s"},
+           1,
+           2,
+           80,
+           1000,
+           split},
+      Case{"decode", {.dtype = f16, .head_dim = 128, .decode = true, .prefix = "t"}, 2, 4, 1, 3000, decode},
+      Case{"decode GQA 4",
+           {.dtype = bf16, .head_dim = 128, .group = 4, .decode = true, .prefix = "u"},
+           1,
+           8,
+           1,
+           5000,
+           decode},
+      Case{"unsplit decode GQA 2",
+           {.dtype = bf16, .head_dim = 64, .group = 2, .decode = true, .prefix = "v"},
+           2,
+           8,
+           1,
+           700,
+           unsplit_decode},
+  });
 }
 
 // Decoding by rule (apps::decode_tiling): the rule's tilings at lengths that give parts of a few tiles, and
